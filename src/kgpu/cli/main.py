@@ -1,0 +1,78 @@
+"""The ``kgpu`` (and ``kubectl-gpu``) entry point.
+
+Verbs are loaded lazily from ``kgpu.cli.<module>``: each module exposes a click command named
+``command``. ``kgpu --help`` lists them without importing any, so start-up stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+import click
+
+from kgpu import __version__
+from kgpu.cli.output import ExitCode, fail_input
+from kgpu.errors import InputError
+
+# verb -> (module, one-line help). Order is the order of --help.
+VERBS: dict[str, tuple[str, str]] = {
+    "init": ("kgpu.cli.init_cmd", "Write a commented cluster profile (kgpu.yaml) from a template."),
+    "render": ("kgpu.cli.render_cmd", "Render every manifest of the GPU stack from a profile."),
+    "plan": ("kgpu.cli.plan_cmd", "Render + simulate the profile's workloads + cost; no cluster needed."),
+    "simulate": ("kgpu.cli.simulate_cmd", "Place pods on a cluster: where each lands, or exactly why not."),
+    "profile": ("kgpu.cli.profile_cmd", "Inspect cluster profiles (JSON Schema, validation)."),
+    "catalog": ("kgpu.cli.catalog_cmd", "GPU instance types and TKE GPU specs with prices."),
+    "tke": ("kgpu.cli.tke_cmd", "Tencent TKE super-node helpers (GPU spec matching)."),
+    "node-check": ("kgpu.cli.nodecheck_cmd", "Check a GPU host's driver, CUDA, toolkit and runtime set-up."),
+    "exporter": ("kgpu.cli.exporter_cmd", "Serve NVML GPU metrics for Prometheus (nvidia_gpu_exporter names)."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name, (module, _) in VERBS.items() if importlib.util.find_spec(module) is not None]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = VERBS.get(cmd_name)
+        if entry is None:
+            return None
+        try:
+            module = importlib.import_module(entry[0])
+        except ModuleNotFoundError as exc:
+            if exc.name == entry[0]:
+                return None
+            raise
+        command: click.Command = module.command
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, VERBS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "--version", prog_name="kgpu")
+def cli() -> None:
+    """kgpu: run GPU workloads on Kubernetes correctly, cheaply and observably.
+
+    Start with `kgpu plan`: it renders the built-in EKS + Karpenter profile, places the example GPU
+    workloads on it and prices the nodes, with no cluster or cloud account needed.
+    """
+
+
+def main(argv: list[str] | None = None) -> Any:
+    try:
+        return cli.main(args=argv, prog_name="kgpu", standalone_mode=True)
+    except InputError as exc:  # raised outside a command's own handling
+        fail_input(exc)
+    except BrokenPipeError:
+        sys.exit(ExitCode.OK)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Kubernetes objects kgpu reasons about, and the pure predicates over them."""

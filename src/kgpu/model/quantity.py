@@ -1,0 +1,117 @@
+"""resource.Quantity, parsed the way apimachinery parses it.
+
+Grammar (k8s.io/apimachinery/pkg/api/resource/quantity.go)::
+
+    <quantity>        ::= <signedNumber><suffix>
+    <signedNumber>    ::= [+-] <digits> | [+-] <digits>.<digits> | [+-] .<digits> | [+-] <digits>.
+    <suffix>          ::= <binarySI> | <decimalExponent> | <decimalSI>
+    <binarySI>        ::= Ki | Mi | Gi | Ti | Pi | Ei
+    <decimalSI>       ::= n | u | m | "" | k | M | G | T | P | E
+    <decimalExponent> ::= "e" <signedNumber> | "E" <signedNumber>   (an integer)
+
+Values are exact (``Fraction``); ``value`` and ``milli_value`` round up like Quantity.Value() and
+Quantity.MilliValue(), which is what the scheduler compares. ``40G`` is 40*10^9 and ``40Gi`` is 40*2^30:
+both valid and different; ``40GB`` is an error, never zero.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from functools import lru_cache
+
+from kgpu.errors import InputError
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_NUMBER = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?")
+_EXPONENT = re.compile(r"[eE]([+-]?\d+)")
+_NANO = Fraction(1, 10**9)
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Fraction:
+    m = _NUMBER.match(text)
+    assert m is not None  # the pattern matches the empty prefix
+    sign, whole, frac = m.group(1), m.group(2), m.group(3)
+    if not whole and not frac:
+        raise ValueError("a quantity starts with a number")
+    suffix = text[m.end() :]
+    number = Fraction(int(whole or "0"))
+    if frac:
+        number += Fraction(int(frac), 10 ** len(frac))
+    if suffix in _BINARY:
+        value = number * _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        value = number * _DECIMAL[suffix]
+    else:
+        e = _EXPONENT.fullmatch(suffix)
+        if e is None:
+            raise ValueError(f"unknown suffix {suffix!r}")
+        value = number * Fraction(10) ** int(e.group(1))
+    # apimachinery keeps at most nano precision, rounding up ("0.1n" is 1n).
+    if value.denominator != 1 and (value / _NANO).denominator != 1:
+        value = Fraction(math.ceil(value / _NANO)) * _NANO
+    return -value if sign == "-" else value
+
+
+def parse_quantity(raw: object, *, where: str = "") -> Fraction:
+    """Parse a quantity as found in JSON/YAML (a string, or a bare number)."""
+    if isinstance(raw, bool) or raw is None:
+        raise InputError(f"quantity must be a string or a number, got {raw!r}", where=where)
+    if isinstance(raw, int):
+        return Fraction(raw)
+    if isinstance(raw, float):
+        if not math.isfinite(raw):
+            raise InputError(f"invalid quantity {raw!r}", where=where)
+        text = repr(raw)
+    elif isinstance(raw, str):
+        text = raw.strip()
+    else:
+        raise InputError(f"quantity must be a string or a number, got {type(raw).__name__}", where=where)
+    try:
+        return _parse_text(text)
+    except ValueError as exc:
+        raise InputError(
+            f"invalid quantity {raw!r}: {exc}",
+            where=where,
+            hint="use a number with n, u, m, k, M, G, T, P, E or Ki, Mi, Gi, Ti, Pi, Ei",
+        ) from None
+
+
+def value(q: Fraction) -> int:
+    """Quantity.Value(): the integer value, rounded up."""
+    return math.ceil(q)
+
+
+def milli_value(q: Fraction) -> int:
+    """Quantity.MilliValue(): the value in thousandths, rounded up."""
+    return math.ceil(q * 1000)
+
+
+def format_cpu(milli: int) -> str:
+    """Millicores in the canonical form kubectl shows (``500m``, ``4``)."""
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def format_bytes(n: int) -> str:
+    """Bytes in the largest binary suffix that divides them exactly, else the largest that fits."""
+    for suffix, size in reversed(_BINARY.items()):
+        if n >= size and n % size == 0:
+            return f"{n // size}{suffix}"
+    for suffix, size in reversed(_BINARY.items()):
+        if n >= size:
+            return f"{n / size:.1f}{suffix}"
+    return str(n)
