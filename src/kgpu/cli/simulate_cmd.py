@@ -1,0 +1,92 @@
+"""``kgpu simulate``: where each pod lands, or exactly why it cannot."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import click
+
+from kgpu.cli.output import ExitCode, emit_json, emit_yaml, handle_input_errors, output_option, table
+
+
+@click.command(name="simulate")
+@click.option("--cluster", "-c", "cluster", multiple=True, metavar="PATH",
+              help="Nodes and running pods: YAML/JSON files, directories, or `kubectl get nodes,pods -A -o json`.")
+@click.option("--workload", "-w", "workload", multiple=True, metavar="PATH",
+              help="Workloads to place: Pod, Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, RayCluster.")
+@click.option("--profile", "-f", "profile", metavar="PATH", default=None,
+              help="A cluster profile (kgpu.yaml): its pools provision nodes for pods that fit nowhere.")
+@output_option("table", "json", "yaml")
+@handle_input_errors
+def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | None, output: str) -> None:
+    """Place pods on a cluster the way kube-scheduler would.
+
+    Pods are queued by priority, then input order, and each goes to the feasible node with the best
+    LeastAllocated + BalancedAllocation score (ties by node name). A pod that fits nowhere gets
+    kube-scheduler's own message, e.g. "0/3 nodes are available: 1 node(s) had untolerated taint
+    {nvidia.com/gpu: true}, 2 Insufficient nvidia.com/gpu."
+
+    Exit status: 0 every pod placed, 1 some pod unschedulable, 2 bad input.
+    """
+    from kgpu.cli.files import load_objects
+    from kgpu.sim.simulate import simulate
+
+    if not cluster and not profile:
+        raise click.UsageError("give --cluster PATH (nodes and pods) and/or --profile kgpu.yaml")
+    objects = load_objects(cluster)
+    work = load_objects(workload)
+    provisioner = None
+    if profile:
+        from kgpu.cli.profile_io import load_profile_file
+        from kgpu.sim.provision import provisioner_for
+
+        provisioner = provisioner_for(load_profile_file(profile))
+    result = simulate(objects, work, provisioner=provisioner)
+    data = result.as_dict()
+    if output == "json":
+        emit_json(data)
+    elif output == "yaml":
+        emit_yaml(data)
+    else:
+        click.echo(render_table(data))
+        for warning in result.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
+
+
+def _group_name(pod: dict[str, Any]) -> str:
+    """deploy-0, deploy-1 ... group as deploy-[0-1] when they share node and phase."""
+    name: str = pod["name"]
+    base, _, idx = name.rpartition("-")
+    return base if idx.isdigit() else name
+
+
+def render_table(data: dict[str, Any]) -> str:
+    """Pods grouped when identical (same controller, phase, node and reason), then the reasons in full."""
+    groups: dict[tuple[str, str, str, str | None, str | None], list[str]] = {}
+    for pod in data["pods"]:
+        key = (pod["namespace"], _group_name(pod), pod["phase"], pod["node"], pod["reason"])
+        groups.setdefault(key, []).append(pod["name"])
+    rows = []
+    reasons: dict[str, int] = {}
+    for (ns, base, phase, node, reason), names in groups.items():
+        label = names[0] if len(names) == 1 else f"{base} (x{len(names)})"
+        note = ""
+        if reason:
+            note = f"[{reasons.setdefault(reason, len(reasons) + 1)}]"
+        extra = next((p for p in data["pods"] if p["name"] == names[0] and p["namespace"] == ns), {})
+        where = node or "-"
+        if extra.get("instance_type"):
+            where = f"{node} ({extra['instance_type']} {extra.get('capacity_type', '')})".replace(" )", ")")
+        rows.append((ns, label, phase, where, note))
+    out = [table(("NAMESPACE", "POD", "PHASE", "NODE", "WHY"), rows)]
+    if reasons:
+        out.append("")
+        for reason, n in reasons.items():
+            out.append(f"[{n}] {reason}")
+    summary = data["summary"]
+    counts = Counter({k: v for k, v in summary.items() if isinstance(v, int)})
+    out.append("")
+    out.append(", ".join(f"{v} {k}" for k, v in counts.items()))
+    return "\n".join(out)

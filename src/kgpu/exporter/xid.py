@@ -1,0 +1,120 @@
+"""XID errors from NVML's event API, counted by a background thread.
+
+XIDs are events, not state: NVML cannot be asked "how many XIDs so far", only told to deliver them as they
+happen (``nvmlDeviceRegisterEvents`` with ``nvmlEventTypeXidCriticalError``, then ``nvmlEventSetWait``). So a
+thread waits for them and keeps counts that the collector reads at scrape time. The counts start at zero when
+the exporter starts; ``nvidia_smi_xid_last_timestamp_seconds`` exists so alerts can see a series' very first
+event, which ``increase()`` on a fresh counter cannot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgpu.exporter.nvml import Nvml, NvmlUnavailable, as_text, strip_uuid
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class XidCounts:
+    """A consistent copy of the counters, for one scrape."""
+
+    counts: dict[tuple[str, int], int] = field(default_factory=dict)  # (uuid, xid) -> events
+    last_timestamp: dict[str, float] = field(default_factory=dict)  # uuid -> unix time of the latest event
+    last_xid: dict[str, int] = field(default_factory=dict)  # uuid -> code of the latest event
+
+
+class XidWatcher:
+    """Waits for XID events on every GPU and counts them per (uuid, xid)."""
+
+    def __init__(self, nvml: Nvml, *, wait_ms: int = 1000, retry_s: float = 5.0) -> None:
+        self._nvml = nvml
+        self._wait_ms = wait_ms
+        self._retry_s = retry_s
+        self._lock = threading.Lock()
+        self._counts = XidCounts()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.running = False  # registered and waiting (for /healthz and tests)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kgpu-xid", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def snapshot(self) -> XidCounts:
+        with self._lock:
+            c = self._counts
+            return XidCounts(dict(c.counts), dict(c.last_timestamp), dict(c.last_xid))
+
+    def record(self, uuid: str, xid: int, when: float | None = None) -> None:
+        with self._lock:
+            key = (uuid, xid)
+            self._counts.counts[key] = self._counts.counts.get(key, 0) + 1
+            self._counts.last_timestamp[uuid] = time.time() if when is None else when
+            self._counts.last_xid[uuid] = xid
+
+    # -- the thread -----------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            event_set = None
+            try:
+                event_set = self._register()
+                self.running = True
+                self._wait_loop(event_set)
+            except NvmlUnavailable as exc:
+                log.info("XID watcher: NVML unavailable (%s); retrying in %.0fs", exc, self._retry_s)
+            except Exception as exc:  # the thread must not die: XID counting is a side feature
+                log.warning("XID watcher: %s; retrying in %.0fs", exc, self._retry_s)
+            finally:
+                self.running = False
+                if event_set is not None:
+                    with contextlib.suppress(NvmlUnavailable):
+                        self._nvml.query("nvmlEventSetFree", event_set)
+            self._stop.wait(self._retry_s)
+
+    def _register(self) -> Any:
+        nv = self._nvml
+        event_set = nv.call("nvmlEventSetCreate")
+        xid_type = nv.const("nvmlEventTypeXidCriticalError", 0x8)
+        registered = 0
+        for index in range(nv.device_count()):
+            handle = nv.handle(index)
+            try:
+                nv.call("nvmlDeviceRegisterEvents", handle, xid_type, event_set)
+                registered += 1
+            except NvmlUnavailable:
+                raise
+            except Exception as exc:  # NotSupported on some GPUs (e.g. older consumer boards)
+                log.info("XID events not supported on GPU %d: %s", index, exc)
+        if registered == 0:
+            raise RuntimeError("no GPU supports XID events")
+        return event_set
+
+    def _wait_loop(self, event_set: Any) -> None:
+        nv = self._nvml
+        generation = nv.generation
+        while not self._stop.is_set():
+            if nv.generation != generation or not nv.initialised:
+                raise NvmlUnavailable("NVML was re-initialised", kind="Reinitialised")
+            try:
+                data = nv.call("nvmlEventSetWait", event_set, self._wait_ms)
+            except NvmlUnavailable:
+                raise
+            except Exception as exc:
+                if nv.is_error(exc, "NVMLError_Timeout"):
+                    continue
+                raise
+            uuid = strip_uuid(as_text(nv.call("nvmlDeviceGetUUID", data.device)))
+            self.record(uuid, int(data.eventData))

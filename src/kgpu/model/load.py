@@ -1,0 +1,552 @@
+"""Kubernetes documents -> the objects the scheduler reasons about.
+
+Input is what users have: multi-document YAML, JSON, and the ``v1 List`` that ``kubectl get ... -o json``
+prints. Workload kinds expand to the pods their controllers would create (``<controller>-<n>``); DaemonSets
+are kept whole, because their pods depend on the nodes. Everything here is pure: the caller reads the files.
+
+API-server defaulting that changes scheduling is applied, because manifests have not been through one yet:
+a container's requests default to its limits, and priorityClassName resolves to a priority.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import yaml
+
+from kgpu.errors import InputError
+from kgpu.model import wire
+from kgpu.model.objects import (
+    CPU,
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    MEMORY,
+    DaemonSet,
+    HostPort,
+    Node,
+    NodeSelector,
+    Pod,
+    PodSpecInfo,
+    Requirement,
+    Resources,
+    Taint,
+    Term,
+    Toleration,
+    resources,
+)
+from kgpu.model.quantity import milli_value, parse_quantity, value
+
+POD_KINDS = {"Pod"}
+REPLICATED_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"}
+JOB_KINDS = {"Job", "CronJob"}
+KNOWN_KINDS = POD_KINDS | REPLICATED_KINDS | JOB_KINDS | {"DaemonSet", "Node", "RayCluster", "PriorityClass"}
+BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TOLERATION_OPERATORS = ("", "Equal", "Exists")
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass
+class Objects:
+    """What a set of files holds, in input order."""
+
+    nodes: list[Node] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    daemonsets: list[DaemonSet] = field(default_factory=list)
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    default_priority: int = 0
+    ignored: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+    def extend(self, other: Objects) -> None:
+        self.nodes.extend(other.nodes)
+        self.pods.extend(other.pods)
+        self.daemonsets.extend(other.daemonsets)
+        self.priority_classes.update(other.priority_classes)
+        self.default_priority = other.default_priority or self.default_priority
+        self.ignored.update(other.ignored)
+        self.warnings.extend(other.warnings)
+
+
+# --- reading documents ---------------------------------------------------------------------------------
+
+
+def parse_text(data: bytes, source: str) -> Objects:
+    """Parse one file's bytes: JSON (object, array or List) when it starts with '{' or '[', else YAML."""
+    parser = Parser(source)
+    head = data.lstrip()[:1]
+    if head in (b"{", b"["):
+        parser.feed_json(data)
+    else:
+        try:
+            docs = list(yaml.load_all(data, Loader=_YAML_LOADER))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise InputError(f"invalid YAML{at}: {problem}", where=source) from None
+        for n, doc in enumerate(docs):
+            if doc is None:
+                continue
+            parser.feed_object(doc, f"document {n + 1}")
+    parser.finish()
+    return parser.out
+
+
+def parse_documents(docs: Iterable[Any], source: str) -> Objects:
+    """Parse already-loaded documents (dicts), e.g. rendered manifests."""
+    parser = Parser(source)
+    for n, doc in enumerate(docs):
+        if doc is not None:
+            parser.feed_object(doc, f"document {n + 1}")
+    parser.finish()
+    return parser.out
+
+
+_HEAD = msgspec.json.Decoder(wire.Head)
+_RAW_POD = msgspec.json.Decoder(wire.RawPod)
+_SPEC = msgspec.json.Decoder(wire.PodSpec)
+_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
+    "Node": msgspec.json.Decoder(wire.Node),
+    "DaemonSet": msgspec.json.Decoder(wire.Workload),
+    "RayCluster": msgspec.json.Decoder(wire.RayCluster),
+    "PriorityClass": msgspec.json.Decoder(wire.PriorityClass),
+    **{k: msgspec.json.Decoder(wire.Workload) for k in REPLICATED_KINDS | JOB_KINDS},
+}
+_TYPES: dict[str, type[Any]] = {
+    "Pod": wire.Pod,
+    "Node": wire.Node,
+    "DaemonSet": wire.Workload,
+    "RayCluster": wire.RayCluster,
+    "PriorityClass": wire.PriorityClass,
+    **{k: wire.Workload for k in REPLICATED_KINDS | JOB_KINDS},
+}
+
+
+def _field_path(exc: msgspec.ValidationError) -> tuple[str, str]:
+    """Split msgspec's 'Expected `int`, got `str` - at `$.spec.replicas`' into (field, message)."""
+    text = str(exc)
+    if " - at `$" in text:
+        message, _, path = text.rpartition(" - at `$")
+        return path.rstrip("`").lstrip("."), message
+    return "", text
+
+
+class Parser:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.out = Objects()
+        self._spec_cache: dict[bytes, tuple[PodSpecInfo, Resources]] = {}
+        self._pending_priority: list[tuple[Pod, str]] = []
+
+    # JSON: decode straight into Structs; pod specs stay raw so identical ones decode once.
+    def feed_json(self, data: bytes) -> None:
+        try:
+            if data.lstrip()[:1] == b"[":
+                for n, item in enumerate(msgspec.json.decode(data, type=list[msgspec.Raw])):
+                    self._feed_raw(item, f"item {n}")
+                return
+            head = _HEAD.decode(data)
+        except msgspec.DecodeError as exc:
+            raise InputError(f"invalid JSON: {exc}", where=self.source) from None
+        if head.items is not None:
+            for n, item in enumerate(head.items):
+                self._feed_raw(item, f"items[{n}]")
+        else:
+            self._feed_raw(msgspec.Raw(data), "document 1")
+
+    def _feed_raw(self, raw: msgspec.Raw, label: str) -> None:
+        try:
+            head = _HEAD.decode(raw)
+            kind = head.kind
+            if head.items is not None:
+                for n, item in enumerate(head.items):
+                    self._feed_raw(item, f"{label}.items[{n}]")
+                return
+            if kind == "Pod":
+                self._add_raw_pod(_RAW_POD.decode(raw), label)
+                return
+            decoder = _DECODERS.get(kind)
+            if decoder is None:
+                self._ignore(kind, label)
+                return
+            obj = decoder.decode(raw)
+        except msgspec.ValidationError as exc:
+            self._wire_error(exc, msgspec.json.decode(raw), label)
+        except msgspec.DecodeError as exc:
+            raise InputError(f"invalid JSON: {exc}", where=f"{self.source}: {label}") from None
+        self._add(kind, obj, label)
+
+    # YAML (or any dicts): convert with the same Structs.
+    def feed_object(self, doc: Any, label: str) -> None:
+        if not isinstance(doc, dict):
+            raise InputError(f"expected a Kubernetes object (a mapping), got {type(doc).__name__}", where=f"{self.source}: {label}")
+        kind = doc.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise InputError("object without kind", where=f"{self.source}: {label}")
+        if isinstance(doc.get("items"), list):
+            for n, item in enumerate(doc["items"]):
+                self.feed_object(item, f"{label}.items[{n}]")
+            return
+        typ = _TYPES.get(kind)
+        if typ is None:
+            self._ignore(kind, label)
+            return
+        try:
+            obj = msgspec.convert(doc, typ, from_attributes=False)
+        except msgspec.ValidationError as exc:
+            self._wire_error(exc, doc, label)
+        if kind == "Pod":
+            self._add_pod(obj, label)
+        else:
+            self._add(kind, obj, label)
+
+    def _ignore(self, kind: str, label: str) -> None:
+        if not kind:
+            raise InputError("object without kind", where=f"{self.source}: {label}")
+        self.out.ignored[kind] += 1
+
+    def _wire_error(self, exc: msgspec.ValidationError, doc: Any, label: str) -> Any:
+        path, message = _field_path(exc)
+        raise InputError(message, where=f"{self.source}: {_describe(doc, label)}: {path}") from None
+
+    # --- objects -------------------------------------------------------------------------------------
+
+    def _name(self, kind: str, meta: wire.ObjectMeta, label: str) -> str:
+        if meta.name:
+            return meta.name
+        if meta.generate_name:
+            return meta.generate_name.rstrip("-")
+        raise InputError("object without metadata.name", where=f"{self.source}: {kind} ({label}): metadata.name")
+
+    def _where(self, kind: str, meta: wire.ObjectMeta, label: str) -> str:
+        ns = meta.namespace or "default"
+        name = meta.name or meta.generate_name or f"({label})"
+        return f"{self.source}: {kind} {name}" if kind in ("Node", "PriorityClass") else f"{self.source}: {kind} {ns}/{name}"
+
+    def _add(self, kind: str, obj: Any, label: str) -> None:
+        meta: wire.ObjectMeta = obj.metadata
+        name = self._name(kind, meta, label)
+        where = self._where(kind, meta, label)
+        if kind == "Node":
+            self.out.nodes.append(node_from_wire(obj, name, where, self.source))
+        elif kind == "PriorityClass":
+            self.out.priority_classes[name] = obj.value
+            if obj.global_default:
+                self.out.default_priority = obj.value
+        elif kind == "RayCluster":
+            self._expand_ray(obj, name, where)
+        elif kind == "DaemonSet":
+            template = obj.spec.template
+            if template is None:
+                raise InputError("required field missing", where=f"{where}: spec.template")
+            info, limits = spec_info(template.spec, f"{where}: spec.template.spec")
+            tmeta = template.metadata or wire.ObjectMeta()
+            self.out.daemonsets.append(
+                DaemonSet(meta.namespace or "default", name, info, tmeta.labels or {}, tmeta.annotations or {}, limits, self.source)
+            )
+        else:
+            self._expand_workload(kind, obj, name, where)
+
+    def _expand_workload(self, kind: str, obj: wire.Workload, name: str, where: str) -> None:
+        spec = obj.spec
+        if kind == "CronJob":
+            if spec.job_template is None:
+                raise InputError("required field missing", where=f"{where}: spec.jobTemplate")
+            job = spec.job_template.spec
+            count = _job_pods(job.parallelism, job.completions)
+            template, path = job.template, "spec.jobTemplate.spec.template"
+        elif kind == "Job":
+            count = _job_pods(spec.parallelism, spec.completions)
+            template, path = spec.template, "spec.template"
+        else:
+            count = 1 if spec.replicas is None else spec.replicas
+            template, path = spec.template, "spec.template"
+        if count < 0:
+            raise InputError(f"must be >= 0, got {count}", where=f"{where}: spec.replicas")
+        if template is None:
+            raise InputError("required field missing", where=f"{where}: {path}")
+        info, limits = spec_info(template.spec, f"{where}: {path}.spec")
+        tmeta = template.metadata or wire.ObjectMeta()
+        ns = obj.metadata.namespace or "default"
+        for n in range(count):
+            pod = Pod(
+                ns, f"{name}-{n}", info, tmeta.labels or {}, tmeta.annotations or {},
+                owner_kind=kind, owner_name=name, source=self.source, limits=limits,
+            )
+            self._priority(pod, f"{where}: {path}.spec")
+            self.out.pods.append(pod)
+
+    def _expand_ray(self, obj: wire.RayCluster, name: str, where: str) -> None:
+        ns = obj.metadata.namespace or "default"
+        groups: list[tuple[str, wire.RayGroup, int, str]] = []
+        if obj.spec.head_group_spec is not None:
+            groups.append((f"{name}-head", obj.spec.head_group_spec, 1, "spec.headGroupSpec"))
+        for i, g in enumerate(obj.spec.worker_group_specs or []):
+            count = g.replicas if g.replicas is not None else (g.min_replicas or 0)
+            if g.max_replicas is not None:
+                count = min(count, g.max_replicas)
+            groups.append((f"{name}-{g.group_name or i}-worker", g, count, f"spec.workerGroupSpecs[{i}]"))
+        for prefix, g, count, path in groups:
+            info, limits = spec_info(g.template.spec, f"{where}: {path}.template.spec")
+            tmeta = g.template.metadata or wire.ObjectMeta()
+            for n in range(count):
+                pod = Pod(ns, f"{prefix}-{n}", info, tmeta.labels or {}, tmeta.annotations or {},
+                          owner_kind="RayCluster", owner_name=name, source=self.source, limits=limits)
+                self._priority(pod, f"{where}: {path}.template.spec")
+                self.out.pods.append(pod)
+
+    def _add_raw_pod(self, raw: wire.RawPod, label: str) -> None:
+        meta = raw.metadata
+        name = self._name("Pod", meta, label)
+        key = bytes(raw.spec)
+        cached = self._spec_cache.get(key)
+        if cached is None:
+            try:
+                spec = _SPEC.decode(raw.spec)
+            except msgspec.ValidationError as exc:
+                path, message = _field_path(exc)
+                raise InputError(message, where=f"{self._where('Pod', meta, label)}: spec.{path}") from None
+            cached = spec_info(spec, f"{self._where('Pod', meta, label)}: spec")
+            self._spec_cache[key] = cached
+        self._finish_pod(meta, name, cached, raw.status, label)
+
+    def _add_pod(self, obj: wire.Pod, label: str) -> None:
+        meta = obj.metadata
+        name = self._name("Pod", meta, label)
+        cached = spec_info(obj.spec, f"{self._where('Pod', meta, label)}: spec")
+        self._finish_pod(meta, name, cached, obj.status, label)
+
+    def _finish_pod(
+        self, meta: wire.ObjectMeta, name: str, cached: tuple[PodSpecInfo, Resources], status: wire.PodStatus | None, label: str
+    ) -> None:
+        info, limits = cached
+        owner_kind = owner_name = ""
+        for ref in meta.owner_references or ():
+            if ref.controller:
+                owner_kind, owner_name = ref.kind, ref.name
+        pod = Pod(
+            meta.namespace or "default", name, info, meta.labels or {}, meta.annotations or {},
+            phase=(status.phase if status and status.phase else "Pending"),
+            owner_kind=owner_kind, owner_name=owner_name, source=self.source, limits=limits,
+        )
+        self._priority(pod, f"{self._where('Pod', meta, label)}: spec")
+        self.out.pods.append(pod)
+
+    def _priority(self, pod: Pod, where: str) -> None:
+        if pod.spec.priority is not None:
+            pod.priority = pod.spec.priority
+        else:
+            self._pending_priority.append((pod, where))
+
+    def finish(self) -> None:
+        """Resolve priorityClassName once every PriorityClass of this input is known."""
+        for pod, where in self._pending_priority:
+            cls = pod.spec.priority_class
+            if not cls:
+                pod.priority = self.out.default_priority
+            elif cls in self.out.priority_classes:
+                pod.priority = self.out.priority_classes[cls]
+            elif cls in BUILTIN_PRIORITY_CLASSES:
+                pod.priority = BUILTIN_PRIORITY_CLASSES[cls]
+            else:
+                # Admission would reject the pod; the class may exist in the cluster, so say so and go on.
+                pod.priority = 0
+                self.out.warnings.append(f"{where}.priorityClassName: no PriorityClass {cls!r} in the input, using 0")
+        self._pending_priority.clear()
+
+
+def _job_pods(parallelism: int | None, completions: int | None) -> int:
+    p = 1 if parallelism is None else parallelism
+    return min(p, completions) if completions is not None else p
+
+
+def _describe(doc: Any, label: str) -> str:
+    if isinstance(doc, dict):
+        kind = doc.get("kind", "object")
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        name = meta.get("name") or f"({label})"
+        ns = meta.get("namespace") or "default"
+        return f"{kind} {name}" if kind in ("Node", "PriorityClass") else f"{kind} {ns}/{name}"
+    return label
+
+
+# --- spec conversion -----------------------------------------------------------------------------------
+
+
+def _amount(name: str, raw: object, where: str) -> int:
+    q = parse_quantity(raw, where=where)
+    if q < 0:
+        raise InputError(f"must be greater than or equal to 0, got {raw!r}", where=where)
+    return milli_value(q) if name == CPU else value(q)
+
+
+def _is_extended(name: str) -> bool:
+    """v1helper.IsExtendedResourceName: a domain-prefixed name outside kubernetes.io, not 'requests.*'."""
+    return "/" in name and not name.startswith("requests.") and "kubernetes.io/" not in name
+
+
+def _container_requests(c: wire.Container, where: str) -> tuple[dict[str, int], dict[str, int]]:
+    res = c.resources or wire.ResourceRequirements()
+    requests = {k: _amount(k, v, f"{where}.resources.requests.{k}") for k, v in (res.requests or {}).items()}
+    limits = {k: _amount(k, v, f"{where}.resources.limits.{k}") for k, v in (res.limits or {}).items()}
+    for k, v in limits.items():
+        if _is_extended(k):
+            if k in requests and requests[k] != v:
+                raise InputError(
+                    f"must be equal to {k} limit of {v}", where=f"{where}.resources.requests.{k}",
+                    hint="extended resources cannot be overcommitted",
+                )
+            q = parse_quantity((res.limits or {})[k])
+            if q.denominator != 1:
+                raise InputError("must be a whole number", where=f"{where}.resources.limits.{k}")
+        requests.setdefault(k, v)  # API-server defaulting: requests default to limits
+    for k in requests:
+        if _is_extended(k) and k not in limits:
+            raise InputError(f"{k} must have a limit equal to its request", where=f"{where}.resources.limits")
+    return requests, limits
+
+
+def _add(into: dict[str, int], other: dict[str, int]) -> None:
+    for k, v in other.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _max(into: dict[str, int], other: dict[str, int]) -> None:
+    for k, v in other.items():
+        if v > into.get(k, 0):
+            into[k] = v
+
+
+def _validate_toleration(t: wire.Toleration, where: str) -> Toleration:
+    op = t.operator or ""
+    if op not in TOLERATION_OPERATORS:
+        raise InputError(f"{op!r} is not one of Equal, Exists", where=f"{where}.operator")
+    effect = t.effect or ""
+    if effect and effect not in TAINT_EFFECTS:
+        raise InputError(f"{effect!r} is not one of {', '.join(TAINT_EFFECTS)}", where=f"{where}.effect")
+    if not t.key and op != "Exists":
+        raise InputError("operator must be Exists when key is empty", where=f"{where}.operator")
+    if op == "Exists" and t.value:
+        raise InputError("value must be empty when operator is Exists", where=f"{where}.value")
+    return Toleration(t.key or "", op or "Equal", t.value or "", effect)
+
+
+def _requirements(reqs: list[wire.NodeSelectorRequirement] | None) -> tuple[Requirement, ...]:
+    return tuple(Requirement(r.key, r.operator, tuple(r.values or ())) for r in reqs or ())
+
+
+def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
+    """PodRequests (k8s.io/component-helpers/resource): max(sum of containers, max of init containers),
+    restartable init containers (sidecars) added to both, plus overhead. Also the non-zero requests used by
+    scoring, the summed limits, and the scheduling constraints."""
+    total: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    nz_cpu = nz_mem = 0
+    for i, c in enumerate(spec.containers or ()):
+        req, lim = _container_requests(c, f"{where}.containers[{i}]")
+        _add(total, req)
+        _add(limits, lim)
+        nz_cpu += req.get(CPU) or DEFAULT_MILLI_CPU_REQUEST
+        nz_mem += req.get(MEMORY) or DEFAULT_MEMORY_REQUEST
+    sidecars: dict[str, int] = {}
+    init_max: dict[str, int] = {}
+    nz_side_cpu = nz_side_mem = nz_init_cpu = nz_init_mem = 0
+    for i, c in enumerate(spec.init_containers or ()):
+        req, _ = _container_requests(c, f"{where}.initContainers[{i}]")
+        cpu_nz = req.get(CPU) or DEFAULT_MILLI_CPU_REQUEST
+        mem_nz = req.get(MEMORY) or DEFAULT_MEMORY_REQUEST
+        if c.restart_policy == "Always":
+            _add(total, req)
+            _add(sidecars, req)
+            nz_cpu += cpu_nz
+            nz_mem += mem_nz
+            nz_side_cpu += cpu_nz
+            nz_side_mem += mem_nz
+            _max(init_max, sidecars)
+            nz_init_cpu, nz_init_mem = max(nz_init_cpu, nz_side_cpu), max(nz_init_mem, nz_side_mem)
+        else:
+            tmp = dict(req)
+            _add(tmp, sidecars)
+            _max(init_max, tmp)
+            nz_init_cpu = max(nz_init_cpu, cpu_nz + nz_side_cpu)
+            nz_init_mem = max(nz_init_mem, mem_nz + nz_side_mem)
+    _max(total, init_max)
+    nz_cpu, nz_mem = max(nz_cpu, nz_init_cpu), max(nz_mem, nz_init_mem)
+    if spec.resources is not None and spec.resources.requests:
+        # Pod-level resources replace the container sum for the resources they name (cpu, memory).
+        for k, v in spec.resources.requests.items():
+            amount = _amount(k, v, f"{where}.resources.requests.{k}")
+            total[k] = amount
+            if k == CPU:
+                nz_cpu = amount or nz_cpu
+            elif k == MEMORY:
+                nz_mem = amount or nz_mem
+    if spec.overhead:
+        over = {k: _amount(k, v, f"{where}.overhead.{k}") for k, v in spec.overhead.items()}
+        _add(total, over)
+        nz_cpu += over.get(CPU, 0)
+        nz_mem += over.get(MEMORY, 0)
+
+    affinity = None
+    na = spec.affinity.node_affinity if spec.affinity else None
+    required = na.required_during_scheduling_ignored_during_execution if na else None
+    if required is not None:
+        affinity = NodeSelector(tuple(
+            Term(_requirements(t.match_expressions), _requirements(t.match_fields))
+            for t in required.node_selector_terms or ()
+        ))
+    tolerations = tuple(
+        _validate_toleration(t, f"{where}.tolerations[{i}]") for i, t in enumerate(spec.tolerations or ())
+    )
+    ports = []
+    for c in spec.containers or ():
+        for p in c.ports or ():
+            port = p.host_port or (p.container_port if spec.host_network else 0)
+            if port:
+                ports.append(HostPort(port, p.protocol or "TCP", p.host_ip or ""))
+    info = PodSpecInfo(
+        requests=resources(total),
+        nonzero_cpu=nz_cpu,
+        nonzero_memory=nz_mem,
+        node_selector=tuple(sorted((spec.node_selector or {}).items())),
+        affinity=affinity,
+        tolerations=tolerations,
+        node_name=spec.node_name or "",
+        host_ports=tuple(ports),
+        priority=spec.priority,
+        priority_class=spec.priority_class_name or "",
+        scheduling_gates=tuple(g.name for g in spec.scheduling_gates or ()),
+    )
+    return info, resources(limits)
+
+
+def node_from_wire(obj: wire.Node, name: str, where: str, source: str) -> Node:
+    status = obj.status or wire.NodeStatus()
+    # The scheduler reads status.allocatable; a hand-written node may only give capacity.
+    raw = status.allocatable if status.allocatable is not None else (status.capacity or {})
+    field_name = "allocatable" if status.allocatable is not None else "capacity"
+    alloc = {k: _amount(k, v, f"{where}: status.{field_name}.{k}") for k, v in raw.items()}
+    spec = obj.spec or wire.NodeSpec()
+    taints = []
+    for i, t in enumerate(spec.taints or ()):
+        if t.effect not in TAINT_EFFECTS:
+            raise InputError(f"{t.effect!r} is not one of {', '.join(TAINT_EFFECTS)}", where=f"{where}: spec.taints[{i}].effect")
+        if not t.key:
+            raise InputError("required field missing", where=f"{where}: spec.taints[{i}].key")
+        taints.append(Taint(t.key, t.value or "", t.effect))
+    return Node(name, obj.metadata.labels or {}, alloc, tuple(taints), bool(spec.unschedulable), source)
+
+
+def closest(name: str, options: Iterable[str], n: int = 3) -> list[str]:
+    return difflib.get_close_matches(name, list(options), n=n, cutoff=0.5)
+
+
+def iter_pods_of_kind(objects: Objects, kinds: set[str]) -> Iterator[Pod]:
+    return (p for p in objects.pods if p.owner_kind in kinds)

@@ -1,0 +1,156 @@
+"""Typed, frozen views of the Kubernetes objects the scheduler reasons about.
+
+They hold exactly what scheduling needs, already parsed: quantities as integers (CPU in millicores, every
+other resource by Quantity.Value()), taints, tolerations and node affinity as tuples. Pods created from the
+same template share one ``PodSpecInfo`` (it is hashable), which is what lets the scheduler treat identical
+pods as one class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+EPHEMERAL = "ephemeral-storage"
+GPU = "nvidia.com/gpu"
+
+# Requests used for scoring when a container sets none (k8s scheduler util DefaultMilliCPURequest,
+# DefaultMemoryRequest): 0.1 core and 200 MiB.
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+Resources = tuple[tuple[str, int], ...]  # sorted (name, amount) pairs, zero amounts dropped
+
+
+def resources(mapping: Mapping[str, int]) -> Resources:
+    return tuple(sorted((k, v) for k, v in mapping.items() if v))
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """A node selector requirement (matchExpressions or matchFields)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A node selector term: its requirements are ANDed."""
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelector:
+    """requiredDuringSchedulingIgnoredDuringExecution: its terms are ORed."""
+
+    terms: tuple[Term, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpecInfo:
+    """Everything the scheduler reads from a pod spec. Hashable: identical templates share one."""
+
+    requests: Resources  # effective requests incl. init containers, sidecars and overhead
+    nonzero_cpu: int  # requests for scoring, with defaults for containers that set none
+    nonzero_memory: int
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity: NodeSelector | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    node_name: str = ""
+    host_ports: tuple[HostPort, ...] = ()
+    priority: int | None = None
+    priority_class: str = ""
+    scheduling_gates: tuple[str, ...] = ()
+
+    def request(self, name: str) -> int:
+        for k, v in self.requests:
+            if k == name:
+                return v
+        return 0
+
+    @property
+    def gpus(self) -> int:
+        return self.request(GPU)
+
+
+@dataclass(slots=True)
+class Pod:
+    namespace: str
+    name: str
+    spec: PodSpecInfo
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    phase: str = "Pending"
+    owner_kind: str = ""
+    owner_name: str = ""
+    source: str = ""
+    limits: Resources = ()  # summed container limits (TKE spec matching reads them)
+    priority: int = 0  # resolved from spec.priority or the PriorityClass
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def node_name(self) -> str:
+        return self.spec.node_name
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    source: str = ""
+
+    def alloc(self, name: str) -> int:
+        return self.allocatable.get(name, 0)
+
+
+@dataclass(slots=True)
+class DaemonSet:
+    namespace: str
+    name: str
+    template: PodSpecInfo
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    limits: Resources = ()
+    source: str = ""

@@ -1,0 +1,391 @@
+"""The cluster profile (``kgpu.yaml``): one declarative description of a GPU cluster's capacity.
+
+Everything else is derived from it: the manifests ``kgpu render`` writes, the capacity ``kgpu simulate``
+provisions from, the cost ``kgpu plan`` reports. It is a pydantic model so that ``kgpu profile schema`` can
+print its JSON Schema and every error names its field path
+(``pools[1].taints[0].effect: 'NoSchedul' is not one of NoSchedule, PreferNoSchedule, NoExecute``).
+
+Field names are camelCase in YAML (like the Kubernetes objects users already write) and snake_case in
+Python. Unknown fields are errors: a typo must not silently drop a taint.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from kgpu.errors import InputError
+
+API_VERSION = "kgpu.dev/v1alpha1"
+TEMPLATES = ("eks-karpenter", "eks-eksctl", "onprem", "tke-supernode", "kuberay")
+DEFAULT_TEMPLATE = "eks-karpenter"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, use_enum_values=True
+    )
+
+
+class Provider(StrEnum):
+    EKS = "eks"
+    TKE = "tke"
+    GENERIC = "generic"
+
+
+class Autoscaler(StrEnum):
+    KARPENTER = "karpenter"
+    CLUSTER_AUTOSCALER = "cluster-autoscaler"
+    NONE = "none"
+
+
+class PoolKind(StrEnum):
+    """How a pool's nodes come to exist."""
+
+    KARPENTER = "karpenter"  # a Karpenter NodePool + EC2NodeClass: instance type chosen per pending pods
+    NODE_GROUP = "nodegroup"  # an eksctl node group (ASG) scaled by cluster-autoscaler
+    TKE_SUPERNODE = "tke-supernode"  # TKE super nodes: every pod buys its own GPU spec
+    STATIC = "static"  # nodes that exist and do not scale (on-prem, or a fixed group)
+
+
+class Effect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class CapacityType(StrEnum):
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+
+
+class AmiFamily(StrEnum):
+    AL2023 = "AL2023"  # EKS-optimized accelerated AL2023 (NVIDIA driver + toolkit; device plugin needed)
+    AL2 = "AL2"
+    BOTTLEROCKET = "Bottlerocket"
+    BOTTLEROCKET_NVIDIA = "BottlerocketNvidia"  # device plugin built in: never deploy the DaemonSet there
+    UBUNTU = "Ubuntu"
+    CUSTOM = "Custom"
+
+
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _check_label_key(key: str) -> str:
+    if not _LABEL_KEY.match(key) or len(key.split("/")[0]) > 253:
+        raise ValueError(f"{key!r} is not a valid label key")
+    return key
+
+
+class Taint(_Model):
+    key: str
+    value: str = ""
+    effect: Effect
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        return _check_label_key(v)
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, v: str) -> str:
+        if not _LABEL_VALUE.match(v):
+            raise ValueError(f"{v!r} is not a valid taint value")
+        return v
+
+    def as_k8s(self) -> dict[str, str]:
+        out = {"key": self.key, "effect": str(self.effect)}
+        if self.value:
+            out["value"] = self.value
+        return out
+
+    def toleration(self) -> dict[str, str]:
+        """The narrowest toleration for this taint (Equal on key, value and effect)."""
+        if self.value:
+            return {"key": self.key, "operator": "Equal", "value": self.value, "effect": str(self.effect)}
+        return {"key": self.key, "operator": "Exists", "effect": str(self.effect)}
+
+
+class Range(_Model):
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is greater than max {self.max}")
+        return self
+
+
+class Requirements(_Model):
+    """Instance-type selection in Karpenter's terms (karpenter.k8s.aws/instance-* labels)."""
+
+    gpu_names: list[str] = Field(default_factory=list, description="e.g. t4, a10g, l4, v100 (instance-gpu-name)")
+    gpu_count: Range | None = None
+    gpu_memory_gib: Range | None = Field(default=None, alias="gpuMemoryGiB", description="per GPU, GiB")
+    families: list[str] = Field(default_factory=list, description="e.g. g4dn, g5, p3 (instance-family)")
+    categories: list[str] = Field(default_factory=list, description="e.g. g, p, m, c (instance-category)")
+    generation: Range | None = None
+    cpu: Range | None = Field(default=None, description="vCPUs (instance-cpu)")
+    arch: list[Literal["amd64", "arm64"]] = Field(default_factory=lambda: ["amd64"])
+
+
+class Consolidation(_Model):
+    policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] = "WhenEmptyOrUnderutilized"
+    after: str = Field(default="30s", pattern=r"^(Never|([0-9]+(s|m|h))+)$")
+
+
+class StaticNode(_Model):
+    """A node that exists (on-prem host, or a fixed node)."""
+
+    name: str
+    instance_type: str | None = None
+    cpu: str | None = Field(default=None, description="allocatable CPU, e.g. '32' or '31500m'")
+    memory: str | None = Field(default=None, description="allocatable memory, e.g. '128Gi'")
+    gpus: int = Field(default=0, ge=0)
+    gpu_name: str | None = None
+    address: str | None = Field(default=None, description="host:port the exporter is scraped at")
+    labels: dict[str, str] = Field(default_factory=dict)
+    hourly_price: float | None = Field(default=None, ge=0)
+
+
+class Pool(_Model):
+    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    kind: PoolKind
+    instance_types: list[str] = Field(default_factory=list, description="explicit list (node groups), or a filter")
+    requirements: Requirements | None = None
+    capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND])
+    min_size: int = Field(default=0, ge=0)
+    max_size: int | None = Field(default=None, ge=0)
+    desired_size: int | None = Field(default=None, ge=0)
+    limits: dict[str, str | int] = Field(default_factory=dict, description="Karpenter limits: cpu, memory, nvidia.com/gpu")
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    ami_family: AmiFamily = AmiFamily.AL2023
+    zones: list[str] = Field(default_factory=list, description="subset of the cluster's zones; empty = all")
+    per_zone: bool = Field(default=False, description="node groups: one group per zone (seed 001's advice)")
+    consolidation: Consolidation = Field(default_factory=Consolidation)
+    weight: int | None = Field(default=None, ge=1, le=100)
+    volume_size_gib: int = Field(default=100, ge=1, alias="volumeSizeGiB")
+    managed: bool = Field(default=False, description="eksctl managedNodeGroups instead of nodeGroups")
+    propagate_asg_tags: bool = Field(default=False, description="eksctl adds node-template tags from labels/taints")
+    asg_tags: dict[str, str] = Field(default_factory=dict, description="explicit ASG tags (k8s.io/cluster-autoscaler/...)")
+    gpu_types: list[str] = Field(default_factory=list, description="TKE super node: GPU types in priority order")
+    nodes: list[StaticNode] = Field(default_factory=list, description="static pools: the nodes")
+    device_plugin: Literal["auto", "daemonset", "none"] = Field(
+        default="auto", description="auto: DaemonSet unless the AMI has the plugin built in (BottlerocketNvidia)"
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            _check_label_key(key)
+            if not _LABEL_VALUE.match(value):
+                raise ValueError(f"{value!r} is not a valid label value (label {key})")
+        return v
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Pool:
+        if self.max_size is not None and self.min_size > self.max_size:
+            raise ValueError(f"minSize {self.min_size} is greater than maxSize {self.max_size}")
+        if self.kind == PoolKind.NODE_GROUP and not self.instance_types:
+            raise ValueError("a nodegroup pool needs instanceTypes")
+        if self.kind == PoolKind.STATIC and not self.nodes:
+            raise ValueError("a static pool needs nodes")
+        if self.kind == PoolKind.TKE_SUPERNODE and not self.gpu_types:
+            raise ValueError("a tke-supernode pool needs gpuTypes (priority order, e.g. [T4, V100])")
+        return self
+
+    @property
+    def is_gpu(self) -> bool:
+        """Whether the pool is meant for GPU nodes (by its instance types, requirements, nodes or kind)."""
+        if self.kind == PoolKind.TKE_SUPERNODE:
+            return True
+        if self.kind == PoolKind.STATIC:
+            return any(n.gpus for n in self.nodes)
+        req = self.requirements
+        if req and (req.gpu_names or (req.gpu_count and (req.gpu_count.min or 0) > 0)):
+            return True
+        if req and req.categories and set(req.categories) <= {"g", "p", "gr", "inf", "trn", "dl"}:
+            return True
+        gpu_prefixes = ("g3", "g4", "g5", "g6", "gr6", "p2", "p3", "p4", "p5", "p6")
+        families = (req.families if req else []) + [t.split(".")[0] for t in self.instance_types]
+        return any(f.startswith(gpu_prefixes) for f in families)
+
+    @property
+    def device_plugin_builtin(self) -> bool:
+        return self.ami_family == AmiFamily.BOTTLEROCKET_NVIDIA
+
+
+class Cluster(_Model):
+    name: str = Field(default="gpu-cluster", pattern=r"^[a-zA-Z][-a-zA-Z0-9]*$")
+    region: str = "us-west-2"
+    zones: list[str] = Field(default_factory=list)
+    kubernetes_version: str = Field(default="1.33", pattern=r"^1\.[0-9]+$")
+
+
+class DevicePlugin(_Model):
+    version: str = Field(default="v0.20.0", pattern=r"^v0\.[0-9]+\.[0-9]+$")
+    strategy: Literal["none", "time-slicing", "mig"] = "none"
+    time_slicing_replicas: int = Field(default=4, ge=2)
+    mig_strategy: Literal["single", "mixed"] = "single"
+
+
+class Monitoring(_Model):
+    enabled: bool = True
+    namespace: str = "kgpu-system"
+    exporter_image: str = "ghcr.io/kgpu/kgpu:0.1.0"
+    prometheus_operator: bool = Field(default=True, description="also render ServiceMonitor/PrometheusRule")
+
+
+class KubeRay(_Model):
+    """A RayCluster (ray.io/v1) on the profile's pools: CPU head, one worker group per GPU pool."""
+
+    ray_version: str = Field(default="2.46.0", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
+    image: str = Field(default="rayproject/ray:2.46.0", description="head image; workers use <image>-gpu")
+    head_pool: str | None = Field(default=None, description="pool of the head pod; default: first non-GPU pool")
+    gpus_per_worker: int = Field(default=1, ge=1)
+    enable_in_tree_autoscaling: bool = False
+
+
+class Metadata(_Model):
+    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    description: str = ""
+
+
+class Profile(_Model):
+    api_version: Literal["kgpu.dev/v1alpha1"] = Field(default=API_VERSION)
+    kind: Literal["ClusterProfile"] = "ClusterProfile"
+    metadata: Metadata
+    provider: Provider
+    cluster: Cluster = Field(default_factory=Cluster)
+    autoscaler: Autoscaler
+    pools: list[Pool] = Field(min_length=1)
+    device_plugin: DevicePlugin = Field(default_factory=DevicePlugin)
+    monitoring: Monitoring = Field(default_factory=Monitoring)
+    kuberay: KubeRay | None = Field(default=None, description="render a RayCluster (kgpu render --target kuberay)")
+    workloads: list[str] = Field(
+        default_factory=list, description="workload manifest files, relative to the profile; used by plan"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Profile:
+        names = [p.name for p in self.pools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"pool names must be unique, repeated: {', '.join(dupes)}")
+        for i, pool in enumerate(self.pools):
+            unknown = [z for z in pool.zones if self.cluster.zones and z not in self.cluster.zones]
+            if unknown:
+                raise ValueError(f"pools[{i}].zones: {unknown} not in cluster.zones {self.cluster.zones}")
+            if pool.kind == PoolKind.KARPENTER and self.autoscaler != Autoscaler.KARPENTER:
+                raise ValueError(f"pools[{i}]: a karpenter pool needs autoscaler: karpenter")
+            if pool.kind == PoolKind.TKE_SUPERNODE and self.provider != Provider.TKE:
+                raise ValueError(f"pools[{i}]: a tke-supernode pool needs provider: tke")
+        if self.kuberay and self.kuberay.head_pool and self.kuberay.head_pool not in names:
+            raise ValueError(f"kuberay.headPool: {self.kuberay.head_pool!r} is not a pool ({', '.join(names)})")
+        return self
+
+    @property
+    def gpu_pools(self) -> list[Pool]:
+        return [p for p in self.pools if p.is_gpu]
+
+    def pool(self, name: str) -> Pool:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+# --- loading -------------------------------------------------------------------------------------------
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+def _message(err: Any) -> str:
+    kind = err.get("type", "")
+    ctx = err.get("ctx") or {}
+    given = err.get("input")
+    if kind in ("literal_error", "enum"):
+        expected = ctx.get("expected", "")
+        options = re.findall(r"'([^']*)'", expected)
+        return f"{given!r} is not one of {', '.join(options)}"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field missing"
+    msg = str(err.get("msg", "invalid"))
+    return msg.removeprefix("Value error, ")
+
+
+def format_validation_error(exc: ValidationError, source: str) -> InputError:
+    """The first error as one line with its field path; the others counted."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    path = _loc(tuple(first["loc"]))
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    where = f"{source}: {path}" if path else source
+    return InputError(_message(first) + more, where=where)
+
+
+def all_validation_errors(exc: ValidationError) -> list[str]:
+    return [f"{_loc(tuple(e['loc']))}: {_message(e)}" for e in exc.errors(include_url=False)]
+
+
+def parse_profile(data: object, *, source: str = "kgpu.yaml") -> Profile:
+    if not isinstance(data, dict):
+        raise InputError("a profile is a mapping (apiVersion, kind, metadata, provider, pools, ...)", where=source)
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise format_validation_error(exc, source) from None
+
+
+def load_profile_text(text: str, *, source: str = "kgpu.yaml") -> Profile:
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(f"invalid YAML{at}: {problem}", where=source) from None
+    return parse_profile(data, source=source)
+
+
+def template_text(name: str) -> str:
+    """The commented YAML of a built-in template (package data)."""
+    if name not in TEMPLATES:
+        import difflib
+
+        close = difflib.get_close_matches(name, TEMPLATES, n=2)
+        hint = f"did you mean {' or '.join(close)}?" if close else f"one of {', '.join(TEMPLATES)}"
+        raise InputError(f"unknown template {name!r}", hint=hint)
+    return (resources.files("kgpu.model") / "templates" / f"{name}.yaml").read_text(encoding="utf-8")
+
+
+def builtin_profile(name: str = DEFAULT_TEMPLATE) -> Profile:
+    return load_profile_text(template_text(name), source=f"<built-in template {name}>")
+
+
+def profile_json_schema() -> dict[str, Any]:
+    schema = Profile.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "kgpu cluster profile"
+    return schema

@@ -1,0 +1,1 @@
+"""The simulator: kube-scheduler's placement, autoscalers' provisioning and the cost of both."""

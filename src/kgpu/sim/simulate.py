@@ -1,0 +1,166 @@
+"""One simulation: a cluster snapshot, pods to place, and (optionally) capacity that can grow.
+
+The queue is what kube-scheduler's PrioritySort gives: higher priority first, then arrival order. Arrival
+order is: DaemonSet pods (they run before anything else on a node), pending pods found in the cluster
+files, then the workload's pods in file order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kgpu.model.load import Objects
+from kgpu.model.objects import DaemonSet, Node, NodeSelector, Pod, PodSpecInfo, Requirement, Term, Toleration
+from kgpu.model.predicates import static_reasons
+from kgpu.sim.scheduler import Decision, NodeState, Scheduler
+
+SCHEDULED = "Scheduled"
+UNSCHEDULABLE = "Unschedulable"
+PROVISIONED = "Provisioned"
+
+# Tolerations the DaemonSet controller adds to every daemon pod (pkg/controller/daemon/util:
+# AddOrUpdateDaemonPodTolerations): it must run on not-ready, unreachable, pressured and cordoned nodes.
+DAEMON_TOLERATIONS = (
+    Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
+    Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute"),
+    Toleration("node.kubernetes.io/disk-pressure", "Exists", "", "NoSchedule"),
+    Toleration("node.kubernetes.io/memory-pressure", "Exists", "", "NoSchedule"),
+    Toleration("node.kubernetes.io/pid-pressure", "Exists", "", "NoSchedule"),
+    Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"),
+)
+
+
+@dataclass(slots=True)
+class Placement:
+    pod: Pod
+    phase: str
+    node: str | None = None
+    reason: str | None = None
+    new_node: Any = None  # set by provisioning: the NewNode the pod landed on
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "namespace": self.pod.namespace,
+            "name": self.pod.name,
+            "phase": self.phase,
+            "node": self.node,
+            "reason": self.reason,
+        }
+        if self.new_node is not None:
+            out.update(self.new_node.placement_fields())
+        return out
+
+
+@dataclass
+class SimulationResult:
+    placements: list[Placement]
+    nodes: list[NodeState]
+    new_nodes: list[Any] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def unschedulable(self) -> list[Placement]:
+        return [p for p in self.placements if p.phase == UNSCHEDULABLE]
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "scheduled": sum(1 for p in self.placements if p.phase == SCHEDULED),
+            "unschedulable": sum(1 for p in self.placements if p.phase == UNSCHEDULABLE),
+        }
+        if self.new_nodes or "hourly_cost" in self.extra:
+            out["provisioned"] = sum(1 for p in self.placements if p.phase == PROVISIONED)
+        out.update(self.extra.get("summary", {}))
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pods": [p.as_dict() for p in self.placements], "summary": self.summary()}
+        if self.new_nodes:
+            out["new_nodes"] = [n.as_dict() for n in self.new_nodes]
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        for key, value in self.extra.items():
+            if key != "summary":
+                out[key] = value
+        return out
+
+
+class Provisioner(Protocol):
+    """Capacity that grows: called with the pods kube-scheduler could not place (in queue order).
+
+    It adds nodes to the scheduler (``Scheduler.add_node``) and returns, per pod key, the new node the
+    pod is meant for, or an explanation of why no pool can help.
+    """
+
+    def provision(self, pending: Sequence[Pod], scheduler: Scheduler) -> dict[str, Any]: ...
+
+
+def daemon_pods(ds: DaemonSet, nodes: Sequence[Node]) -> list[Pod]:
+    """One pod per node the DaemonSet controller finds eligible (taints with its added tolerations, and
+    the template's node affinity/selector), pinned to its node with matchFields metadata.name."""
+    tolerations = ds.template.tolerations + tuple(t for t in DAEMON_TOLERATIONS if t not in ds.template.tolerations)
+    template = _replace(ds.template, tolerations=tolerations)
+    pods = []
+    for node in nodes:
+        if static_reasons(template, node):
+            continue
+        pinned = _replace(
+            template,
+            affinity=NodeSelector((Term((), (Requirement("metadata.name", "In", (node.name,)),)),)),
+        )
+        pods.append(
+            Pod(ds.namespace, f"{ds.name}-{node.name}", pinned, ds.labels, ds.annotations,
+                owner_kind="DaemonSet", owner_name=ds.name, source=ds.source, limits=ds.limits)
+        )
+    return pods
+
+
+def _replace(spec: PodSpecInfo, **changes: Any) -> PodSpecInfo:
+    from dataclasses import replace
+
+    return replace(spec, **changes)
+
+
+def queue(pods: Sequence[Pod]) -> list[Pod]:
+    """PrioritySort: higher priority first; stable, so arrival order breaks ties."""
+    return sorted(pods, key=lambda p: -p.priority)
+
+
+def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner: Provisioner | None = None) -> SimulationResult:
+    workloads = workloads or Objects()
+    nodes = cluster.nodes + workloads.nodes
+    bound = [p for p in cluster.pods if p.node_name and not p.terminated]
+    sched = Scheduler(nodes, bound)
+    pending: list[Pod] = []
+    for ds in cluster.daemonsets + workloads.daemonsets:
+        pending.extend(daemon_pods(ds, nodes))
+    pending.extend(p for p in cluster.pods if not p.node_name and not p.terminated)
+    pending.extend(p for p in workloads.pods if not p.terminated)
+    placements: dict[int, Placement] = {}
+    ordered = queue(pending)
+    failed: list[Pod] = []
+    for pod in ordered:
+        decision: Decision = sched.place(pod)
+        if decision.node is not None:
+            placements[id(pod)] = Placement(pod, SCHEDULED, decision.node.name)
+        else:
+            placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, decision.reason)
+            failed.append(pod)
+    result = SimulationResult([placements[id(p)] for p in pending], sched.states,
+                              warnings=cluster.warnings + workloads.warnings)
+    if provisioner is not None and failed:
+        outcome = provisioner.provision(failed, sched)
+        result.extra.update(outcome.pop("extra", {}))
+        result.new_nodes = outcome.pop("new_nodes", [])
+        for pod in failed:
+            p = placements[id(pod)]
+            info = outcome.get(pod.key)
+            if info is None:
+                continue
+            if isinstance(info, str):
+                p.reason = info
+                continue
+            p.phase, p.node, p.reason, p.new_node = PROVISIONED, info.name, None, info
+    return result

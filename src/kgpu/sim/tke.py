@@ -1,0 +1,116 @@
+"""Which TKE super-node GPU spec a pod gets, from its annotations and resources.
+
+The pod side of ``kgpu.catalog.tke``: it reads the ``eks.tke.cloud.tencent.com/*`` annotations, decides the
+mode and hands numbers to the catalog's matcher.
+
+- explicit (方式 A) when ``gpu-count``, ``cpu`` and ``mem`` are all present; some but not all is an error,
+  because the guide forbids mixing the two modes (方式 A 和方式 B 不可混用). ``cpu`` and ``gpu-count`` are
+  whole numbers; ``mem`` must be whole ``Gi`` (``40Gi``): ``40G`` is 40*10^9 bytes, and the guide requires
+  Gi (单位必须使用 Gi（不支持 G）).
+- automatic (方式 B) otherwise: per resource the larger of request and limit (取 requests 与 limits 的较大值);
+  GPUs from ``nvidia.com/gpu``, 1 when the pod names none (gpu-count 默认值为 1).
+
+Requests and limits come in already parsed: ``cpu`` in millicores, ``memory`` in bytes, ``nvidia.com/gpu`` a
+count.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kgpu.catalog.tke import (
+    INVALID_ANNOTATION,
+    INVALID_MEMORY_FORMAT,
+    SEED_WORDING,
+    TkeMatchError,
+    match_auto,
+    match_explicit,
+    parse_gpu_types,
+)
+
+PREFIX = "eks.tke.cloud.tencent.com/"
+GPU_TYPE = PREFIX + "gpu-type"
+GPU_COUNT = PREFIX + "gpu-count"
+CPU = PREFIX + "cpu"
+MEM = PREFIX + "mem"
+EXPLICIT_KEYS = (GPU_COUNT, CPU, MEM)
+GPU_RESOURCE = "nvidia.com/gpu"
+
+_WHOLE = re.compile(r"^[0-9]+$")
+_GI = re.compile(r"^([0-9]+)Gi$")
+
+
+@dataclass(frozen=True, slots=True)
+class TkeMatch:
+    """The spec a pod gets: ``cpu`` in cores, ``memory`` like ``40Gi``, ``mode`` explicit or auto."""
+
+    gpu_type: str
+    gpu_count: int
+    cpu: int
+    memory: str
+    mode: str
+
+    def as_dict(self) -> dict[str, str | int]:
+        return {
+            "gpu_type": self.gpu_type,
+            "gpu_count": self.gpu_count,
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "mode": self.mode,
+        }
+
+
+def _annotation_error(detail: str) -> TkeMatchError:
+    return TkeMatchError(INVALID_ANNOTATION, f"{SEED_WORDING[INVALID_ANNOTATION]}: {detail}")
+
+
+def _whole(key: str, raw: str) -> int:
+    text = raw.strip()
+    if not _WHOLE.match(text) or int(text) <= 0:
+        raise _annotation_error(f"{key} {raw!r} must be a whole number > 0")
+    return int(text)
+
+
+def _memory_gib(raw: str) -> int:
+    m = _GI.match(raw.strip())
+    if m is None or int(m.group(1)) <= 0:
+        raise TkeMatchError(
+            INVALID_MEMORY_FORMAT,
+            f"{SEED_WORDING[INVALID_MEMORY_FORMAT]}: {MEM} {raw!r} must be whole Gi such as '40Gi' "
+            "(单位必须使用 Gi，不支持 G)",
+        )
+    return int(m.group(1))
+
+
+def match_pod_spec(
+    annotations: Mapping[str, str], requests: Mapping[str, int], limits: Mapping[str, int]
+) -> TkeMatch:
+    """The TKE spec of a pod; :class:`TkeMatchError` when there is none."""
+    raw_types = annotations.get(GPU_TYPE)
+    if raw_types is None:
+        raise _annotation_error(f"{GPU_TYPE} is required (必须显式声明 GPU 型号)")
+    gpu_types = [t.name for t in parse_gpu_types(str(raw_types))]
+    given = [key for key in EXPLICIT_KEYS if key in annotations]
+    if given:
+        missing = [key for key in EXPLICIT_KEYS if key not in annotations]
+        if missing:
+            raise _annotation_error(
+                f"{', '.join(missing)} missing: gpu-count, cpu and mem must be given together "
+                "(三个值必须同时指定; 方式 A 和方式 B 不可混用)"
+            )
+        gpus = _whole(GPU_COUNT, str(annotations[GPU_COUNT]))
+        cores = _whole(CPU, str(annotations[CPU]))
+        memory_gib = _memory_gib(str(annotations[MEM]))
+        spec = match_explicit(gpu_types, gpus, cores, memory_gib)
+        mode = "explicit"
+    else:
+        spec = match_auto(
+            gpu_types,
+            max(requests.get(GPU_RESOURCE, 0), limits.get(GPU_RESOURCE, 0)),
+            max(requests.get("cpu", 0), limits.get("cpu", 0)),
+            max(requests.get("memory", 0), limits.get("memory", 0)),
+        )
+        mode = "auto"
+    return TkeMatch(spec.gpu_type, spec.gpus, spec.cpu, f"{spec.memory_gib}Gi", mode)
