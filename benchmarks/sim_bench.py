@@ -1,0 +1,195 @@
+"""Seeded benchmark: kube-scheduler placement at 5,000 nodes and 50,000 pending pods.
+
+Generates a cluster snapshot (CPU and GPU node shapes with taints and labels, pods already running) and
+50,000 pending pods (CPU and GPU shapes, tolerations, selectors, affinity) as the JSON ``v1 List`` that
+``kubectl get -o json`` prints, then measures in fresh processes:
+
+- ``kgpu simulate``'s library path: read the files, decode, place every pod;
+- stdlib ``json.load`` of the same files, the yardstick;
+
+and prints pods/s, peak RSS of the simulate process, and the ratio simulate/json.load. It never asserts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SEED = 20261121
+NODES = 5000
+PENDING = 50000
+
+NODE_SHAPES = [  # (instance type, weight, cpu m, memory Ki, pods, gpus, gpu label)
+    ("m5.2xlarge", 30, 7910, 31_500_000, 58, 0, None),
+    ("c5.4xlarge", 20, 15890, 30_600_000, 234, 0, None),
+    ("r5.2xlarge", 10, 7910, 63_300_000, 58, 0, None),
+    ("g4dn.xlarge", 15, 3920, 15_146_852, 29, 1, "t4"),
+    ("g5.12xlarge", 15, 47810, 187_181_336, 234, 4, "a10g"),
+    ("p4d.24xlarge", 10, 95690, 1_135_000_000, 737, 8, "a100"),
+]
+ZONES = ["us-west-2a", "us-west-2b", "us-west-2c"]
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _container(name: str, image: str, requests: dict[str, str], limits: dict[str, str]) -> dict:
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+        "resources": {"requests": requests, "limits": limits},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "volumeMounts": [{"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}],
+    }
+
+
+def _pod(name: str, ns: str, owner: str, spec_extra: dict, container: dict, node: str | None, phase: str) -> dict:
+    spec = {
+        "containers": [container],
+        "dnsPolicy": "ClusterFirst",
+        "restartPolicy": "Always",
+        "schedulerName": "default-scheduler",
+        "serviceAccountName": "default",
+        "terminationGracePeriodSeconds": 30,
+        "volumes": [{"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]}}],
+        **spec_extra,
+    }
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": f"{abs(hash(name)) % 10**12:012d}-0000-4000-8000-000000000000",
+            "labels": {"app": owner, "pod-template-hash": "5d78c9869d"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{owner}-5d78c9869d", "uid": "0", "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": spec,
+        "status": {"phase": phase, "qosClass": "Burstable"},
+    }
+
+
+POD_SHAPES = [  # (owner, weight, requests, limits, spec_extra)
+    ("web", 30, {"cpu": "250m", "memory": "512Mi"}, {"memory": "1Gi"}, {}),
+    ("batch", 15, {"cpu": "2", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"}, {}),
+    ("cache", 5, {"cpu": "500m", "memory": "8Gi"}, {"memory": "8Gi"},
+     {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+         {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["r5.2xlarge", "m5.2xlarge"]}]}]}}}}),
+    ("infer-t4", 20, {"cpu": "2", "memory": "8Gi"}, {"nvidia.com/gpu": "1"},
+     {"tolerations": [GPU_TOLERATION], "nodeSelector": {"karpenter.k8s.aws/instance-gpu-name": "t4"}}),
+    ("infer-any", 15, {"cpu": "4", "memory": "16Gi"}, {"nvidia.com/gpu": "1"},
+     {"tolerations": [GPU_TOLERATION], "nodeSelector": {"node-type": "gpu"}}),
+    ("train", 10, {"cpu": "16", "memory": "128Gi"}, {"nvidia.com/gpu": "4"},
+     {"tolerations": [GPU_TOLERATION], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+         {"matchExpressions": [{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["3"]},
+                               {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ZONES[:2]}]}]}}}}),
+    ("notebook", 5, {"cpu": "1", "memory": "2Gi"}, {"nvidia.com/gpu": "1"}, {}),  # forgot the toleration
+]
+
+
+def generate(directory: Path) -> tuple[Path, Path]:
+    rng = random.Random(SEED)
+    nodes, running = [], []
+    shapes = [s for s in NODE_SHAPES for _ in range(s[1])]
+    for i in range(NODES):
+        itype, _, cpu, mem, pods, gpus, gpu_name = rng.choice(shapes)
+        zone = ZONES[i % 3]
+        name = f"ip-10-{i // 250}-{i % 250}-{i % 7}.us-west-2.compute.internal"
+        labels = {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": itype, "topology.kubernetes.io/zone": zone,
+            "topology.kubernetes.io/region": "us-west-2", "karpenter.sh/capacity-type": rng.choice(["spot", "on-demand"]),
+        }
+        alloc = {"cpu": f"{cpu}m", "memory": f"{mem}Ki", "pods": str(pods), "ephemeral-storage": "95551679124", "hugepages-2Mi": "0"}
+        taints = []
+        if gpus:
+            labels.update({"node-type": "gpu", "karpenter.k8s.aws/instance-gpu-name": gpu_name,
+                           "karpenter.k8s.aws/instance-gpu-count": str(gpus), "nvidia.com/gpu.present": "true"})
+            alloc["nvidia.com/gpu"] = str(gpus)
+            taints.append(GPU_TAINT)
+        nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+                      "spec": {"taints": taints, "providerID": f"aws:///{zone}/i-{i:017x}"},
+                      "status": {"allocatable": alloc, "capacity": alloc,
+                                 "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                                 "nodeInfo": {"kubeletVersion": "v1.33.1", "containerRuntimeVersion": "containerd://1.7.27"}}})
+        for j in range(2 if not gpus else 1):  # system pods already running
+            running.append(_pod(f"node-agent-{i}-{j}", "kube-system", "node-agent", {"tolerations": [{"operator": "Exists"}]},
+                                _container("agent", "agent:1", {"cpu": "100m", "memory": "128Mi"}, {"memory": "256Mi"}), name, "Running"))
+    pending = []
+    pshapes = [s for s in POD_SHAPES for _ in range(s[1])]
+    for i in range(PENDING):
+        owner, _, req, lim, extra = rng.choice(pshapes)
+        pending.append(_pod(f"{owner}-5d78c9869d-{i:05d}", "apps", owner, json.loads(json.dumps(extra)),
+                            _container(owner, f"registry.example.com/{owner}:1.0", req, lim), None, "Pending"))
+    cluster = directory / "cluster.json"
+    work = directory / "pending.json"
+    cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + running}))
+    work.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pending}))
+    return cluster, work
+
+
+SIMULATE = """
+import resource, sys, time, json
+t0 = time.perf_counter()
+from kgpu.model.load import parse_text
+from kgpu.sim.simulate import simulate
+t1 = time.perf_counter()
+cluster = parse_text(open(sys.argv[1], 'rb').read(), sys.argv[1])
+work = parse_text(open(sys.argv[2], 'rb').read(), sys.argv[2])
+t2 = time.perf_counter()
+result = simulate(cluster, work)
+t3 = time.perf_counter()
+s = result.summary()
+print(json.dumps({"import": t1 - t0, "load": t2 - t1, "place": t3 - t2, "total": t3 - t1,
+                  "scheduled": s["scheduled"], "unschedulable": s["unschedulable"],
+                  "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+JSON_LOAD = """
+import json, sys, time
+t0 = time.perf_counter()
+for path in sys.argv[1:]:
+    with open(path) as fh:
+        json.load(fh)
+print(json.dumps({"json_load": time.perf_counter() - t0}))
+"""
+
+
+def _run(code: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    directory = Path(os.environ.get("KGPU_BENCH_DIR", ".bench"))
+    directory.mkdir(exist_ok=True)
+    t = time.perf_counter()
+    cluster, work = generate(directory)
+    size = (cluster.stat().st_size + work.stat().st_size) / 2**20
+    print(f"simulate benchmark: {NODES} nodes, {PENDING} pending pods (seed {SEED}); "
+          f"input {size:.0f} MiB, generated in {time.perf_counter() - t:.1f}s")
+    runs = []
+    for _ in range(3):  # best of three for both, in alternation, so they share the machine's state
+        runs.append((_run(SIMULATE, str(cluster), str(work)), _run(JSON_LOAD, str(cluster), str(work))))
+    sim = min((r[0] for r in runs), key=lambda r: r["total"])
+    base = min(r[1]["json_load"] for r in runs)
+    print(f"  placed: {sim['scheduled']} scheduled, {sim['unschedulable']} unschedulable")
+    print(f"  simulate: {sim['total']:.3f}s (decode {sim['load']:.3f}s + place {sim['place']:.3f}s) = "
+          f"{PENDING / sim['total']:,.0f} pods/s")
+    print(f"  json.load of the same input: {base:.3f}s")
+    print(f"  ratio simulate / json.load: {sim['total'] / base:.2f}  (target <= 2)")
+    print(f"  peak RSS of the simulate process: {sim['maxrss_kib'] / 1024:.0f} MiB  (target <= 2048)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""`kgpu simulate` as a user runs it: the JSON contract, the table, exit codes and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+from click.testing import CliRunner
+
+from builders import GPU_TAINT, node_dict, pod_dict
+from kgpu.cli.main import cli
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_examples_all_placed_json_contract(examples):
+    res = invoke("simulate", "--cluster", str(examples / "cluster"), "--workload", str(examples / "workloads"), "-o", "json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert set(data) == {"pods", "summary"}
+    assert data["summary"] == {"scheduled": 14, "unschedulable": 0}
+    for pod in data["pods"]:
+        assert set(pod) == {"namespace", "name", "phase", "node", "reason"}
+        assert pod["phase"] == "Scheduled" and pod["node"] and pod["reason"] is None
+    names = [p["name"] for p in data["pods"]]
+    assert names[:3] == ["pytorch-training-0", "tensorflow-serving-0", "tensorflow-serving-1"]
+    assert [n for n in names if n.startswith("cuda-vector-add-")] == [f"cuda-vector-add-{i}" for i in range(10)]
+    # seed 000's workloads select node-type=gpu; all land on GPU nodes
+    assert all("10-0-1-10" not in p["node"] and "10-0-2-20" not in p["node"] for p in data["pods"])
+
+
+def test_unschedulable_exits_1_with_reason_in_table(tmp_path):
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(yaml.safe_dump_all([node_dict("gpu-1", gpus=1, taints=[GPU_TAINT]), node_dict("cpu-1"), node_dict("cpu-2")]))
+    work = tmp_path / "w.yaml"
+    work.write_text(yaml.safe_dump(pod_dict("train", gpus=1)))
+    res = invoke("simulate", "-c", str(cluster), "-w", str(work))
+    assert res.exit_code == 1
+    assert "train" in res.output and "Unschedulable" in res.output
+    assert ("0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: true}, "
+            "2 Insufficient nvidia.com/gpu.") in res.output
+    header = res.output.splitlines()[0]
+    assert header.split() == ["NAMESPACE", "POD", "PHASE", "NODE", "WHY"]
+
+
+def test_identical_pods_are_grouped_in_the_table(examples):
+    res = invoke("simulate", "-c", str(examples / "cluster"), "-w", str(examples / "workloads" / "001-cuda-vector-add.yaml"))
+    assert res.exit_code == 0
+    assert "cuda-vector-add (x" in res.output
+
+
+def test_missing_file_is_exit_2_one_line(tmp_path):
+    res = CliRunner().invoke(cli, ["simulate", "-c", str(tmp_path / "nope.yaml")])
+    assert res.exit_code == 2
+    assert res.output.strip() == f"error: {tmp_path / 'nope.yaml'}: no such file or directory"
+
+
+def test_bad_quantity_is_exit_2_naming_the_field(tmp_path, examples):
+    work = tmp_path / "w.yaml"
+    doc = pod_dict("p", memory="40GB")
+    work.write_text(yaml.safe_dump(doc))
+    res = CliRunner().invoke(cli, ["simulate", "-c", str(examples / "cluster"), "-w", str(work)])
+    assert res.exit_code == 2
+    assert "w.yaml: Pod default/p: spec.containers[0].resources.requests.memory: invalid quantity '40GB'" in res.output
+
+
+def test_kubectl_plugin_entry_point_and_version():
+    out = subprocess.run([sys.executable, "-m", "kgpu.cli.main", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("kgpu, version ")

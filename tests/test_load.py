@@ -1,0 +1,126 @@
+"""Reading Kubernetes documents: formats, workload expansion, API defaulting, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from builders import node_dict, pod_dict
+from kgpu.errors import InputError
+from kgpu.model.load import parse_documents, parse_text
+
+
+def names(objects):
+    return [p.name for p in objects.pods]
+
+
+def template(spec_extra: dict | None = None) -> dict:
+    return {"metadata": {"labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}], **(spec_extra or {})}}
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "expected"),
+    [
+        ("Deployment", {"replicas": 3, "template": template()}, ["w-0", "w-1", "w-2"]),
+        ("Deployment", {"template": template()}, ["w-0"]),  # replicas defaults to 1
+        ("ReplicaSet", {"replicas": 2, "template": template()}, ["w-0", "w-1"]),
+        ("StatefulSet", {"replicas": 2, "template": template()}, ["w-0", "w-1"]),
+        ("Job", {"parallelism": 4, "completions": 2, "template": template()}, ["w-0", "w-1"]),
+        ("Job", {"template": template()}, ["w-0"]),
+        ("CronJob", {"jobTemplate": {"spec": {"parallelism": 2, "template": template()}}}, ["w-0", "w-1"]),
+        ("Deployment", {"replicas": 0, "template": template()}, []),
+    ],
+)
+def test_workloads_expand_to_their_pods(kind, spec, expected):
+    doc = {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "w", "namespace": "ml"}, "spec": spec}
+    objects = parse_documents([doc], "w.yaml")
+    assert names(objects) == expected
+    assert all(p.namespace == "ml" and p.owner_kind == kind and p.spec.gpus == 1 for p in objects.pods)
+
+
+def test_raycluster_expands_head_and_workers():
+    doc = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "raycluster"},
+           "spec": {"headGroupSpec": {"rayStartParams": {"num-cpus": "0"}, "template": template()},
+                    "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 0, "maxReplicas": 4,
+                                          "rayStartParams": {}, "template": template()}]}}
+    assert names(parse_documents([doc], "r.yaml")) == ["raycluster-head-0", "raycluster-gpu-worker-0", "raycluster-gpu-worker-1"]
+
+
+def test_requests_default_to_limits_and_init_containers_and_overhead_count():
+    doc = pod_dict("p")
+    doc["spec"]["containers"] = [
+        {"name": "a", "image": "x", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2", "memory": "1Gi"}}},
+        {"name": "b", "image": "x", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}},
+    ]
+    doc["spec"]["initContainers"] = [
+        {"name": "sidecar", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+        {"name": "setup", "image": "x", "resources": {"requests": {"cpu": "3", "memory": "100Mi"}}},
+    ]
+    doc["spec"]["overhead"] = {"cpu": "250m"}
+    spec = parse_documents([doc], "p.yaml").pods[0].spec
+    # containers: cpu 1 + 0.5 + sidecar 0.1 = 1.6; init: setup 3 + sidecar 0.1 = 3.1 -> max 3.1; + overhead 0.25
+    assert spec.request("cpu") == 3350
+    # memory: 1Gi (defaulted from limit) + 512Mi; init: 100Mi -> 1.5Gi
+    assert spec.request("memory") == 1536 * 2**20
+
+
+def test_kubectl_v1_list_json():
+    data = json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        node_dict("n1", gpus=2), pod_dict("running", node_name="n1", phase="Running"), pod_dict("pending"),
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"}},
+    ]}).encode()
+    objects = parse_text(data, "snapshot.json")
+    assert [n.name for n in objects.nodes] == ["n1"]
+    assert objects.nodes[0].alloc("nvidia.com/gpu") == 2
+    assert [(p.name, p.node_name, p.phase) for p in objects.pods] == [("running", "n1", "Running"), ("pending", "", "Pending")]
+    assert objects.ignored == {"Service": 1}
+
+
+def test_identical_pod_specs_share_one_spec_object():
+    data = json.dumps({"kind": "List", "items": [pod_dict(f"p{i}", cpu="1") for i in range(3)]}).encode()
+    pods = parse_text(data, "l.json").pods
+    assert pods[0].spec is pods[1].spec is pods[2].spec
+
+
+def test_priority_class_resolves():
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000}
+    doc = pod_dict("p")
+    doc["spec"]["priorityClassName"] = "high"
+    crit = pod_dict("q")
+    crit["spec"]["priorityClassName"] = "system-node-critical"
+    pods = parse_documents([doc, pc, crit], "x.yaml").pods
+    assert [p.priority for p in pods] == [1000, 2000001000]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"kind: Pod\nmetadata: {name: [\n", "x.yaml: invalid YAML at line"),
+        (b"apiVersion: v1\nkind: Pod\nmetadata: {}\nspec: {containers: []}\n",
+         "x.yaml: Pod (document 1): metadata.name: object without metadata.name"),
+        (b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {memory: 40GB}}\n",
+         "x.yaml: Pod default/p: spec.containers[0].resources.requests.memory: invalid quantity '40GB'"),
+        (b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {replicas: two}\n",
+         "x.yaml: Deployment default/d: spec.replicas: Expected `int | null`, got `str`"),
+        (b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  tolerations: [{key: a, operator: Equals}]\n  containers: []\n",
+         "x.yaml: Pod default/p: spec.tolerations[0].operator: 'Equals' is not one of Equal, Exists"),
+        (b"apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec:\n  taints: [{key: a, effect: NoSchedul}]\n",
+         "x.yaml: Node n: spec.taints[0].effect: 'NoSchedul' is not one of NoSchedule, PreferNoSchedule, NoExecute"),
+        (b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {nvidia.com/gpu: 1}, limits: {nvidia.com/gpu: 2}}\n",
+         "x.yaml: Pod default/p: spec.containers[0].resources.requests.nvidia.com/gpu: must be equal to nvidia.com/gpu limit of 2"),
+        (b"- just\n- a list\n", "x.yaml: document 1: expected a Kubernetes object"),
+        (b"{\"kind\": \"Pod\", ", "x.yaml: invalid JSON"),
+    ],
+)
+def test_bad_input_names_file_object_and_field(text, message):
+    with pytest.raises(InputError) as info:
+        parse_text(text, "x.yaml")
+    assert info.value.line().startswith(message), info.value.line()
+
+
+def test_40G_is_not_40Gi():
+    g = parse_documents([pod_dict("a", memory="40G")], "x").pods[0].spec.request("memory")
+    gi = parse_documents([pod_dict("b", memory="40Gi")], "x").pods[0].spec.request("memory")
+    assert (g, gi) == (40 * 10**9, 40 * 2**30)

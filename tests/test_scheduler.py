@@ -1,0 +1,246 @@
+"""Placement: kube-scheduler's filters, scoring and messages, through the fast scheduler.
+
+The fast scheduler (classes, heaps, memoised filters) is checked against a naive reference that runs every
+filter on every node for every pod and scores them all, on seeded random clusters.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from builders import (
+    GPU_TAINT,
+    GPU_TOLERATION,
+    assert_scheduled,
+    assert_unschedulable,
+    make_node,
+    make_pod,
+    node_dict,
+    placement,
+    pod_dict,
+)
+from kgpu.model.load import parse_documents
+from kgpu.model.objects import Node, Pod
+from kgpu.model.predicates import filter_reasons, unschedulable_message
+from kgpu.sim.scheduler import NodeState, Scheduler, score
+from kgpu.sim.simulate import simulate
+
+
+def run(nodes: list[dict], pods: list[dict], cluster_pods: list[dict] | None = None):
+    cluster = parse_documents(nodes + (cluster_pods or []), "cluster.yaml")
+    work = parse_documents(pods, "work.yaml")
+    return simulate(cluster, work)
+
+
+def test_gpu_taint_and_insufficient_gpu_message_in_kube_scheduler_words():
+    """The DESIGN's example: one tainted GPU node the pod doesn't tolerate, two CPU nodes without GPUs."""
+    nodes = [
+        node_dict("gpu-1", gpus=1, taints=[GPU_TAINT]),
+        node_dict("cpu-1"),
+        node_dict("cpu-2"),
+    ]
+    result = run(nodes, [pod_dict("train", gpus=1)])
+    assert_unschedulable(
+        result,
+        "train",
+        "0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: true}, 2 Insufficient nvidia.com/gpu.",
+    )
+
+
+def test_tolerating_pod_lands_on_gpu_node():
+    nodes = [node_dict("gpu-1", gpus=1, taints=[GPU_TAINT]), node_dict("cpu-1")]
+    result = run(nodes, [pod_dict("train", gpus=1, tolerations=[GPU_TOLERATION])])
+    assert_scheduled(result, "train", "gpu-1")
+
+
+def test_each_node_reports_only_its_first_failing_filter():
+    """A cordoned node that is also tainted and lacks GPUs reports only 'were unschedulable'; a full node
+    reports every resource it lacks. Entries are sorted as strings, like Go's sort.Strings ('I' < 'T' < 'n')."""
+    nodes = [
+        node_dict("a", taints=[GPU_TAINT], unschedulable=True),
+        node_dict("b", labels={"zone": "x"}, taints=[GPU_TAINT]),
+        node_dict("c", labels={"zone": "y"}),
+        node_dict("d", labels={"zone": "x"}, pods=0),
+    ]
+    result = run(nodes, [pod_dict("p", gpus=1, node_selector={"zone": "x"})])
+    assert placement(result, "p").reason == (
+        "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 1 Too many pods, "
+        "1 node(s) didn't match Pod's node affinity/selector, "
+        "1 node(s) had untolerated taint {nvidia.com/gpu: true}, 1 node(s) were unschedulable."
+    )
+
+
+def test_free_resources_shrink_as_pods_land():
+    nodes = [node_dict("gpu-1", gpus=2, taints=[GPU_TAINT])]
+    pods = [pod_dict(f"p{i}", gpus=1, tolerations=[GPU_TOLERATION]) for i in range(3)]
+    result = run(nodes, pods)
+    assert [p.phase for p in result.placements] == ["Scheduled", "Scheduled", "Unschedulable"]
+    assert result.placements[2].reason == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+
+
+def test_running_pods_use_resources_and_finished_pods_free_them():
+    nodes = [node_dict("n", cpu="2")]
+    running = [
+        pod_dict("old", cpu="1500m", node_name="n", phase="Running"),
+        pod_dict("done", cpu="2", node_name="n", phase="Succeeded"),
+    ]
+    result = run(nodes, [pod_dict("fits", cpu="500m"), pod_dict("too-big", cpu="1m")], running)
+    assert_scheduled(result, "fits", "n")
+    assert_unschedulable(result, "too-big", "0/1 nodes are available: 1 Insufficient cpu.")
+
+
+def test_higher_priority_is_placed_first():
+    nodes = [node_dict("n", cpu="1")]
+    pods = [pod_dict("low", cpu="1", priority=0), pod_dict("high", cpu="1", priority=1000)]
+    result = run(nodes, pods)
+    assert_scheduled(result, "high", "n")
+    assert placement(result, "low").phase == "Unschedulable"
+    assert [p.pod.name for p in result.placements] == ["low", "high"]  # output keeps input order
+
+
+def test_least_allocated_spreads_and_ties_go_to_the_first_name():
+    nodes = [node_dict("b"), node_dict("a"), node_dict("c")]
+    pods = [pod_dict(f"p{i}", cpu="1", memory="1Gi") for i in range(3)]
+    result = run(nodes, pods)
+    assert [p.node for p in result.placements] == ["a", "b", "c"]
+
+
+def test_balanced_allocation_prefers_the_node_the_pod_balances():
+    """Two nodes equally free by LeastAllocated; the pod evens out b's usage, so b scores higher."""
+    nodes = [node_dict("a", cpu="4", memory="4Gi"), node_dict("b", cpu="4", memory="4Gi")]
+    cluster = [
+        pod_dict("x", cpu="2", memory="0", node_name="a", phase="Running"),
+        pod_dict("y", cpu="0", memory="2Gi", node_name="b", phase="Running"),
+    ]
+    # The pod asks for cpu: on b it balances cpu against b's memory use, on a it piles onto cpu.
+    result = run(nodes, [pod_dict("p", cpu="2", memory="0")], cluster)
+    a, b = (NodeState(make_node(n, cpu="4", memory="4Gi"), 0) for n in "ab")
+    a.add(make_pod("x", cpu="2", memory="0"))
+    b.add(make_pod("y", cpu="0", memory="2Gi"))
+    spec = make_pod("p", cpu="2", memory="0").spec
+    assert score(spec, b) > score(spec, a)
+    assert_scheduled(result, "p", "b")
+
+
+def test_daemonset_gets_one_pod_per_eligible_node_and_tolerates_cordon():
+    nodes = [
+        node_dict("gpu-1", gpus=1, taints=[GPU_TAINT], labels={"gpu": "yes"}),
+        node_dict("gpu-2", gpus=1, unschedulable=True, labels={"gpu": "yes"}),
+        node_dict("cpu-1"),
+    ]
+    ds = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "plugin", "namespace": "kube-system"},
+        "spec": {"template": {"spec": {"nodeSelector": {"gpu": "yes"}, "tolerations": [GPU_TOLERATION],
+                                        "containers": [{"name": "c", "image": "x"}]}}},
+    }
+    result = run(nodes, [ds])
+    assert {(p.pod.name, p.node) for p in result.placements} == {("plugin-gpu-1", "gpu-1"), ("plugin-gpu-2", "gpu-2")}
+
+
+def test_scheduling_gates_hold_a_pod():
+    doc = pod_dict("gated")
+    doc["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    result = run([node_dict("n")], [doc])
+    assert placement(result, "gated").reason == "waiting for scheduling gates: example.com/wait"
+
+
+def test_no_nodes_at_all():
+    result = run([], [pod_dict("p")])
+    assert placement(result, "p").reason == "no nodes available to schedule pods"
+
+
+def test_host_port_conflict():
+    doc = pod_dict("p")
+    doc["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    other = pod_dict("q")
+    other["spec"]["containers"][0]["ports"] = [{"containerPort": 81, "hostPort": 8080}]
+    result = run([node_dict("n")], [doc, other])
+    assert_scheduled(result, "p", "n")
+    assert_unschedulable(result, "q", "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports.")
+
+
+# --- the fast scheduler against a naive reference ------------------------------------------------------
+
+
+def reference(nodes: list[Node], pods: list[Pod]) -> list[tuple[str | None, str | None]]:
+    """Every filter on every node for every pod, every feasible node scored; ties by name."""
+    states = [NodeState(n, i) for i, n in enumerate(nodes)]
+    out = []
+    for pod in sorted(pods, key=lambda p: -p.priority):
+        feasible, reasons = [], Counter()
+        for st in states:
+            r = filter_reasons(pod.spec, st.node, st.requested, st.pod_count, st.ports)
+            if r is None:
+                feasible.append(st)
+            else:
+                reasons.update(r)
+        if feasible:
+            best = min(feasible, key=lambda st: (-score(pod.spec, st), st.node.name))
+            best.add(pod)
+            out.append((pod.name, best.node.name, None))
+        else:
+            out.append((pod.name, None, unschedulable_message(len(states), reasons)))
+    order = {p.name: i for i, p in enumerate(pods)}
+    out.sort(key=lambda t: order[t[0]])
+    return [(n, r) for _, n, r in out]
+
+
+def random_case(rng: random.Random) -> tuple[list[dict], list[dict]]:
+    zones = ["a", "b", "c"]
+    nodes = []
+    for i in range(rng.randint(1, 12)):
+        gpus = rng.choice([0, 0, 1, 2, 4])
+        taints = [GPU_TAINT] if gpus and rng.random() < 0.8 else []
+        if rng.random() < 0.1:
+            taints.append({"key": "dedicated", "value": "infra", "effect": rng.choice(["NoSchedule", "PreferNoSchedule"])})
+        nodes.append(node_dict(
+            f"node-{rng.randint(0, 99):02d}-{i}", cpu=rng.choice(["2", "4", "8", "3500m"]),
+            memory=rng.choice(["4Gi", "8Gi", "16Gi", "7000Mi"]), pods=rng.choice([3, 5, 110]), gpus=gpus,
+            labels={"zone": rng.choice(zones), "gpu": "yes" if gpus else "no", "rank": str(rng.randint(0, 9))},
+            taints=taints, unschedulable=rng.random() < 0.05,
+        ))
+    pods = []
+    shapes = []
+    for _ in range(rng.randint(1, 5)):
+        kw: dict = {
+            "cpu": rng.choice([None, "100m", "500m", "1", "2"]),
+            "memory": rng.choice([None, "256Mi", "1Gi", "3Gi"]),
+            "gpus": rng.choice([0, 0, 1, 2]),
+            "priority": rng.choice([None, 0, 10]),
+        }
+        if rng.random() < 0.6:
+            kw["tolerations"] = [rng.choice([GPU_TOLERATION, {"operator": "Exists"}, {"key": "nvidia.com/gpu", "value": "true"}])]
+        if rng.random() < 0.3:
+            kw["node_selector"] = {"zone": rng.choice(zones)}
+        if rng.random() < 0.3:
+            op = rng.choice(["In", "NotIn", "Gt", "Lt", "Exists"])
+            values = {"In": ["a", "b"], "NotIn": ["c"], "Gt": ["4"], "Lt": ["5"], "Exists": []}[op]
+            key = "rank" if op in ("Gt", "Lt") else "zone"
+            kw["affinity_terms"] = [{"matchExpressions": [{"key": key, "operator": op, "values": values}]}]
+        shapes.append(kw)
+    for i in range(rng.randint(1, 40)):
+        pods.append(pod_dict(f"pod-{i}", **rng.choice(shapes)))
+    return nodes, pods
+
+
+def test_fast_scheduler_matches_naive_reference_on_random_clusters():
+    rng = random.Random(7)
+    for case in range(300):
+        node_docs, pod_docs = random_case(rng)
+        nodes = parse_documents(node_docs, "n").nodes
+        pods = parse_documents(pod_docs, "p").pods
+        expected = reference(nodes, pods)
+        result = simulate(parse_documents(node_docs, "n"), parse_documents(pod_docs, "p"))
+        got = [(p.node, p.reason) for p in result.placements]
+        assert got == expected, f"case {case}"
+
+
+def test_new_nodes_become_candidates_for_waiting_classes():
+    sched = Scheduler([make_node("small", cpu="1")])
+    big = make_pod("big", cpu="2")
+    assert sched.place(big).node is None
+    sched.add_node(make_node("large", cpu="4"))
+    decision = sched.place(make_pod("big2", cpu="2"))
+    assert decision.node is not None and decision.node.name == "large"
+    assert sched.explain_pod(make_pod("huge", cpu="8")) == "0/2 nodes are available: 2 Insufficient cpu."
