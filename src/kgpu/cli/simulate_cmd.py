@@ -75,7 +75,7 @@ def render_table(data: dict[str, Any]) -> str:
         note = ""
         if reason:
             note = f"[{reasons.setdefault(reason, len(reasons) + 1)}]"
-        extra = next((p for p in data["pods"] if p["name"] == names[0] and p["namespace"] == ns), {})
+        extra: dict[str, Any] = next((p for p in data["pods"] if p["name"] == names[0] and p["namespace"] == ns), {})
         where = node or "-"
         if extra.get("instance_type"):
             where = f"{node} ({extra['instance_type']} {extra.get('capacity_type', '')})".replace(" )", ")")

@@ -256,6 +256,7 @@ class Parser:
 
     def _expand_workload(self, kind: str, obj: wire.Workload, name: str, where: str) -> None:
         spec = obj.spec
+        template: wire.PodTemplate | None
         if kind == "CronJob":
             if spec.job_template is None:
                 raise InputError("required field missing", where=f"{where}: spec.jobTemplate")
@@ -370,7 +371,7 @@ def _job_pods(parallelism: int | None, completions: int | None) -> int:
 def _describe(doc: Any, label: str) -> str:
     if isinstance(doc, dict):
         kind = doc.get("kind", "object")
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
         name = meta.get("name") or f"({label})"
         ns = meta.get("namespace") or "default"
         return f"{kind} {name}" if kind in ("Node", "PriorityClass") else f"{kind} {ns}/{name}"

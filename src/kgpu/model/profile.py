@@ -135,7 +135,7 @@ class Requirements(_Model):
     categories: list[str] = Field(default_factory=list, description="e.g. g, p, m, c (instance-category)")
     generation: Range | None = None
     cpu: Range | None = Field(default=None, description="vCPUs (instance-cpu)")
-    arch: list[Literal["amd64", "arm64"]] = Field(default_factory=lambda: ["amd64"])
+    arch: list[Literal["amd64", "arm64"]] = Field(default_factory=lambda: ["amd64"])  # type: ignore[arg-type]
 
 
 class Consolidation(_Model):
@@ -263,7 +263,7 @@ class Metadata(_Model):
 
 
 class Profile(_Model):
-    api_version: Literal["kgpu.dev/v1alpha1"] = Field(default=API_VERSION)
+    api_version: Literal["kgpu.dev/v1alpha1"] = "kgpu.dev/v1alpha1"
     kind: Literal["ClusterProfile"] = "ClusterProfile"
     metadata: Metadata
     provider: Provider

@@ -1,0 +1,1 @@
+"""Checks over a cluster state (live or snapshot) for known GPU failure modes."""
