@@ -7,7 +7,15 @@ with Karpenter's labels and allocatable) and ``tke`` (Tencent TKE super-node GPU
 
 from __future__ import annotations
 
-from kgpu.catalog.aws import Catalog, RegionPricing, aws_catalog, merge_overrides
+from kgpu.catalog.aws import Catalog, RegionPricing, aws_catalog, merge_overrides, with_max_pods
 from kgpu.catalog.instance import InstanceType, Offering
 
-__all__ = ["Catalog", "InstanceType", "Offering", "RegionPricing", "aws_catalog", "merge_overrides"]
+__all__ = [
+    "Catalog",
+    "InstanceType",
+    "Offering",
+    "RegionPricing",
+    "aws_catalog",
+    "merge_overrides",
+    "with_max_pods",
+]

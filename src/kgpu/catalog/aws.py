@@ -264,7 +264,11 @@ class Catalog:
         ]
         if not found:
             close = self.closest_gpu_names(name)
-            hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(self.gpu_names()))}"
+            hint = (
+                f"did you mean {', '.join(close)}?"
+                if close
+                else f"known: {', '.join(sorted(self.gpu_names()))}"
+            )
             raise InputError(f"unknown GPU {name!r}", hint=hint)
         return found
 
@@ -300,7 +304,10 @@ def _build(rows: Sequence[Row], max_pods: Mapping[str, int], region: str | None)
     if region is not None:
         regions = {row["region"] for row in rows}
         if region not in regions:
-            raise InputError(f"unknown region {region!r}", hint=_suggest(region, regions) or f"known: {', '.join(sorted(regions))}")
+            raise InputError(
+                f"unknown region {region!r}",
+                hint=_suggest(region, regions) or f"known: {', '.join(sorted(regions))}",
+            )
     types: dict[str, InstanceType] = {}
     for row in rows:
         if row["instance_type"] not in types:
@@ -401,7 +408,11 @@ def merge_overrides(
                     row.update({k: v for k, v in override.items() if k != "max_pods"})
             continue
         if parse_instance_name(name) is None:
-            raise InputError(f"invalid instance type name {name!r}", where=where, hint="expected <family>.<size>, e.g. g5.xlarge")
+            raise InputError(
+                f"invalid instance type name {name!r}",
+                where=where,
+                hint="expected <family>.<size>, e.g. g5.xlarge",
+            )
         missing = [c for c in ("region", "vcpus", "memory_gib") if c not in override]
         if missing:
             raise InputError(f"a new instance type needs {', '.join(missing)}", where=where)
@@ -414,5 +425,5 @@ def merge_overrides(
 
 
 def with_max_pods(instance_type: InstanceType, max_pods: int) -> InstanceType:
-    """The same type with a kubelet ``maxPods`` setting (an EC2NodeClass ``kubelet.maxPods``)."""
-    return replace(instance_type, max_pods=max_pods)
+    """The same type under an EC2NodeClass ``kubelet.maxPods``: pod capacity changes, kube-reserved does not."""
+    return replace(instance_type, kubelet_max_pods=max_pods)

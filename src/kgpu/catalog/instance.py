@@ -17,11 +17,12 @@ So for a node launched with Karpenter's defaults (no ``kubelet`` block in the EC
 
     capacity.cpu        = vCPUs * 1000m
     capacity.memory     = M - ceil(M * 0.075) MiB,  M = memory MiB (- 64 on arm64)
-    capacity.pods       = ENI-limited max pods (eni-max-pods.csv; 110 when the type is not listed)
+    capacity.pods       = ENI-limited max pods (eni-max-pods.csv; 110 when the type is not listed),
+                          or the EC2NodeClass kubelet.maxPods when set (``kubelet_max_pods``)
     capacity.ephemeral  = 20Gi
     kube-reserved.cpu   = 6% of the 1st core + 1% of the 2nd + 0.5% of the 3rd-4th + 0.25% above 4
                           (each band truncated to whole millicores)
-    kube-reserved.mem   = (11 * maxPods + 255) MiB
+    kube-reserved.mem   = (11 * ENI-limited max pods + 255) MiB
     kube-reserved.eph   = 1Gi
     eviction.memory     = 100Mi              (memory.available)
     eviction.ephemeral  = ceil(20Gi / 100 * 10)  (nodefs.available 10%)
@@ -152,6 +153,16 @@ class InstanceType:
     gpu_memory_mib: int = 0
     gpu_display_name: str = ""
     max_pods: int = DEFAULT_MAX_PODS
+    kubelet_max_pods: int | None = None
+
+    @property
+    def pods(self) -> int:
+        """Pod capacity: the kubelet ``maxPods`` when one is set, else the ENI-limited ``max_pods``.
+
+        kube-reserved memory keeps using ``max_pods``: the AL2023 family sizes it from the ENI limit
+        (``UsesENILimitedMemoryOverhead``) whatever ``maxPods`` says.
+        """
+        return self.kubelet_max_pods if self.kubelet_max_pods is not None else self.max_pods
 
     @property
     def has_gpu(self) -> bool:
@@ -194,7 +205,7 @@ class InstanceType:
         capacity = {
             "cpu": self.vcpus * 1000,
             "memory": (mib - overhead_mib) * MIB,
-            "pods": self.max_pods,
+            "pods": self.pods,
             "ephemeral-storage": ROOT_VOLUME_BYTES,
         }
         if self.has_gpu:

@@ -151,7 +151,9 @@ def _hint(name: str) -> str:
     types = _load()[0]
     by_model = [t.name for t in types.values() if name and name.lower() in t.model.lower().split()]
     lowered = {t.lower(): t for t in types}
-    close = by_model or [lowered[c] for c in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.5)]
+    close = by_model or [
+        lowered[c] for c in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.5)
+    ]
     if close:
         return "; did you mean " + ", ".join(f"{c!r} ({types[c].model})" for c in close) + "?"
     return "; supported: " + ", ".join(types)
@@ -176,7 +178,9 @@ def match_explicit(gpu_types: Sequence[str], gpus: int, cpu: int, memory_gib: in
     """方式 A: the first type in the list that offers exactly this spec."""
     types = [tke_gpu_type(name) for name in gpu_types]
     if not types:
-        raise _error(INVALID_ANNOTATION, "eks.tke.cloud.tencent.com/gpu-type is required (必须显式声明 GPU 型号)")
+        raise _error(
+            INVALID_ANNOTATION, "eks.tke.cloud.tencent.com/gpu-type is required (必须显式声明 GPU 型号)"
+        )
     problems: list[str] = []
     for gpu_type in types:
         row = next((r for r in gpu_type.specs if r.gpus == gpus), None)
@@ -199,7 +203,9 @@ def match_auto(gpu_types: Sequence[str], gpus: int, cpu_millis: int, memory_byte
     """方式 B: the smallest spec of the first type in the list that holds the request."""
     types = [tke_gpu_type(name) for name in gpu_types]
     if not types:
-        raise _error(INVALID_ANNOTATION, "eks.tke.cloud.tencent.com/gpu-type is required (必须显式声明 GPU 型号)")
+        raise _error(
+            INVALID_ANNOTATION, "eks.tke.cloud.tencent.com/gpu-type is required (必须显式声明 GPU 型号)"
+        )
     wanted_gpus = gpus if gpus > 0 else default_gpu_count()
     memory_gib = math.ceil(max(memory_bytes, 0) / GIB)
     for gpu_type in types:

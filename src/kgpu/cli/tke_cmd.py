@@ -1,0 +1,255 @@
+"""``kgpu tke``: Tencent TKE super-node helpers. ``kgpu tke match`` tells which GPU spec a pod gets."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import click
+
+from kgpu.cli.output import ExitCode, emit_json, handle_input_errors, output_option, table
+from kgpu.errors import InputError
+
+WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "ReplicationController")
+RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+
+
+@click.group(name="tke")
+def command() -> None:
+    """Tencent TKE super-node helpers."""
+
+
+@command.command(name="match")
+@click.option(
+    "--file",
+    "-f",
+    "file",
+    metavar="PATH",
+    default=None,
+    help="Pod or workload manifests (YAML/JSON, several documents, '-' for stdin).",
+)
+@click.option(
+    "--gpu-type",
+    "gpu_type",
+    metavar="TYPES",
+    default=None,
+    help="eks.tke.cloud.tencent.com/gpu-type: a priority list such as 'T4,V100'.",
+)
+@click.option("--gpus", "gpus", type=click.IntRange(min=0), default=None, help="GPUs (nvidia.com/gpu).")
+@click.option(
+    "--cpu", "cpu", metavar="QUANTITY", default=None, help="CPU: cores in auto mode may be 6 or 5500m."
+)
+@click.option("--memory", "memory", metavar="QUANTITY", default=None, help="Memory, e.g. 32Gi.")
+@click.option(
+    "--explicit",
+    is_flag=True,
+    default=False,
+    help="Treat --gpus/--cpu/--memory as the gpu-count/cpu/mem annotations (方式 A).",
+)
+@output_option("json", "table", default="json")
+@handle_input_errors
+def match(
+    file: str | None,
+    gpu_type: str | None,
+    gpus: int | None,
+    cpu: str | None,
+    memory: str | None,
+    explicit: bool,
+    output: str,
+) -> None:
+    """Which TKE super-node GPU spec a pod gets.
+
+    Explicit mode (all of the gpu-count, cpu and mem annotations) must match a spec exactly; otherwise the
+    larger of requests and limits is rounded up to the smallest spec of the first GPU type in the priority
+    list that holds it.
+
+    Exit status: 0 every pod matched, 1 some pod has no spec (prints {"error": {"code", "message"}}),
+    2 bad input.
+    """
+    from kgpu.catalog.tke import TkeMatchError
+    from kgpu.sim.tke import match_pod_spec
+
+    flags_given = (
+        gpu_type is not None or gpus is not None or cpu is not None or memory is not None or explicit
+    )
+    if file and flags_given:
+        raise click.UsageError("give either -f PATH or --gpu-type/--gpus/--cpu/--memory, not both")
+    if file:
+        inputs = list(_from_file(file))
+        if not inputs:
+            raise InputError(
+                "no Pod or pod template found",
+                where=file,
+                hint="kinds: Pod, " + ", ".join(WORKLOAD_KINDS) + ", CronJob",
+            )
+    elif gpu_type is not None:
+        inputs = [_from_flags(gpu_type, gpus, cpu, memory, explicit)]
+    else:
+        raise click.UsageError("give -f PATH, or --gpu-type TYPES with --gpus/--cpu/--memory")
+
+    results: list[dict[str, Any]] = []
+    failed = False
+    for label, pod_annotations, requests, limits in inputs:
+        entry: dict[str, Any] = {"object": label} if label else {}
+        try:
+            entry.update(match_pod_spec(pod_annotations, requests, limits).as_dict())
+        except TkeMatchError as exc:
+            failed = True
+            entry["error"] = exc.as_dict()
+        results.append(entry)
+
+    if output == "json":
+        emit_json(results[0] if len(results) == 1 else results)
+    else:
+        _emit_table(results)
+    if failed:
+        sys.exit(ExitCode.FINDINGS)
+
+
+def _emit_table(results: list[dict[str, Any]]) -> None:
+    rows = []
+    for r in results:
+        if "error" in r:
+            rows.append((r.get("object", "-"), "-", "-", "-", "-", f"error: {r['error']['code']}"))
+        else:
+            rows.append(
+                (r.get("object", "-"), r["gpu_type"], r["gpu_count"], r["cpu"], r["memory"], r["mode"])
+            )
+    click.echo(table(["OBJECT", "GPU TYPE", "GPUS", "CPU", "MEMORY", "MODE"], rows))
+    for r in results:
+        if "error" in r:
+            click.echo(f"{r.get('object', 'error')}: {r['error']['message']}")
+
+
+Input = tuple[str, dict[str, str], dict[str, int], dict[str, int]]
+
+
+def _from_flags(
+    gpu_type: str, gpus: int | None, cpu: str | None, memory: str | None, explicit: bool
+) -> Input:
+    from kgpu.model.quantity import milli_value, parse_quantity, value
+    from kgpu.sim.tke import CPU, GPU_COUNT, GPU_TYPE, MEM
+
+    annotations = {GPU_TYPE: gpu_type}
+    if explicit:
+        missing = [flag for flag, v in (("--gpus", gpus), ("--cpu", cpu), ("--memory", memory)) if v is None]
+        if missing:
+            raise click.UsageError(f"--explicit needs {', '.join(missing)}")
+        annotations.update({GPU_COUNT: str(gpus), CPU: str(cpu), MEM: str(memory)})
+        return "", annotations, {}, {}
+    requests: dict[str, int] = {"nvidia.com/gpu": gpus or 0}
+    if cpu is not None:
+        requests["cpu"] = milli_value(parse_quantity(cpu, where="--cpu"))
+    if memory is not None:
+        requests["memory"] = value(parse_quantity(memory, where="--memory"))
+    return "", annotations, requests, {}
+
+
+def _from_file(path: str) -> Iterator[Input]:
+    import yaml
+
+    from kgpu.cli.files import read_text
+
+    text = read_text(path)
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "parse error"
+        raise InputError(f"invalid YAML/JSON: {first}", where=path) from None
+    for n, doc in enumerate(docs):
+        for label, template, field in _templates(doc, f"document {n + 1}"):
+            try:
+                yield _pod_input(label, template, field)
+            except InputError as exc:
+                raise exc.within(path) from None
+
+
+def _templates(doc: Any, fallback: str) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+    """(object label, pod template, field path of the template) for every pod template in a document."""
+    if not isinstance(doc, Mapping):
+        raise InputError(f"expected a Kubernetes object, got {type(doc).__name__}", where=fallback)
+    kind = doc.get("kind")
+    if kind == "List":
+        for n, item in enumerate(doc.get("items") or []):
+            yield from _templates(item, f"{fallback}: items[{n}]")
+        return
+    meta = doc.get("metadata") or {}
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    namespace = (meta.get("namespace") if isinstance(meta, Mapping) else None) or "default"
+    label = f"{kind} {namespace}/{name}" if name else f"{kind} ({fallback})"
+    spec = doc.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise InputError("must be a mapping", where=f"{label}: spec")
+    if kind == "Pod":
+        yield label, doc, ""
+    elif kind in WORKLOAD_KINDS:
+        yield label, _mapping(spec.get("template"), label, "spec.template"), "spec.template."
+    elif kind == "CronJob":
+        job = _mapping(spec.get("jobTemplate"), label, "spec.jobTemplate")
+        job_spec = _mapping(job.get("spec"), label, "spec.jobTemplate.spec")
+        yield (
+            label,
+            _mapping(job_spec.get("template"), label, "spec.jobTemplate.spec.template"),
+            ("spec.jobTemplate.spec.template."),
+        )
+
+
+def _mapping(value: Any, label: str, field: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InputError("missing or not a mapping", where=f"{label}: {field}")
+    return value
+
+
+def _pod_input(label: str, template: Mapping[str, Any], prefix: str) -> Input:
+    from kgpu.model.quantity import milli_value, parse_quantity, value
+
+    meta = template.get("metadata") or {}
+    raw_annotations = (meta.get("annotations") if isinstance(meta, Mapping) else None) or {}
+    if not isinstance(raw_annotations, Mapping):
+        raise InputError("must be a mapping", where=f"{label}: {prefix}metadata.annotations")
+    annotations: dict[str, str] = {}
+    for key, val in raw_annotations.items():
+        if not isinstance(val, str):
+            raise InputError(
+                f"annotation values must be strings, got {val!r}",
+                where=f"{label}: {prefix}metadata.annotations[{key}]",
+                hint=f"quote it: '{val}'",
+            )
+        annotations[str(key)] = val
+    spec = _mapping(template.get("spec"), label, f"{prefix}spec")
+
+    def amounts(containers_field: str) -> list[tuple[dict[str, int], dict[str, int]]]:
+        containers = spec.get(containers_field) or []
+        if not isinstance(containers, list):
+            raise InputError("must be a list", where=f"{label}: {prefix}spec.{containers_field}")
+        out = []
+        for i, c in enumerate(containers):
+            where = f"{label}: {prefix}spec.{containers_field}[{i}].resources"
+            res = (c.get("resources") if isinstance(c, Mapping) else None) or {}
+            pair: list[dict[str, int]] = []
+            for section in ("requests", "limits"):
+                values = (res.get(section) or {}) if isinstance(res, Mapping) else {}
+                parsed: dict[str, int] = {}
+                for name in RESOURCES:
+                    if isinstance(values, Mapping) and name in values:
+                        q = parse_quantity(values[name], where=f"{where}.{section}.{name}")
+                        parsed[name] = milli_value(q) if name == "cpu" else value(q)
+                pair.append(parsed)
+            requests, limits = pair
+            for name, amount in limits.items():  # API-server defaulting: requests default to limits
+                requests.setdefault(name, amount)
+            out.append((requests, limits))
+        return out
+
+    containers = amounts("containers")
+    inits = amounts("initContainers")
+    totals: list[dict[str, int]] = [{}, {}]
+    for side in (0, 1):  # pod request = max(sum of containers, largest init container), as kube-scheduler
+        for pair in containers:
+            for name, amount in pair[side].items():
+                totals[side][name] = totals[side].get(name, 0) + amount
+        for pair in inits:
+            for name, amount in pair[side].items():
+                totals[side][name] = max(totals[side].get(name, 0), amount)
+    return label, annotations, totals[0], totals[1]
