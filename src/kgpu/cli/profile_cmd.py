@@ -1,0 +1,65 @@
+"""``kgpu profile``: the profile's JSON Schema, and validation reporting every error with its field path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from kgpu.cli.output import ExitCode, handle_input_errors
+from kgpu.errors import InputError
+
+
+@click.group("profile")
+def command() -> None:
+    """Inspect cluster profiles (JSON Schema, validation)."""
+
+
+@command.command("schema")
+def schema() -> None:
+    """Print the profile's JSON Schema (for editors and CI)."""
+    from kgpu.model.profile import profile_json_schema
+
+    click.echo(json.dumps(profile_json_schema(), indent=2, sort_keys=True))
+
+
+def read_profile_file(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such file", where=path, hint="create one with `kgpu init`") from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a profile", where=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read: {exc}", where=path) from None
+
+
+@command.command("validate")
+@click.option("-f", "--file", "path", default="kgpu.yaml", show_default=True, help="Profile to check.")
+@handle_input_errors
+def validate(path: str) -> None:
+    """Check a profile and print every error with its field path (exit 2 if any)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from kgpu.model.profile import Profile, all_validation_errors, load_profile_text
+
+    text = read_profile_file(path)
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        load_profile_text(text, source=path)  # raises the located InputError
+        raise
+    if not isinstance(data, dict):
+        raise InputError(
+            "a profile is a mapping (apiVersion, kind, metadata, provider, pools, ...)", where=path
+        )
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        for line in all_validation_errors(exc):
+            click.echo(f"error: {path}: {line}", err=True)
+        raise SystemExit(ExitCode.INPUT) from None
+    gpu = len(profile.gpu_pools)
+    click.echo(f"ok: {path}: profile {profile.metadata.name}, {len(profile.pools)} pools ({gpu} GPU)")

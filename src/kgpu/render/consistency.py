@@ -1,0 +1,304 @@
+"""Do the rendered pieces agree? Checked on the rendered documents, before anything is written.
+
+Errors (``kgpu render`` refuses, exit 1):
+
+- a workload template that would not schedule on the pool it is meant for (``kgpu.dev/pool``);
+- a device-plugin DaemonSet that would not run on a GPU pool's nodes (an untolerated taint, an affinity
+  that misses them), or that would run on a pool whose AMI has the plugin built in;
+- a cluster-autoscaler node group (min size 0) whose ASG lacks the ``node-template/label`` tag for a label
+  a workload selects: cluster-autoscaler cannot know that a new node would match, and never scales it up.
+
+Warnings: a Karpenter pool of GPU instance types without a taint (any pod may land on a GPU node and keep
+it up), a Bottlerocket NVIDIA pool with the DaemonSet forced on, a node group whose ASG does not describe
+its taints, a malformed explicit ``node-template/taint`` tag.
+
+Placement uses the scheduler's own predicates (:mod:`kgpu.model.predicates`) against one representative
+node per pool (:func:`pool_nodes`), built from what the pool's provisioner puts on its nodes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kgpu.model.load import parse_documents
+from kgpu.model.objects import GPU, Node, Pod, Taint
+from kgpu.model.predicates import filter_reasons, static_reasons
+from kgpu.model.profile import AmiFamily, Autoscaler, Pool, PoolKind, Profile
+from kgpu.render import (
+    EKS_MANAGED_GROUP_LABEL,
+    EKSCTL_GROUP_LABEL,
+    KARPENTER_POOL_LABEL,
+    POOL_ANNOTATION,
+    group_names,
+    node_labels,
+    pool_zones,
+    uses_device_plugin_daemonset,
+)
+from kgpu.render.eksctl import LABEL_TAG, TAINT_TAG, effective_asg_tags
+
+ERROR = "error"
+WARNING = "warning"
+_TAINT_TAG_VALUE = re.compile(r"^[^:]*:(NoSchedule|PreferNoSchedule|NoExecute)$")
+_BIG = 1 << 50
+
+
+@dataclass(frozen=True)
+class Problem:
+    level: str
+    subject: str  # "pool gpu", "Job gpu-train-gpu", "node group gpu-spot-ng-a"
+    field: str
+    message: str
+
+    def line(self) -> str:
+        where = f"{self.subject}: {self.field}" if self.field else self.subject
+        return f"{self.level}: {where}: {self.message}"
+
+
+def errors(problems: list[Problem]) -> list[Problem]:
+    return [p for p in problems if p.level == ERROR]
+
+
+def warnings(problems: list[Problem]) -> list[Problem]:
+    return [p for p in problems if p.level == WARNING]
+
+
+# --- representative nodes -------------------------------------------------------------------------------
+
+
+def pool_nodes(profile: Profile, pool: Pool) -> list[Node]:
+    """One node per distinct label set the pool's nodes carry (per group, per static node)."""
+    base = node_labels(pool)
+    taints = tuple(Taint(t.key, t.value, str(t.effect)) for t in pool.taints)
+
+    def node(name: str, extra: Mapping[str, str], gpus: int) -> Node:
+        labels = {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name, **base, **extra}
+        alloc = {"cpu": _BIG, "memory": _BIG, "pods": 110, "ephemeral-storage": _BIG}
+        if gpus:
+            alloc[GPU] = gpus
+        return Node(name, labels, alloc, taints, source=f"pool {pool.name}")
+
+    gpus = 64 if pool.is_gpu else 0
+    arch = pool.requirements.arch[0] if pool.requirements and pool.requirements.arch else "amd64"
+    if pool.kind == PoolKind.KARPENTER:
+        extra = {KARPENTER_POOL_LABEL: pool.name, "kubernetes.io/arch": arch}
+        if pool.capacity_types:
+            extra["karpenter.sh/capacity-type"] = str(pool.capacity_types[0])
+        return [node(f"{pool.name}-node", extra, gpus)]
+    if pool.kind == PoolKind.NODE_GROUP:
+        key = EKS_MANAGED_GROUP_LABEL if pool.managed else EKSCTL_GROUP_LABEL
+        zones = pool_zones(profile, pool) if pool.per_zone else [""]
+        out = []
+        for name, zone in zip(group_names(profile, pool), zones, strict=False):
+            extra = {key: name, "kubernetes.io/arch": arch}
+            if zone:
+                extra["topology.kubernetes.io/zone"] = zone
+            out.append(node(f"{name}-node", extra, gpus))
+        return out
+    if pool.kind == PoolKind.STATIC:
+        return [node(n.name, n.labels, n.gpus) for n in pool.nodes]
+    return [node(f"{pool.name}-node", {}, gpus)]
+
+
+def _owner(pod: Pod) -> str:
+    if pod.owner_kind:
+        return f"{pod.owner_kind} {pod.owner_name}"
+    return f"Pod {pod.name}"
+
+
+# --- checks ---------------------------------------------------------------------------------------------
+
+
+def _workload_pods(stack: Mapping[str, list[dict[str, Any]]]) -> list[Pod]:
+    docs = [d for t in ("workloads", "kuberay") for d in stack.get(t, [])]
+    return parse_documents(docs, "rendered workloads").pods
+
+
+def _check_workloads(profile: Profile, pods: list[Pod]) -> list[Problem]:
+    # Wire-in point for the simulator: placing these pods on the pools' capacity is what
+    # ``kgpu.sim`` does in full; here each pod is checked against its pool's representative nodes.
+    out: list[Problem] = []
+    seen: set[str] = set()
+    names = {p.name for p in profile.pools}
+    for pod in pods:
+        target = pod.annotations.get(POOL_ANNOTATION)
+        owner = _owner(pod)
+        if not target or owner in seen:
+            continue
+        seen.add(owner)
+        if target not in names:
+            out.append(Problem(ERROR, owner, f"annotations.{POOL_ANNOTATION}", f"no pool named {target!r}"))
+            continue
+        nodes = pool_nodes(profile, profile.pool(target))
+        reasons = [filter_reasons(pod.spec, n, {}, 0) for n in nodes]
+        if nodes and all(r for r in reasons):
+            why = sorted({reason for r in reasons if r for reason in r})
+            out.append(
+                Problem(
+                    ERROR,
+                    owner,
+                    "spec.template.spec",
+                    f"would not schedule on pool {target}: {'; '.join(why)}",
+                )
+            )
+    return out
+
+
+def _check_device_plugin(profile: Profile, stack: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
+    out: list[Problem] = []
+    for pool in profile.gpu_pools:
+        if pool.ami_family == AmiFamily.BOTTLEROCKET_NVIDIA and pool.device_plugin == "daemonset":
+            out.append(
+                Problem(
+                    WARNING,
+                    f"pool {pool.name}",
+                    "devicePlugin",
+                    "Bottlerocket NVIDIA has the device plugin built in; forcing the DaemonSet on runs two plugins",
+                )
+            )
+    if "device-plugin" not in stack:
+        return out
+    daemonsets = parse_documents(stack["device-plugin"], "rendered device plugin").daemonsets
+    if not daemonsets:
+        return out
+    ds = daemonsets[0]
+    subject = f"DaemonSet {ds.namespace}/{ds.name}"
+    for pool in profile.gpu_pools:
+        if pool.kind == PoolKind.TKE_SUPERNODE:
+            continue
+        runs = [static_reasons(ds.template, n) for n in pool_nodes(profile, pool)]
+        if uses_device_plugin_daemonset(pool):
+            for reasons in runs:
+                if reasons:
+                    out.append(
+                        Problem(
+                            ERROR,
+                            subject,
+                            "spec.template.spec",
+                            f"would not run on pool {pool.name}'s nodes: {'; '.join(reasons)}"
+                            " (their nvidia.com/gpu would never be advertised)",
+                        )
+                    )
+                    break
+        elif pool.device_plugin_builtin and any(r is None for r in runs):
+            out.append(
+                Problem(
+                    ERROR,
+                    subject,
+                    "spec.template.spec.affinity",
+                    f"would run on pool {pool.name}, whose Bottlerocket NVIDIA AMI has the device plugin built in",
+                )
+            )
+    return out
+
+
+def _check_autoscaler_tags(
+    profile: Profile, stack: Mapping[str, list[dict[str, Any]]], pods: list[Pod]
+) -> list[Problem]:
+    out: list[Problem] = []
+    if profile.autoscaler != Autoscaler.CLUSTER_AUTOSCALER:
+        return out
+    for pool in profile.pools:
+        if pool.kind != PoolKind.NODE_GROUP:
+            continue
+        for key, value in sorted(pool.asg_tags.items()):
+            if not key.startswith(TAINT_TAG):
+                continue
+            taint_key = key[len(TAINT_TAG) :]
+            if not _TAINT_TAG_VALUE.match(value):
+                out.append(
+                    Problem(
+                        WARNING,
+                        f"pool {pool.name}",
+                        f"asgTags.{key}",
+                        f"{value!r} is malformed: cluster-autoscaler expects '<value>:<effect>' "
+                        "(e.g. 'true:NoSchedule') and ignores this tag",
+                    )
+                )
+            if taint_key not in {t.key for t in pool.taints}:
+                out.append(
+                    Problem(
+                        WARNING,
+                        f"pool {pool.name}",
+                        f"asgTags.{key}",
+                        f"describes taint {taint_key!r}, which the pool does not have "
+                        f"(taints: {', '.join(t.key for t in pool.taints) or 'none'})",
+                    )
+                )
+    configs = [d for d in stack.get("eksctl", []) if d.get("kind") == "ClusterConfig"]
+    groups = {
+        g["name"]: g
+        for c in configs
+        for section in ("nodeGroups", "managedNodeGroups")
+        for g in c.get(section) or []
+    }
+    if not groups:
+        return out
+    selectors: dict[str, list[tuple[str, dict[str, str]]]] = {}
+    for pod in pods:
+        target = pod.annotations.get(POOL_ANNOTATION)
+        if target and pod.spec.node_selector:
+            selectors.setdefault(target, []).append((_owner(pod), dict(pod.spec.node_selector)))
+    for pool in profile.pools:
+        if pool.kind != PoolKind.NODE_GROUP or pool.min_size > 0:
+            continue
+        for name in group_names(profile, pool):
+            group = groups.get(name)
+            if group is None:
+                continue
+            tags = effective_asg_tags(group)
+            reported: set[str] = set()
+            for owner, selector in selectors.get(pool.name, []):
+                for key, value in selector.items():
+                    if key == EKS_MANAGED_GROUP_LABEL or key in reported:
+                        continue
+                    if tags.get(LABEL_TAG + key) != value:
+                        reported.add(key)
+                        out.append(
+                            Problem(
+                                ERROR,
+                                f"node group {name}",
+                                "tags",
+                                f"missing {LABEL_TAG}{key}: {value!r} for the nodeSelector of {owner}: "
+                                "cluster-autoscaler cannot scale this group up from zero for it",
+                            )
+                        )
+            for taint in pool.taints:
+                if TAINT_TAG + taint.key not in tags:
+                    out.append(
+                        Problem(
+                            WARNING,
+                            f"node group {name}",
+                            "tags",
+                            f"no {TAINT_TAG}{taint.key} tag: from zero, cluster-autoscaler assumes its nodes are "
+                            "untainted and may scale it up for pods that cannot run there",
+                        )
+                    )
+    return out
+
+
+def _check_karpenter_taints(profile: Profile) -> list[Problem]:
+    return [
+        Problem(
+            WARNING,
+            f"pool {p.name}",
+            "taints",
+            "Karpenter pool of GPU instance types without a taint: any pod may land on (and keep up) a GPU node",
+        )
+        for p in profile.pools
+        if p.kind == PoolKind.KARPENTER and p.is_gpu and not p.taints
+    ]
+
+
+def check(profile: Profile, stack: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
+    """Every problem and warning, errors first, each naming its pool/workload and field."""
+    pods = _workload_pods(stack)
+    problems = (
+        _check_workloads(profile, pods)
+        + _check_device_plugin(profile, stack)
+        + _check_autoscaler_tags(profile, stack, pods)
+        + _check_karpenter_taints(profile)
+    )
+    return errors(problems) + warnings(problems)

@@ -1,0 +1,154 @@
+"""Karpenter v1: one NodePool (karpenter.sh/v1) + one EC2NodeClass (karpenter.k8s.aws/v1) per karpenter pool.
+
+Decisions:
+
+- Ranges become ``Gt``/``Lt`` on Karpenter's well-known integer labels (``instance-generation`` min 5 ->
+  ``Gt 4``); ``instance-gpu-memory`` is in MiB, the profile speaks GiB per GPU. Karpenter's CRD requires
+  ``Gt``/``Lt`` values to be non-negative integers, so a minimum of 0 emits nothing.
+- AL2023 GPU pools use the plain ``al2023@latest`` alias: Karpenter picks the accelerated (NVIDIA) variant
+  per instance type. Bottlerocket NVIDIA uses ``bottlerocket@latest`` likewise. Ubuntu and Custom have no
+  alias in v1, so they select AMIs by the cluster's discovery tag with ``amiFamily: Custom``.
+- Bottlerocket has a small OS volume (/dev/xvda) and a data volume (/dev/xvdb) that holds images; the
+  pool's volume size goes to the data volume.
+- Subnets and security groups are found by the ``karpenter.sh/discovery: <cluster>`` tag, the node role is
+  ``KarpenterNodeRole-<cluster>`` (the names of Karpenter's getting-started CloudFormation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kgpu.model.profile import AmiFamily, Pool, PoolKind, Profile, Range
+from kgpu.render import MANAGED_BY, node_labels, taints
+
+NODEPOOL_API = "karpenter.sh/v1"
+NODECLASS_API = "karpenter.k8s.aws/v1"
+DISCOVERY_TAG = "karpenter.sh/discovery"
+DEFAULT_BUDGETS = [{"nodes": "10%"}]
+
+_ALIAS = {
+    AmiFamily.AL2023: "al2023@latest",
+    AmiFamily.AL2: "al2@latest",
+    AmiFamily.BOTTLEROCKET: "bottlerocket@latest",
+    AmiFamily.BOTTLEROCKET_NVIDIA: "bottlerocket@latest",
+}
+
+
+def render(profile: Profile) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for pool in profile.pools:
+        if pool.kind != PoolKind.KARPENTER:
+            continue
+        docs.append(nodeclass(profile, pool))
+        docs.append(nodepool(profile, pool))
+    return docs
+
+
+def _range(key: str, rng: Range | None, scale: int = 1) -> list[dict[str, Any]]:
+    if rng is None:
+        return []
+    out: list[dict[str, Any]] = []
+    if rng.min:
+        out.append({"key": key, "operator": "Gt", "values": [str(rng.min * scale - 1)]})
+    if rng.max is not None:
+        out.append({"key": key, "operator": "Lt", "values": [str(rng.max * scale + 1)]})
+    return out
+
+
+def _in(key: str, values: list[str]) -> list[dict[str, Any]]:
+    return [{"key": key, "operator": "In", "values": list(values)}] if values else []
+
+
+def requirements(profile: Profile, pool: Pool) -> list[dict[str, Any]]:
+    req = pool.requirements
+    out: list[dict[str, Any]] = []
+    out += _in("kubernetes.io/arch", list(req.arch) if req else ["amd64"])
+    out += _in("kubernetes.io/os", ["linux"])
+    out += _in("karpenter.sh/capacity-type", [str(c) for c in pool.capacity_types])
+    out += _in("node.kubernetes.io/instance-type", pool.instance_types)
+    if req:
+        out += _in("karpenter.k8s.aws/instance-category", req.categories)
+        out += _in("karpenter.k8s.aws/instance-family", req.families)
+        out += _range("karpenter.k8s.aws/instance-generation", req.generation)
+        out += _range("karpenter.k8s.aws/instance-cpu", req.cpu)
+        out += _in("karpenter.k8s.aws/instance-gpu-name", [n.lower() for n in req.gpu_names])
+        out += _range("karpenter.k8s.aws/instance-gpu-count", req.gpu_count)
+        out += _range("karpenter.k8s.aws/instance-gpu-memory", req.gpu_memory_gib, scale=1024)
+    out += _in("topology.kubernetes.io/zone", pool.zones)
+    return out
+
+
+def nodepool(profile: Profile, pool: Pool) -> dict[str, Any]:
+    template_meta: dict[str, Any] = {}
+    labels = node_labels(pool)
+    if labels:
+        template_meta["labels"] = labels
+    template_spec: dict[str, Any] = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": pool.name},
+        "requirements": requirements(profile, pool),
+    }
+    if pool.taints:
+        template_spec["taints"] = taints(pool)
+    template: dict[str, Any] = {}
+    if template_meta:
+        template["metadata"] = template_meta
+    template["spec"] = template_spec
+    spec: dict[str, Any] = {
+        "template": template,
+        "disruption": {
+            "consolidationPolicy": pool.consolidation.policy,
+            "consolidateAfter": pool.consolidation.after,
+            "budgets": [dict(b) for b in DEFAULT_BUDGETS],
+        },
+    }
+    if pool.limits:
+        spec["limits"] = {k: str(v) for k, v in sorted(pool.limits.items())}
+    if pool.weight is not None:
+        spec["weight"] = pool.weight
+    return {
+        "apiVersion": NODEPOOL_API,
+        "kind": "NodePool",
+        "metadata": {"name": pool.name, "labels": dict(MANAGED_BY)},
+        "spec": spec,
+    }
+
+
+def _block_devices(pool: Pool) -> list[dict[str, Any]]:
+    def ebs(size: int) -> dict[str, Any]:
+        return {
+            "volumeSize": f"{size}Gi",
+            "volumeType": "gp3",
+            "encrypted": True,
+            "deleteOnTermination": True,
+        }
+
+    if pool.ami_family in (AmiFamily.BOTTLEROCKET, AmiFamily.BOTTLEROCKET_NVIDIA):
+        return [
+            {"deviceName": "/dev/xvda", "ebs": ebs(4)},
+            {"deviceName": "/dev/xvdb", "ebs": ebs(pool.volume_size_gib)},
+        ]
+    return [{"deviceName": "/dev/xvda", "rootVolume": True, "ebs": ebs(pool.volume_size_gib)}]
+
+
+def nodeclass(profile: Profile, pool: Pool) -> dict[str, Any]:
+    cluster = profile.cluster.name
+    discovery = [{"tags": {DISCOVERY_TAG: cluster}}]
+    alias = _ALIAS.get(AmiFamily(pool.ami_family))
+    spec: dict[str, Any] = {}
+    if alias is None:
+        spec["amiFamily"] = "Custom"
+        spec["amiSelectorTerms"] = [{"tags": {DISCOVERY_TAG: cluster}}]
+    else:
+        spec["amiSelectorTerms"] = [{"alias": alias}]
+    spec["role"] = f"KarpenterNodeRole-{cluster}"
+    spec["subnetSelectorTerms"] = [dict(t) for t in discovery]
+    spec["securityGroupSelectorTerms"] = [dict(t) for t in discovery]
+    spec["blockDeviceMappings"] = _block_devices(pool)
+    spec["metadataOptions"] = {"httpTokens": "required", "httpPutResponseHopLimit": 1}
+    spec["tags"] = {"kgpu.dev/pool": pool.name}
+    return {
+        "apiVersion": NODECLASS_API,
+        "kind": "EC2NodeClass",
+        "metadata": {"name": pool.name, "labels": dict(MANAGED_BY)},
+        "spec": spec,
+    }

@@ -1,0 +1,464 @@
+"""Monitoring for kgpu's GPU exporter: alert rules, scrape config, DaemonSet, Service(Monitor), dashboard.
+
+Pure: returns dicts; the caller writes files or applies objects.
+
+The alert rules fix seed 002's: its "GPU load" rule compares ``nvidia_smi_utilization_gpu_ratio`` (0..1)
+with 90 and can never fire, and its "GPU memory" rule watches memory *bandwidth* utilisation
+(``utilization_memory_ratio``), not memory in use. Here memory is used/total bytes, utilisation is a ratio
+against 0.9, and the exporter's health, XID errors and uncorrectable ECC errors are covered too. The XID rule
+watches ``nvidia_smi_xid_last_timestamp_seconds`` rather than ``increase()`` of the counter, because a
+counter series that appears with its first event has no earlier sample for ``increase()`` to compare with.
+
+The static scrape config spells ``labels`` right (seed 002 writes ``lables``, which Prometheus rejects).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kgpu.errors import InputError
+from kgpu.render import MANAGED_BY
+
+NAME = "kgpu-exporter"
+JOB = NAME
+PORT = 9835
+POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
+APP_LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": "gpu-exporter"}
+
+# alert -> (expr template, severity, summary, description); {for_job} is filled with the job name.
+ALERTS: list[dict[str, str]] = [
+    {
+        "alert": "GPUMemoryUsedHigh",
+        "expr": "nvidia_smi_memory_used_bytes / nvidia_smi_memory_total_bytes > 0.9",
+        "severity": "warning",
+        "summary": "GPU memory is over 90% used",
+        "description": "GPU {{ $labels.uuid }} on {{ $labels.instance }} has {{ $value | humanizePercentage }} of its memory in use.",
+    },
+    {
+        "alert": "GPUTemperatureHigh",
+        "expr": "nvidia_smi_temperature_gpu > 80",
+        "severity": "critical",
+        "summary": "GPU temperature is above 80 C",
+        "description": "GPU {{ $labels.uuid }} on {{ $labels.instance }} is at {{ $value }} C.",
+    },
+    {
+        "alert": "GPUUtilizationHigh",
+        "expr": "nvidia_smi_utilization_gpu_ratio > 0.9",
+        "severity": "warning",
+        "summary": "GPU utilization is above 90%",
+        "description": "GPU {{ $labels.uuid }} on {{ $labels.instance }} is {{ $value | humanizePercentage }} busy.",
+    },
+    {
+        "alert": "GPUExporterDown",
+        "expr": 'up{{job="{job}"}} == 0',
+        "severity": "critical",
+        "summary": "The GPU exporter cannot be scraped",
+        "description": "Prometheus cannot scrape {{ $labels.instance }} (job {{ $labels.job }}).",
+    },
+    {
+        "alert": "GPUExporterNVMLFailing",
+        "expr": 'nvidia_smi_last_collect_success{{job="{job}"}} == 0',
+        "severity": "critical",
+        "summary": "The GPU exporter cannot read NVML",
+        "description": "The exporter on {{ $labels.instance }} answers but NVML fails (GPU lost or driver not loaded).",
+    },
+    {
+        "alert": "GPUXidErrors",
+        "expr": "time() - nvidia_smi_xid_last_timestamp_seconds < 600",
+        "severity": "warning",
+        "summary": "The GPU reported XID errors",
+        "description": "GPU {{ $labels.uuid }} on {{ $labels.instance }} reported an XID error in the last 10 minutes.",
+    },
+    {
+        "alert": "GPUEccUncorrectedErrors",
+        "expr": "nvidia_smi_ecc_errors_uncorrected_volatile_total > 0",
+        "severity": "critical",
+        "summary": "The GPU has uncorrectable ECC errors",
+        "description": "GPU {{ $labels.uuid }} on {{ $labels.instance }} has {{ $value }} uncorrectable ECC errors since the driver loaded; drain it and reset the GPU.",
+    },
+]
+# down/failing/ECC alerts fire quickly; load-type alerts wait out short spikes
+FOR_OVERRIDES = {
+    "GPUExporterDown": "2m",
+    "GPUExporterNVMLFailing": "2m",
+    "GPUXidErrors": "0s",
+    "GPUEccUncorrectedErrors": "0s",
+}
+
+
+def alert_rules(*, job: str = JOB, for_: str | None = None) -> list[dict[str, Any]]:
+    """The rules of the ``kgpu-gpu`` group. ``for_`` overrides every rule's ``for`` (tests use ``0s``)."""
+    rules = []
+    for a in ALERTS:
+        rules.append(
+            {
+                "alert": a["alert"],
+                "expr": a["expr"].format(job=job) if "{job}" in a["expr"] else a["expr"],
+                "for": for_ if for_ is not None else FOR_OVERRIDES.get(a["alert"], "5m"),
+                "labels": {"severity": a["severity"]},
+                "annotations": {"summary": a["summary"], "description": a["description"]},
+            }
+        )
+    return rules
+
+
+def alert_rules_file(*, job: str = JOB, for_: str | None = None) -> dict[str, Any]:
+    """A plain Prometheus rules file (``rule_files:``), as a dict."""
+    return {"groups": [{"name": "kgpu-gpu", "rules": alert_rules(job=job, for_=for_)}]}
+
+
+def prometheus_rule(*, namespace: str = "kgpu-system", job: str = JOB) -> dict[str, Any]:
+    """The same rules as a prometheus-operator ``PrometheusRule``."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": "kgpu-gpu-alerts",
+            "namespace": namespace,
+            "labels": {**APP_LABELS, **MANAGED_BY},
+        },
+        "spec": alert_rules_file(job=job),
+    }
+
+
+def scrape_config(
+    static_targets: list[dict[str, Any]], *, job: str = JOB, interval: str = "15s"
+) -> dict[str, Any]:
+    """A ``scrape_configs`` entry for on-prem hosts: ``[{"targets": ["10.0.0.5:9835"], "labels": {...}}]``."""
+    configs = []
+    for i, entry in enumerate(static_targets):
+        where = f"static_targets[{i}]"
+        if "lables" in entry:
+            raise InputError("unknown key 'lables'", where=where, hint="did you mean 'labels'?")
+        unknown = set(entry) - {"targets", "labels"}
+        if unknown:
+            raise InputError(
+                f"unknown keys {sorted(unknown)}", where=where, hint="use 'targets' and 'labels'"
+            )
+        targets = entry.get("targets")
+        if (
+            not isinstance(targets, list)
+            or not targets
+            or not all(isinstance(t, str) and ":" in t for t in targets)
+        ):
+            raise InputError(
+                "targets must be a non-empty list of HOST:PORT strings", where=f"{where}.targets"
+            )
+        item: dict[str, Any] = {"targets": list(targets)}
+        labels = entry.get("labels")
+        if labels:
+            if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+                raise InputError("labels must map names to strings", where=f"{where}.labels")
+            item["labels"] = dict(labels)
+        configs.append(item)
+    return {"job_name": job, "scrape_interval": interval, "static_configs": configs}
+
+
+def prometheus_config(
+    static_targets: list[dict[str, Any]], *, rule_files: list[str] | None = None, job: str = JOB
+) -> dict[str, Any]:
+    """A whole minimal ``prometheus.yml`` around :func:`scrape_config`."""
+    cfg: dict[str, Any] = {"global": {"scrape_interval": "15s", "evaluation_interval": "15s"}}
+    if rule_files:
+        cfg["rule_files"] = list(rule_files)
+    cfg["scrape_configs"] = [scrape_config(static_targets, job=job)]
+    return cfg
+
+
+def exporter_daemonset(
+    *,
+    namespace: str = "kgpu-system",
+    image: str,
+    gpu_node_selector_terms: list[dict[str, Any]],
+    tolerations: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """``kgpu exporter`` on every GPU node.
+
+    No GPU is requested (that would take one from workloads): ``NVIDIA_VISIBLE_DEVICES=all`` makes the NVIDIA
+    container runtime mount every GPU and the driver library, as for dcgm-exporter. No hostPID: NVML reports
+    host pids either way; process names are best effort.
+    """
+    if not gpu_node_selector_terms:
+        raise InputError("at least one node selector term is needed", where="gpu_node_selector_terms")
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": {**APP_LABELS, **MANAGED_BY}},
+        "spec": {
+            "selector": {"matchLabels": dict(APP_LABELS)},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}},
+            "template": {
+                "metadata": {"labels": dict(APP_LABELS)},
+                "spec": {
+                    "priorityClassName": "system-node-critical",
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": copy.deepcopy(gpu_node_selector_terms)
+                            }
+                        }
+                    },
+                    "tolerations": copy.deepcopy(tolerations),
+                    "containers": [
+                        {
+                            "name": "exporter",
+                            "image": image,
+                            "args": ["exporter", "--listen", f":{PORT}"],
+                            "env": [
+                                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                                {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+                                {
+                                    "name": "NODE_NAME",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                                },
+                            ],
+                            "ports": [{"name": "metrics", "containerPort": PORT, "protocol": "TCP"}],
+                            "readinessProbe": {
+                                "httpGet": {"path": "/healthz", "port": "metrics"},
+                                "periodSeconds": 10,
+                            },
+                            "livenessProbe": {
+                                "httpGet": {"path": "/healthz", "port": "metrics"},
+                                "periodSeconds": 30,
+                                "failureThreshold": 5,
+                            },
+                            "resources": {
+                                "requests": {"cpu": "50m", "memory": "64Mi"},
+                                "limits": {"memory": "128Mi"},
+                            },
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                            "volumeMounts": [
+                                {"name": "pod-resources", "mountPath": POD_RESOURCES_DIR, "readOnly": True}
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        {
+                            "name": "pod-resources",
+                            "hostPath": {"path": POD_RESOURCES_DIR, "type": "Directory"},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def exporter_service(*, namespace: str = "kgpu-system") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": {**APP_LABELS, **MANAGED_BY}},
+        "spec": {
+            "clusterIP": "None",  # one endpoint per node; Prometheus scrapes each
+            "selector": dict(APP_LABELS),
+            "ports": [{"name": "metrics", "port": PORT, "targetPort": "metrics", "protocol": "TCP"}],
+        },
+    }
+
+
+def service_monitor(*, namespace: str = "kgpu-system") -> dict[str, Any]:
+    """Its ``job`` label is the Service name, ``kgpu-exporter``: what the alert rules expect."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": {**APP_LABELS, **MANAGED_BY}},
+        "spec": {
+            "selector": {"matchLabels": dict(APP_LABELS)},
+            "namespaceSelector": {"matchNames": [namespace]},
+            "endpoints": [
+                {
+                    "port": "metrics",
+                    "interval": "15s",
+                    "scrapeTimeout": "10s",
+                    "relabelings": [
+                        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def _panel(
+    pid: int, title: str, exprs: list[tuple[str, str]], unit: str, x: int, y: int, kind: str = "timeseries"
+) -> dict[str, Any]:
+    return {
+        "id": pid,
+        "type": kind,
+        "title": title,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [
+            {"refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend}
+            for i, (expr, legend) in enumerate(exprs)
+        ],
+    }
+
+
+def grafana_dashboard() -> dict[str, Any]:
+    """A Grafana dashboard over kgpu's metric names (importable JSON model)."""
+    sel = 'instance=~"$instance", uuid=~"$gpu"'
+    legend = "{{instance}} {{uuid}}"
+    specs: list[tuple[str, list[tuple[str, str]], str]] = [
+        ("GPU utilization", [(f"nvidia_smi_utilization_gpu_ratio{{{sel}}}", legend)], "percentunit"),
+        (
+            "Memory used",
+            [(f"nvidia_smi_memory_used_bytes{{{sel}}} / nvidia_smi_memory_total_bytes{{{sel}}}", legend)],
+            "percentunit",
+        ),
+        ("Temperature", [(f"nvidia_smi_temperature_gpu{{{sel}}}", legend)], "celsius"),
+        (
+            "Power",
+            [
+                (f"nvidia_smi_power_draw_watts{{{sel}}}", "draw " + legend),
+                (f"rate(nvidia_smi_energy_joules_total{{{sel}}}[$__rate_interval])", "energy rate " + legend),
+            ],
+            "watt",
+        ),
+        (
+            "Clocks",
+            [
+                (f"nvidia_smi_clocks_current_sm_clock_hz{{{sel}}}", "sm " + legend),
+                (f"nvidia_smi_clocks_current_memory_clock_hz{{{sel}}}", "mem " + legend),
+            ],
+            "hertz",
+        ),
+        (
+            "Clock event reasons (throttling)",
+            [(f"nvidia_smi_clocks_event_reasons_active{{{sel}}} > 0", legend)],
+            "none",
+        ),
+        ("XID errors by code", [(f"nvidia_smi_xid_errors_total{{{sel}}}", "XID {{xid}} " + legend)], "none"),
+        (
+            "Uncorrected ECC errors",
+            [(f"nvidia_smi_ecc_errors_uncorrected_volatile_total{{{sel}}}", legend)],
+            "none",
+        ),
+        (
+            "GPU by pod",
+            [
+                (
+                    f"nvidia_smi_utilization_gpu_ratio{{{sel}}} * on(uuid, instance) group_left(namespace, pod, container) "
+                    f"nvidia_smi_gpu_pod_info{{{sel}}}",
+                    "{{namespace}}/{{pod}} {{uuid}}",
+                )
+            ],
+            "percentunit",
+        ),
+        (
+            "Exporter health",
+            [('nvidia_smi_last_collect_success{instance=~"$instance"}', "{{instance}}")],
+            "none",
+        ),
+    ]
+    panels = [
+        _panel(i + 1, title, exprs, unit, (i % 2) * 12, (i // 2) * 8)
+        for i, (title, exprs, unit) in enumerate(specs)
+    ]
+    return {
+        "title": "kgpu GPU metrics",
+        "uid": "kgpu-gpu",
+        "tags": ["kgpu", "gpu", "nvidia"],
+        "timezone": "browser",
+        "schemaVersion": 39,
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {
+            "list": [
+                {"name": "datasource", "type": "datasource", "query": "prometheus"},
+                {
+                    "name": "instance",
+                    "type": "query",
+                    "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                    "query": "label_values(nvidia_smi_index, instance)",
+                    "includeAll": True,
+                    "multi": True,
+                },
+                {
+                    "name": "gpu",
+                    "type": "query",
+                    "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                    "query": 'label_values(nvidia_smi_index{instance=~"$instance"}, uuid)',
+                    "includeAll": True,
+                    "multi": True,
+                },
+            ]
+        },
+        "panels": panels,
+    }
+
+
+def dashboard_configmap(*, namespace: str = "kgpu-system") -> dict[str, Any]:
+    """The dashboard for Grafana's sidecar (``grafana_dashboard: "1"``), as kube-prometheus-stack loads it."""
+    import json
+
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "kgpu-gpu-dashboard",
+            "namespace": namespace,
+            "labels": {"grafana_dashboard": "1", **MANAGED_BY},
+        },
+        "data": {"kgpu-gpu.json": json.dumps(grafana_dashboard(), indent=1, sort_keys=True)},
+    }
+
+
+def render_monitoring(
+    *,
+    namespace: str = "kgpu-system",
+    image: str,
+    gpu_node_selector_terms: list[dict[str, Any]],
+    tolerations: list[dict[str, Any]],
+    static_targets: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Every Kubernetes object of the monitoring stack.
+
+    With ``static_targets`` (on-prem hosts outside the cluster), a ConfigMap also carries the plain
+    ``prometheus.yml`` scrape job and rules file for a Prometheus that is not run by prometheus-operator.
+    """
+    import yaml
+
+    objs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": dict(MANAGED_BY)},
+        },
+        exporter_daemonset(
+            namespace=namespace,
+            image=image,
+            gpu_node_selector_terms=gpu_node_selector_terms,
+            tolerations=tolerations,
+        ),
+        exporter_service(namespace=namespace),
+        service_monitor(namespace=namespace),
+        prometheus_rule(namespace=namespace),
+        dashboard_configmap(namespace=namespace),
+    ]
+    if static_targets:
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "kgpu-prometheus-onprem",
+                    "namespace": namespace,
+                    "labels": dict(MANAGED_BY),
+                },
+                "data": {
+                    "prometheus.yml": yaml.safe_dump(
+                        prometheus_config(static_targets, rule_files=["kgpu-gpu.rules.yml"]), sort_keys=False
+                    ),
+                    "kgpu-gpu.rules.yml": yaml.safe_dump(alert_rules_file(), sort_keys=False),
+                },
+            }
+        )
+    return objs

@@ -1,0 +1,196 @@
+"""The whole stack: which targets a profile has, their documents in apply order, and the files they make.
+
+``render_stack`` is the library entry point (target -> documents); ``render_files`` turns that into the
+exact text ``kgpu render`` writes (one YAML file per target, headed by a comment naming the profile and
+kgpu's version, plus any notes the target has), and is what the golden-file tests compare. Both are pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import yaml
+
+from kgpu import __version__
+from kgpu.errors import InputError
+from kgpu.model.profile import Autoscaler, PoolKind, Profile
+from kgpu.render import deviceplugin, eksctl, karpenter, kuberay, onprem, rbac, workloads
+from kgpu.render.sort import apply_order
+
+TARGETS: tuple[str, ...] = (
+    "karpenter",
+    "eksctl",
+    "cluster-autoscaler",
+    "device-plugin",
+    "workloads",
+    "kuberay",
+    "monitoring",
+    "onprem",
+    "rbac",
+)
+# Targets whose documents are Helm values, not Kubernetes objects: never apply-sorted or schema-checked.
+VALUES_TARGETS = frozenset({"cluster-autoscaler"})
+FILE_NAMES = {t: f"{t}-values.yaml" if t in VALUES_TARGETS else f"{t}.yaml" for t in TARGETS}
+
+Renderer = Callable[[Profile], list[dict[str, Any]]]
+
+
+def _monitoring_module() -> Any | None:
+    try:
+        from kgpu.render import monitoring
+    except ImportError:
+        return None
+    return monitoring if hasattr(monitoring, "render_monitoring") else None
+
+
+def _render_monitoring(profile: Profile) -> list[dict[str, Any]]:
+    module = _monitoring_module()
+    if module is None:
+        return []
+    static_targets = [
+        {"targets": [n.address], "labels": {"node": n.name, **({"gpu": n.gpu_name} if n.gpu_name else {})}}
+        for p in profile.pools
+        if p.kind == PoolKind.STATIC
+        for n in p.nodes
+        if n.address and n.gpus
+    ]
+    docs: list[dict[str, Any]] = module.render_monitoring(
+        namespace=profile.monitoring.namespace,
+        image=profile.monitoring.exporter_image,
+        gpu_node_selector_terms=deviceplugin.node_selector_terms(profile, include_builtin=True),
+        tolerations=deviceplugin.gpu_tolerations(profile),
+        static_targets=static_targets,
+    )
+    return docs
+
+
+RENDERERS: dict[str, Renderer] = {
+    "karpenter": karpenter.render,
+    "eksctl": eksctl.render,
+    "cluster-autoscaler": eksctl.render_autoscaler_values,
+    "device-plugin": deviceplugin.render,
+    "workloads": workloads.render,
+    "kuberay": kuberay.render,
+    "monitoring": _render_monitoring,
+    "onprem": onprem.render,
+    "rbac": rbac.render,
+}
+
+
+def applicable_targets(profile: Profile) -> list[str]:
+    """The targets this profile has something to say about, in TARGETS order."""
+    kinds = {p.kind for p in profile.pools}
+    has_gpu = bool(profile.gpu_pools)
+    wanted = {
+        "karpenter": PoolKind.KARPENTER in kinds,
+        "eksctl": PoolKind.NODE_GROUP in kinds,
+        "cluster-autoscaler": PoolKind.NODE_GROUP in kinds
+        and profile.autoscaler == Autoscaler.CLUSTER_AUTOSCALER,
+        "device-plugin": has_gpu,
+        "workloads": has_gpu,
+        "kuberay": profile.kuberay is not None,
+        "monitoring": profile.monitoring.enabled and _monitoring_module() is not None,
+        "onprem": onprem.applies(profile),
+        "rbac": True,
+    }
+    return [t for t in TARGETS if wanted[t]]
+
+
+def select_targets(profile: Profile, targets: Iterable[str] | None) -> list[str]:
+    available = applicable_targets(profile)
+    if targets is None:
+        return available
+    chosen: list[str] = []
+    for t in targets:
+        if t not in TARGETS:
+            import difflib
+
+            close = difflib.get_close_matches(t, TARGETS, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"one of {', '.join(TARGETS)}"
+            raise InputError(f"unknown target {t!r}", where="--target", hint=hint)
+        if t not in available:
+            raise InputError(
+                f"target {t!r} does not apply to profile {profile.metadata.name}",
+                where="--target",
+                hint=f"this profile renders {', '.join(available)}",
+            )
+        if t not in chosen:
+            chosen.append(t)
+    return [t for t in TARGETS if t in chosen]
+
+
+def render_stack(profile: Profile, targets: Iterable[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Target -> its documents in apply order (Helm values targets as rendered)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for target in select_targets(profile, targets):
+        docs = RENDERERS[target](profile)
+        out[target] = docs if target in VALUES_TARGETS else apply_order(docs)
+    return out
+
+
+def target_notes(profile: Profile, target: str) -> list[str]:
+    """Comment lines for a target's file: what was left out and why."""
+    if target == "device-plugin":
+        return deviceplugin.notes(profile)
+    if target == "onprem":
+        return [
+            f"Host files (also under onprem-files/ with -o DIR): {onprem.CONTAINERD_DROPIN} (containerd) or "
+            f"{onprem.DOCKER_DAEMON} (docker); run verify-gpu-runtime.sh on each GPU host."
+        ]
+    if target == "cluster-autoscaler":
+        return [
+            "Helm values for the kubernetes/autoscaler cluster-autoscaler chart:",
+            "  helm upgrade --install cluster-autoscaler autoscaler/cluster-autoscaler -n kube-system -f cluster-autoscaler-values.yaml",
+        ]
+    if target == "kuberay":
+        return ["Needs the KubeRay operator (helm install kuberay-operator kuberay/kuberay-operator)."]
+    if target == "eksctl":
+        return ["eksctl create cluster -f eksctl.yaml  (or: eksctl create nodegroup -f eksctl.yaml)"]
+    return []
+
+
+# --- YAML -----------------------------------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style everywhere, literal blocks for multi-line strings, no aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_documents(docs: list[dict[str, Any]]) -> str:
+    return "".join(
+        "---\n" + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+        for doc in docs
+    )
+
+
+def file_header(profile: Profile, target: str, notes: list[str]) -> str:
+    lines = [
+        f"# kgpu {__version__}: target {target}, rendered from profile {profile.metadata.name}.",
+        "# Generated: edit the profile and run `kgpu render` again instead of editing this file.",
+    ]
+    lines += [f"# {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_files(profile: Profile, targets: Iterable[str] | None = None) -> dict[str, str]:
+    """File name -> text, exactly as ``kgpu render -o DIR`` writes them."""
+    stack = render_stack(profile, targets)
+    files: dict[str, str] = {}
+    for target, docs in stack.items():
+        files[FILE_NAMES[target]] = file_header(
+            profile, target, target_notes(profile, target)
+        ) + dump_documents(docs)
+    return files
