@@ -42,16 +42,27 @@ def _container(name: str, image: str, requests: dict[str, str], limits: dict[str
         "name": name,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "env": [
+            {"name": "LOG_LEVEL", "value": "info"},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ],
         "ports": [{"containerPort": 8080, "protocol": "TCP"}],
         "resources": {"requests": requests, "limits": limits},
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
-        "volumeMounts": [{"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}],
+        "volumeMounts": [
+            {
+                "name": "kube-api-access",
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                "readOnly": True,
+            }
+        ],
     }
 
 
-def _pod(name: str, ns: str, owner: str, spec_extra: dict, container: dict, node: str | None, phase: str) -> dict:
+def _pod(
+    name: str, ns: str, owner: str, spec_extra: dict, container: dict, node: str | None, phase: str
+) -> dict:
     spec = {
         "containers": [container],
         "dnsPolicy": "ClusterFirst",
@@ -59,7 +70,14 @@ def _pod(name: str, ns: str, owner: str, spec_extra: dict, container: dict, node
         "schedulerName": "default-scheduler",
         "serviceAccountName": "default",
         "terminationGracePeriodSeconds": 30,
-        "volumes": [{"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]}}],
+        "volumes": [
+            {
+                "name": "kube-api-access",
+                "projected": {
+                    "sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]
+                },
+            }
+        ],
         **spec_extra,
     }
     if node:
@@ -72,7 +90,16 @@ def _pod(name: str, ns: str, owner: str, spec_extra: dict, container: dict, node
             "namespace": ns,
             "uid": f"{abs(hash(name)) % 10**12:012d}-0000-4000-8000-000000000000",
             "labels": {"app": owner, "pod-template-hash": "5d78c9869d"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{owner}-5d78c9869d", "uid": "0", "controller": True, "blockOwnerDeletion": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{owner}-5d78c9869d",
+                    "uid": "0",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": spec,
         "status": {"phase": phase, "qosClass": "Burstable"},
@@ -82,17 +109,76 @@ def _pod(name: str, ns: str, owner: str, spec_extra: dict, container: dict, node
 POD_SHAPES = [  # (owner, weight, requests, limits, spec_extra)
     ("web", 30, {"cpu": "250m", "memory": "512Mi"}, {"memory": "1Gi"}, {}),
     ("batch", 15, {"cpu": "2", "memory": "4Gi"}, {"cpu": "2", "memory": "4Gi"}, {}),
-    ("cache", 5, {"cpu": "500m", "memory": "8Gi"}, {"memory": "8Gi"},
-     {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-         {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["r5.2xlarge", "m5.2xlarge"]}]}]}}}}),
-    ("infer-t4", 20, {"cpu": "2", "memory": "8Gi"}, {"nvidia.com/gpu": "1"},
-     {"tolerations": [GPU_TOLERATION], "nodeSelector": {"karpenter.k8s.aws/instance-gpu-name": "t4"}}),
-    ("infer-any", 15, {"cpu": "4", "memory": "16Gi"}, {"nvidia.com/gpu": "1"},
-     {"tolerations": [GPU_TOLERATION], "nodeSelector": {"node-type": "gpu"}}),
-    ("train", 10, {"cpu": "16", "memory": "128Gi"}, {"nvidia.com/gpu": "4"},
-     {"tolerations": [GPU_TOLERATION], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-         {"matchExpressions": [{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["3"]},
-                               {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ZONES[:2]}]}]}}}}),
+    (
+        "cache",
+        5,
+        {"cpu": "500m", "memory": "8Gi"},
+        {"memory": "8Gi"},
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "node.kubernetes.io/instance-type",
+                                        "operator": "In",
+                                        "values": ["r5.2xlarge", "m5.2xlarge"],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        },
+    ),
+    (
+        "infer-t4",
+        20,
+        {"cpu": "2", "memory": "8Gi"},
+        {"nvidia.com/gpu": "1"},
+        {"tolerations": [GPU_TOLERATION], "nodeSelector": {"karpenter.k8s.aws/instance-gpu-name": "t4"}},
+    ),
+    (
+        "infer-any",
+        15,
+        {"cpu": "4", "memory": "16Gi"},
+        {"nvidia.com/gpu": "1"},
+        {"tolerations": [GPU_TOLERATION], "nodeSelector": {"node-type": "gpu"}},
+    ),
+    (
+        "train",
+        10,
+        {"cpu": "16", "memory": "128Gi"},
+        {"nvidia.com/gpu": "4"},
+        {
+            "tolerations": [GPU_TOLERATION],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "karpenter.k8s.aws/instance-gpu-count",
+                                        "operator": "Gt",
+                                        "values": ["3"],
+                                    },
+                                    {
+                                        "key": "topology.kubernetes.io/zone",
+                                        "operator": "In",
+                                        "values": ZONES[:2],
+                                    },
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    ),
     ("notebook", 5, {"cpu": "1", "memory": "2Gi"}, {"nvidia.com/gpu": "1"}, {}),  # forgot the toleration
 ]
 
@@ -106,31 +192,77 @@ def generate(directory: Path) -> tuple[Path, Path]:
         zone = ZONES[i % 3]
         name = f"ip-10-{i // 250}-{i % 250}-{i % 7}.us-west-2.compute.internal"
         labels = {
-            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-            "node.kubernetes.io/instance-type": itype, "topology.kubernetes.io/zone": zone,
-            "topology.kubernetes.io/region": "us-west-2", "karpenter.sh/capacity-type": rng.choice(["spot", "on-demand"]),
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": itype,
+            "topology.kubernetes.io/zone": zone,
+            "topology.kubernetes.io/region": "us-west-2",
+            "karpenter.sh/capacity-type": rng.choice(["spot", "on-demand"]),
         }
-        alloc = {"cpu": f"{cpu}m", "memory": f"{mem}Ki", "pods": str(pods), "ephemeral-storage": "95551679124", "hugepages-2Mi": "0"}
+        alloc = {
+            "cpu": f"{cpu}m",
+            "memory": f"{mem}Ki",
+            "pods": str(pods),
+            "ephemeral-storage": "95551679124",
+            "hugepages-2Mi": "0",
+        }
         taints = []
         if gpus:
-            labels.update({"node-type": "gpu", "karpenter.k8s.aws/instance-gpu-name": gpu_name,
-                           "karpenter.k8s.aws/instance-gpu-count": str(gpus), "nvidia.com/gpu.present": "true"})
+            labels.update(
+                {
+                    "node-type": "gpu",
+                    "karpenter.k8s.aws/instance-gpu-name": gpu_name,
+                    "karpenter.k8s.aws/instance-gpu-count": str(gpus),
+                    "nvidia.com/gpu.present": "true",
+                }
+            )
             alloc["nvidia.com/gpu"] = str(gpus)
             taints.append(GPU_TAINT)
-        nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
-                      "spec": {"taints": taints, "providerID": f"aws:///{zone}/i-{i:017x}"},
-                      "status": {"allocatable": alloc, "capacity": alloc,
-                                 "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-                                 "nodeInfo": {"kubeletVersion": "v1.33.1", "containerRuntimeVersion": "containerd://1.7.27"}}})
+        nodes.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"taints": taints, "providerID": f"aws:///{zone}/i-{i:017x}"},
+                "status": {
+                    "allocatable": alloc,
+                    "capacity": alloc,
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                    "nodeInfo": {
+                        "kubeletVersion": "v1.33.1",
+                        "containerRuntimeVersion": "containerd://1.7.27",
+                    },
+                },
+            }
+        )
         for j in range(2 if not gpus else 1):  # system pods already running
-            running.append(_pod(f"node-agent-{i}-{j}", "kube-system", "node-agent", {"tolerations": [{"operator": "Exists"}]},
-                                _container("agent", "agent:1", {"cpu": "100m", "memory": "128Mi"}, {"memory": "256Mi"}), name, "Running"))
+            running.append(
+                _pod(
+                    f"node-agent-{i}-{j}",
+                    "kube-system",
+                    "node-agent",
+                    {"tolerations": [{"operator": "Exists"}]},
+                    _container("agent", "agent:1", {"cpu": "100m", "memory": "128Mi"}, {"memory": "256Mi"}),
+                    name,
+                    "Running",
+                )
+            )
     pending = []
     pshapes = [s for s in POD_SHAPES for _ in range(s[1])]
     for i in range(PENDING):
         owner, _, req, lim, extra = rng.choice(pshapes)
-        pending.append(_pod(f"{owner}-5d78c9869d-{i:05d}", "apps", owner, json.loads(json.dumps(extra)),
-                            _container(owner, f"registry.example.com/{owner}:1.0", req, lim), None, "Pending"))
+        pending.append(
+            _pod(
+                f"{owner}-5d78c9869d-{i:05d}",
+                "apps",
+                owner,
+                json.loads(json.dumps(extra)),
+                _container(owner, f"registry.example.com/{owner}:1.0", req, lim),
+                None,
+                "Pending",
+            )
+        )
     cluster = directory / "cluster.json"
     work = directory / "pending.json"
     cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + running}))
@@ -176,16 +308,20 @@ def main() -> None:
     t = time.perf_counter()
     cluster, work = generate(directory)
     size = (cluster.stat().st_size + work.stat().st_size) / 2**20
-    print(f"simulate benchmark: {NODES} nodes, {PENDING} pending pods (seed {SEED}); "
-          f"input {size:.0f} MiB, generated in {time.perf_counter() - t:.1f}s")
+    print(
+        f"simulate benchmark: {NODES} nodes, {PENDING} pending pods (seed {SEED}); "
+        f"input {size:.0f} MiB, generated in {time.perf_counter() - t:.1f}s"
+    )
     runs = []
     for _ in range(3):  # best of three for both, in alternation, so they share the machine's state
         runs.append((_run(SIMULATE, str(cluster), str(work)), _run(JSON_LOAD, str(cluster), str(work))))
     sim = min((r[0] for r in runs), key=lambda r: r["total"])
     base = min(r[1]["json_load"] for r in runs)
     print(f"  placed: {sim['scheduled']} scheduled, {sim['unschedulable']} unschedulable")
-    print(f"  simulate: {sim['total']:.3f}s (decode {sim['load']:.3f}s + place {sim['place']:.3f}s) = "
-          f"{PENDING / sim['total']:,.0f} pods/s")
+    print(
+        f"  simulate: {sim['total']:.3f}s (decode {sim['load']:.3f}s + place {sim['place']:.3f}s) = "
+        f"{PENDING / sim['total']:,.0f} pods/s"
+    )
     print(f"  json.load of the same input: {base:.3f}s")
     print(f"  ratio simulate / json.load: {sim['total'] / base:.2f}  (target <= 2)")
     print(f"  peak RSS of the simulate process: {sim['maxrss_kib'] / 1024:.0f} MiB  (target <= 2048)")

@@ -25,7 +25,7 @@ from typing import Any
 
 from kgpu.model.load import parse_documents
 from kgpu.model.objects import GPU, Node, Pod, Taint
-from kgpu.model.predicates import filter_reasons, static_reasons
+from kgpu.model.predicates import static_reasons
 from kgpu.model.profile import AmiFamily, Autoscaler, Pool, PoolKind, Profile
 from kgpu.render import (
     EKS_MANAGED_GROUP_LABEL,
@@ -38,6 +38,7 @@ from kgpu.render import (
     uses_device_plugin_daemonset,
 )
 from kgpu.render.eksctl import LABEL_TAG, TAINT_TAG, effective_asg_tags
+from kgpu.sim.scheduler import Scheduler
 
 ERROR = "error"
 WARNING = "warning"
@@ -117,8 +118,7 @@ def _workload_pods(stack: Mapping[str, list[dict[str, Any]]]) -> list[Pod]:
 
 
 def _check_workloads(profile: Profile, pods: list[Pod]) -> list[Problem]:
-    # Wire-in point for the simulator: placing these pods on the pools' capacity is what
-    # ``kgpu.sim`` does in full; here each pod is checked against its pool's representative nodes.
+    """Each rendered workload pod must be placeable by kube-scheduler on its intended pool's nodes."""
     out: list[Problem] = []
     seen: set[str] = set()
     names = {p.name for p in profile.pools}
@@ -131,16 +131,16 @@ def _check_workloads(profile: Profile, pods: list[Pod]) -> list[Problem]:
         if target not in names:
             out.append(Problem(ERROR, owner, f"annotations.{POOL_ANNOTATION}", f"no pool named {target!r}"))
             continue
+        # Ask the simulator: kube-scheduler's placement of this pod on the pool's nodes.
         nodes = pool_nodes(profile, profile.pool(target))
-        reasons = [filter_reasons(pod.spec, n, {}, 0) for n in nodes]
-        if nodes and all(r for r in reasons):
-            why = sorted({reason for r in reasons if r for reason in r})
+        decision = Scheduler(nodes).place(pod)
+        if nodes and decision.node is None:
             out.append(
                 Problem(
                     ERROR,
                     owner,
                     "spec.template.spec",
-                    f"would not schedule on pool {target}: {'; '.join(why)}",
+                    f"would not schedule on pool {target}: {decision.reason}",
                 )
             )
     return out
