@@ -454,15 +454,15 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
         req, lim = _container_requests(c, f"{where}.containers[{i}]")
         _add(total, req)
         _add(limits, lim)
-        nz_cpu += req.get(CPU) or DEFAULT_MILLI_CPU_REQUEST
-        nz_mem += req.get(MEMORY) or DEFAULT_MEMORY_REQUEST
+        nz_cpu += req.get(CPU, DEFAULT_MILLI_CPU_REQUEST)
+        nz_mem += req.get(MEMORY, DEFAULT_MEMORY_REQUEST)
     sidecars: dict[str, int] = {}
     init_max: dict[str, int] = {}
     nz_side_cpu = nz_side_mem = nz_init_cpu = nz_init_mem = 0
     for i, c in enumerate(spec.init_containers or ()):
         req, _ = _container_requests(c, f"{where}.initContainers[{i}]")
-        cpu_nz = req.get(CPU) or DEFAULT_MILLI_CPU_REQUEST
-        mem_nz = req.get(MEMORY) or DEFAULT_MEMORY_REQUEST
+        cpu_nz = req.get(CPU, DEFAULT_MILLI_CPU_REQUEST)  # only a missing request gets the default
+        mem_nz = req.get(MEMORY, DEFAULT_MEMORY_REQUEST)
         if c.restart_policy == "Always":
             _add(total, req)
             _add(sidecars, req)

@@ -39,6 +39,9 @@ _DECIMAL = {
 _NUMBER = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?")
 _EXPONENT = re.compile(r"[eE]([+-]?\d+)")
 _NANO = Fraction(1, 10**9)
+_MAX_INT64 = 2**63 - 1
+_INT32 = range(-(2**31), 2**31)
+_MAX_EXPONENT = 1000  # 10**1000 exceeds every resource; larger exponents are refused rather than expanded
 
 
 @lru_cache(maxsize=4096)
@@ -53,14 +56,23 @@ def _parse_text(text: str) -> Fraction:
     if frac:
         number += Fraction(int(frac), 10 ** len(frac))
     if suffix in _BINARY:
-        value = number * _BINARY[suffix]
+        # apimachinery caps binary-suffixed values at the largest int64.
+        value = min(number * _BINARY[suffix], Fraction(_MAX_INT64))
     elif suffix in _DECIMAL:
         value = number * _DECIMAL[suffix]
     else:
         e = _EXPONENT.fullmatch(suffix)
-        if e is None:
+        if e is None or int(e.group(1)) not in _INT32:
             raise ValueError(f"unknown suffix {suffix!r}")
-        value = number * Fraction(10) ** int(e.group(1))
+        exponent = int(e.group(1))
+        if number == 0:
+            value = Fraction(0)
+        elif exponent > _MAX_EXPONENT:
+            raise ValueError(f"exponent {exponent} is too large")
+        elif exponent < -(_MAX_EXPONENT + len(whole)):
+            value = _NANO  # far below nano precision: rounds up to 1n, as below
+        else:
+            value = number * Fraction(10) ** exponent
     # apimachinery keeps at most nano precision, rounding up ("0.1n" is 1n).
     if value.denominator != 1 and (value / _NANO).denominator != 1:
         value = Fraction(math.ceil(value / _NANO)) * _NANO
@@ -91,14 +103,18 @@ def parse_quantity(raw: object, *, where: str = "") -> Fraction:
         ) from None
 
 
+def _away_from_zero(x: Fraction) -> int:
+    return math.ceil(x) if x >= 0 else -math.ceil(-x)
+
+
 def value(q: Fraction) -> int:
-    """Quantity.Value(): the integer value, rounded up."""
-    return math.ceil(q)
+    """Quantity.Value(): the integer value, rounded away from zero."""
+    return _away_from_zero(q)
 
 
 def milli_value(q: Fraction) -> int:
-    """Quantity.MilliValue(): the value in thousandths, rounded up."""
-    return math.ceil(q * 1000)
+    """Quantity.MilliValue(): the value in thousandths, rounded away from zero."""
+    return _away_from_zero(q * 1000)
 
 
 def format_cpu(milli: int) -> str:

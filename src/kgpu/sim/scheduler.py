@@ -120,6 +120,9 @@ def score(spec: PodSpecInfo, st: NodeState) -> int:
         n += 1
     if n:
         total += least // n
+    if not spec.request(CPU) and not spec.request(MEMORY):
+        # BalancedAllocation skips pods that request neither (PreScore returns Skip; kubernetes#129138).
+        return total
     fractions = []
     if ac:
         fractions.append(min(1.0, float(st.requested.get(CPU, 0) + spec.request(CPU)) / float(ac)))
