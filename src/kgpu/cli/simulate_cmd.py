@@ -39,9 +39,13 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
     provisioner = None
     if profile:
         from kgpu.cli.profile_io import load_profile_file
-        from kgpu.sim.provision import provisioner_for
+        from kgpu.sim.provision import baseline_nodes, provisioner_for
 
-        provisioner = provisioner_for(load_profile_file(profile))
+        prof = load_profile_file(profile)
+        provisioner = provisioner_for(prof, daemonsets=objects.daemonsets + work.daemonsets)
+        if not cluster:
+            # No snapshot: the profile's static pools and node groups at their desired size are the cluster.
+            objects.nodes.extend(baseline_nodes(prof))
     result = simulate(objects, work, provisioner=provisioner)
     data = result.as_dict()
     if output == "json":

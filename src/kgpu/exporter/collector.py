@@ -234,6 +234,7 @@ class GpuCollector:
         self.hostname = hostname if hostname is not None else socket.gethostname()
         self._devices: list[DeviceInfo] = []
         self._devices_generation = -1
+        self._lost: NvmlUnavailable | None = None
         self._lock = threading.Lock()
 
     # -- prometheus_client interface ------------------------------------------------------------------
@@ -247,7 +248,9 @@ class GpuCollector:
             readings: list[GpuReading] = []
             error: NvmlUnavailable | None = None
             try:
-                for device in self._device_infos():
+                devices = self._device_infos()
+                error = self._lost
+                for device in devices:
                     try:
                         readings.append(self._read(device))
                     except NvmlUnavailable as exc:
@@ -283,9 +286,16 @@ class GpuCollector:
         driver = nv.driver_version()
         cuda = nv.cuda_driver_version()
         devices = []
+        self._lost = None
         for index in range(nv.device_count()):
-            handle = nv.handle(index)
-            raw_uuid = nv.uuid(handle)
+            try:
+                handle = nv.handle(index)
+                raw_uuid = nv.uuid(handle)
+            except NvmlUnavailable as exc:
+                if exc.kind != "GpuIsLost":
+                    raise
+                self._lost = exc  # skip this GPU, keep the others; the device list is re-read next time
+                continue
             name = _na(nv.query("nvmlDeviceGetName", handle))
             pci = nv.query("nvmlDeviceGetPciInfo", handle)
             cc = nv.query("nvmlDeviceGetCudaComputeCapability", handle)
@@ -305,7 +315,7 @@ class GpuCollector:
             }
             devices.append(DeviceInfo(index, handle, raw_uuid, labels["uuid"], name, labels))
         self._devices = devices
-        self._devices_generation = nv.generation
+        self._devices_generation = nv.generation if self._lost is None else -1
         return devices
 
     def _read(self, d: DeviceInfo) -> GpuReading:

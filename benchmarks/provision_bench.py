@@ -1,0 +1,192 @@
+"""Provisioning benchmark: 10,000 pending pods against 3 Karpenter pools over >= 300 instance types.
+
+Seeded and deterministic. Prints pods/s of one ``simulate`` with the profile's provisioner, and the new
+nodes' hourly cost divided by a lower bound on any feasible solution (the LP relaxation in
+``kgpu.sim.cost``) measured on the same run. Prints, never asserts. Targets: <= 1 s, ratio <= 1.10.
+
+    .venv/bin/python benchmarks/provision_bench.py
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from kgpu.catalog import Catalog, InstanceType, RegionPricing
+from kgpu.catalog.instance import parse_instance_name
+from kgpu.model.load import Objects
+from kgpu.model.objects import Pod, PodSpecInfo, Toleration, resources
+from kgpu.model.profile import parse_profile
+from kgpu.sim.cost import Demand, lower_bound
+from kgpu.sim.karpenter import Karpenter, bound_inputs
+from kgpu.sim.provision import provisioner_for
+from kgpu.sim.simulate import simulate
+
+SEED = 20240601
+REGION = "us-west-2"
+ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
+GIB = 1024**3
+SIZES = {
+    "large": 2,
+    "xlarge": 4,
+    "2xlarge": 8,
+    "4xlarge": 16,
+    "8xlarge": 32,
+    "12xlarge": 48,
+    "16xlarge": 64,
+    "24xlarge": 96,
+}
+
+
+def catalog(rng: random.Random) -> Catalog:
+    types: dict[str, InstanceType] = {}
+    pricing: dict[tuple[str, str], RegionPricing] = {}
+
+    def add(name: str, vcpus: int, mem_gib: int, gpus: int = 0, gpu: str = "") -> None:
+        parts = parse_instance_name(name)
+        assert parts is not None
+        types[name] = InstanceType(
+            name=name,
+            family=parts.family,
+            category=parts.category,
+            generation=parts.generation,
+            size=parts.size,
+            arch="amd64",
+            vcpus=vcpus,
+            memory_mib=mem_gib * 1024,
+            gpu_name=gpu,
+            gpu_manufacturer="nvidia" if gpus else "",
+            gpu_count=gpus,
+            gpu_memory_mib=24576 if gpus else 0,
+            gpu_display_name=gpu.upper(),
+            max_pods=min(737, 29 + vcpus * 8),
+        )
+        od = (0.034 * vcpus + 0.0045 * mem_gib + 0.55 * gpus) * rng.uniform(0.9, 1.15)
+        spot = od * rng.uniform(0.3, 0.45)
+        pricing[(name, REGION)] = RegionPricing(
+            name,
+            REGION,
+            round(od, 4),
+            round(spot, 4),
+            round(spot * 0.9, 4),
+            ZONES,
+            ("usw2-az1", "usw2-az2", "usw2-az3"),
+        )
+
+    for cat, ratio in (("c", 2), ("m", 4), ("r", 8)):
+        for gen in (5, 6, 7):
+            for suffix in ("", "a", "i", "d", "n", "in", "id", "ad", "zn")[: 6 if gen < 7 else 7]:
+                family = f"{cat}{gen}{suffix}"
+                for size, vcpus in SIZES.items():
+                    add(f"{family}.{size}", vcpus, vcpus * ratio)
+    for family, gpu in (("g4dn", "t4"), ("g5", "a10g"), ("g6", "l4"), ("g6e", "l40s")):
+        for size, vcpus, gpus in (
+            ("xlarge", 4, 1),
+            ("2xlarge", 8, 1),
+            ("4xlarge", 16, 1),
+            ("8xlarge", 32, 1),
+            ("12xlarge", 48, 4),
+            ("16xlarge", 64, 1),
+            ("24xlarge", 96, 4),
+            ("48xlarge", 192, 8),
+        ):
+            add(f"{family}.{size}", vcpus, vcpus * 4, gpus, gpu)
+    return Catalog(types, pricing, REGION)
+
+
+PROFILE = {
+    "metadata": {"name": "bench"},
+    "provider": "eks",
+    "autoscaler": "karpenter",
+    "cluster": {"region": REGION, "zones": list(ZONES)},
+    "monitoring": {"enabled": True},
+    "pools": [
+        {
+            "name": "general",
+            "kind": "karpenter",
+            "requirements": {"categories": ["c", "m"]},
+            "capacityTypes": ["spot", "on-demand"],
+            "weight": 10,
+        },
+        {
+            "name": "memory",
+            "kind": "karpenter",
+            "requirements": {"categories": ["r"]},
+            "capacityTypes": ["spot", "on-demand"],
+            "labels": {"workload": "memory"},
+            "weight": 20,
+            "taints": [{"key": "workload", "value": "memory", "effect": "NoSchedule"}],
+        },
+        {
+            "name": "gpu",
+            "kind": "karpenter",
+            "requirements": {"families": ["g4dn", "g5", "g6", "g6e"]},
+            "capacityTypes": ["spot", "on-demand"],
+            "labels": {"node-type": "gpu"},
+            "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+            "weight": 50,
+        },
+    ],
+}
+
+
+def spec(cpu: int, mem_gib: float, gpus: int = 0, selector: dict[str, str] | None = None) -> PodSpecInfo:
+    req = {"cpu": cpu, "memory": int(mem_gib * GIB), "nvidia.com/gpu": gpus}
+    tol = (Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"),) if gpus else ()
+    if selector and "workload" in selector:
+        tol = (Toleration("workload", "Equal", "memory", "NoSchedule"),)
+    return PodSpecInfo(
+        resources(req), cpu, int(mem_gib * GIB), tuple(sorted((selector or {}).items())), tolerations=tol
+    )
+
+
+def pods(rng: random.Random, n: int = 10_000) -> list[Pod]:
+    shapes = [
+        (spec(250, 0.5), 30),
+        (spec(1000, 2), 25),
+        (spec(2000, 4), 15),
+        (spec(500, 1), 10),
+        (spec(2000, 16, selector={"workload": "memory"}), 8),
+        (spec(4000, 16, 1, {"node-type": "gpu"}), 7),
+        (spec(8000, 48, 4, {"node-type": "gpu"}), 3),
+        (spec(3000, 12, 1), 2),
+    ]
+    weights = [w for _, w in shapes]
+    out = []
+    for i in range(n):
+        s = rng.choices(shapes, weights)[0][0]
+        out.append(Pod("bench", f"p-{i}", s))
+    return out
+
+
+def main() -> None:
+    rng = random.Random(SEED)
+    cat = catalog(rng)
+    work = Objects()
+    work.pods.extend(pods(rng))
+    profile = parse_profile(PROFILE, source="<bench>")
+    prov = provisioner_for(profile, cat)
+    start = time.perf_counter()
+    result = simulate(Objects(), work, provisioner=prov)
+    elapsed = time.perf_counter() - start
+    cost = result.extra["cost"]["total"]
+    karp = next(p for p in prov.parts if isinstance(p, Karpenter))
+    t0 = time.perf_counter()
+    raw, caps, prices = bound_inputs(karp.models, work.pods)
+    bound = lower_bound([Demand(n, v, cols) for n, v, cols in raw], caps, prices)
+    bound_s = time.perf_counter() - t0
+    summary = result.summary()
+    print(f"catalog: {len(cat.types())} instance types, 3 pools; pods: {len(work.pods)}")
+    print(
+        f"placed: {summary.get('provisioned', 0)} provisioned, {summary['unschedulable']} unschedulable, "
+        f"{len(result.new_nodes)} new nodes"
+    )
+    print(f"simulate + provision: {elapsed:.3f} s = {len(work.pods) / elapsed:,.0f} pods/s (target <= 1 s)")
+    print(
+        f"cost: ${cost:.4f}/h, LP lower bound ${bound:.4f}/h (solved in {bound_s:.2f} s), "
+        f"ratio {cost / bound:.3f} (target <= 1.10)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""``kgpu exporter``: serve NVML GPU metrics under nvidia_gpu_exporter's names."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+
+@click.command("exporter")
+@click.option(
+    "--listen", default=":9835", show_default=True, help="HOST:PORT to serve /metrics and /healthz on."
+)
+@click.option(
+    "--timeout",
+    "timeout",
+    type=click.FloatRange(min=0.01),
+    default=5.0,
+    show_default=True,
+    help="Per-scrape timeout in seconds; a slower collection answers 503.",
+)
+@click.option(
+    "--max-age",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Serve a collection up to this many seconds old to further scrapers (0: collect on every scrape).",
+)
+@click.option(
+    "--metrics",
+    type=click.Choice(["nvidia-smi", "dcgm", "all"]),
+    default="nvidia-smi",
+    show_default=True,
+    help="Metric names: nvidia_gpu_exporter's (dashboard 14574), DCGM exporter's (dashboard 12239), or both.",
+)
+@click.option("--processes/--no-processes", default=False, show_default=True, help="Per-process GPU memory.")
+@click.option("--mig/--no-mig", default=True, show_default=True, help="MIG device metrics.")
+@click.option("--xid/--no-xid", default=True, show_default=True, help="Count XID errors from NVML events.")
+@click.option(
+    "--pods/--no-pods", default=True, show_default=True, help="Pod labels from the kubelet (needs grpcio)."
+)
+@click.option(
+    "--pod-resources-socket",
+    default="/var/lib/kubelet/pod-resources/kubelet.sock",
+    show_default=True,
+    help="The kubelet pod-resources socket.",
+)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
+def command(
+    listen: str,
+    timeout: float,
+    max_age: float,
+    metrics: str,
+    processes: bool,
+    mig: bool,
+    xid: bool,
+    pods: bool,
+    pod_resources_socket: str,
+    log_level: str,
+) -> None:
+    """Serve NVML GPU metrics for Prometheus.
+
+    Metric names, labels and units match nvidia_gpu_exporter, so existing alert rules and Grafana dashboard
+    14574 keep working; NVML is read in-process on each scrape instead of forking nvidia-smi.
+    """
+    from kgpu.cli.output import ExitCode
+    from kgpu.exporter.app import ExporterConfig, run
+    from kgpu.exporter.collector import CollectorOptions
+    from kgpu.exporter.server import parse_listen
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        parse_listen(listen)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--listen") from exc
+    config = ExporterConfig(
+        listen=listen,
+        timeout=timeout,
+        max_age=max_age,
+        options=CollectorOptions(metrics=metrics, processes=processes, mig=mig, pods=pods),
+        xid=xid,
+        pod_resources_socket=pod_resources_socket,
+    )
+    try:
+        run(config)
+    except OSError as exc:  # address in use, permission denied
+        click.echo(f"error: cannot listen on {listen}: {exc}", err=True)
+        raise SystemExit(ExitCode.INPUT) from exc

@@ -1,0 +1,191 @@
+"""``kgpu plan``: where every workload lands on a profile, the nodes it needs, and what they cost."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kgpu.cli.output import ExitCode, emit_json, emit_yaml, handle_input_errors, output_option, table
+
+
+@click.command(name="plan")
+@click.option(
+    "--profile",
+    "-f",
+    "profile",
+    metavar="PATH",
+    default=None,
+    help="Cluster profile (kgpu.yaml). Default: the built-in eks-karpenter template.",
+)
+@click.option(
+    "--workload",
+    "-w",
+    "workload",
+    multiple=True,
+    metavar="PATH",
+    help="Workload manifests. Default: the profile's `workloads`, else the built-in seed examples.",
+)
+@click.option(
+    "--compare", is_flag=True, help="Plan the same workloads on every built-in template, side by side."
+)
+@output_option("table", "json", "yaml")
+@handle_input_errors
+def command(profile: str | None, workload: tuple[str, ...], compare: bool, output: str) -> None:
+    """Place the workloads on the profile's capacity, provision what is missing, and price it.
+
+    Shows where each workload lands, the new nodes with their hourly prices, the cost (spot against
+    on-demand), and warnings: GPU pools without a taint, workloads that cannot run anywhere and why,
+    empty GPU nodes that stay up.
+
+    Exit status: 0 every pod runs, 1 some pod cannot run anywhere, 2 bad input.
+    """
+    from kgpu.cli.files import load_objects
+    from kgpu.cli.profile_io import load_profile_file
+    from kgpu.sim import plan as planner
+
+    prof = load_profile_file(profile)
+    paths = list(workload)
+    if not paths and profile and prof.workloads:
+        base = Path(profile).parent
+        paths = [str(base / p) for p in prof.workloads]
+    work = load_objects(paths) if paths else None
+    if compare:
+        rows = planner.compare(work)
+        if output == "json":
+            emit_json({"compare": rows})
+        elif output == "yaml":
+            emit_yaml({"compare": rows})
+        else:
+            click.echo(render_compare(rows))
+        raise SystemExit(ExitCode.OK)
+    result = planner.plan(prof, work)
+    data = result.as_dict()
+    if output == "json":
+        emit_json(data)
+    elif output == "yaml":
+        emit_yaml(data)
+    else:
+        click.echo(render_table(data))
+    raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
+
+
+def _money(v: Any) -> str:
+    return "-" if v is None else f"${v:,.4f}/h"
+
+
+def _group(pod: dict[str, Any]) -> str:
+    name: str = pod["name"]
+    base, _, idx = name.rpartition("-")
+    return base if idx.isdigit() else name
+
+
+def render_table(data: dict[str, Any]) -> str:
+    out = [f"Plan for profile {data['profile']}", ""]
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for pod in data["pods"]:
+        where = pod.get("pool") or ""
+        if pod.get("instance_type"):
+            where = f"{pod['pool']}: {pod['instance_type']} {pod['capacity_type']} {pod['zone']}"
+        elif pod["node"]:
+            where = pod["node"]
+        groups.setdefault((pod["namespace"], _group(pod), pod["phase"], where), []).append(pod)
+    rows = []
+    reasons: dict[str, int] = {}
+    for (ns, base, phase, where), pods in groups.items():
+        label = pods[0]["name"] if len(pods) == 1 else f"{base} (x{len(pods)})"
+        note = ""
+        if pods[0]["reason"]:
+            note = f"[{reasons.setdefault(pods[0]['reason'], len(reasons) + 1)}]"
+        rows.append((ns, label, phase, where or "-", note))
+    out.append(table(("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY"), rows, title="Placements"))
+    new_nodes = data.get("new_nodes", [])
+    if new_nodes:
+        out.append("")
+        node_rows = [
+            (
+                n["name"],
+                n["pool"],
+                n["instance_type"],
+                n["capacity_type"],
+                n["zone"],
+                _money(n["hourly_price"]),
+                len(n["pods"]),
+            )
+            for n in new_nodes
+        ]
+        out.append(
+            table(
+                ("NODE", "POOL", "INSTANCE TYPE", "CAPACITY", "ZONE", "PRICE", "PODS"),
+                node_rows,
+                title="New nodes",
+            )
+        )
+    cost = data.get("cost", {})
+    out.append("")
+    out.append("Cost")
+    out.append(
+        f"  new nodes        {_money(cost.get('total', 0.0))}"
+        f"  (spot {_money(cost.get('spot', 0.0))}, on-demand {_money(cost.get('on_demand', 0.0))})"
+    )
+    out.append(
+        f"  all on-demand    {_money(cost.get('all_on_demand', 0.0))}  (spot saves {_money(cost.get('savings', 0.0))})"
+    )
+    if cost.get("baseline"):
+        out.append(
+            f"  baseline nodes   {_money(cost.get('baseline'))}  (node groups at desired size, static nodes)"
+        )
+    if cost.get("unpriced_nodes"):
+        out.append(f"  unpriced nodes   {cost['unpriced_nodes']} (no price data in the catalog)")
+    empty = data.get("scale_to_zero", [])
+    if empty:
+        out.append("")
+        rows2 = [
+            (e["node"], e.get("pool") or "-", e.get("removed_by") or "stays", e.get("after") or "-", e["why"])
+            for e in empty
+        ]
+        out.append(
+            table(("EMPTY GPU NODE", "POOL", "REMOVED BY", "AFTER", "WHY"), rows2, title="Scale to zero")
+        )
+    if reasons:
+        out.append("")
+        out.append("Why pods cannot run")
+        out.extend(f"[{n}] {r}" for r, n in reasons.items())
+    if data.get("warnings"):
+        out.append("")
+        out.append("Warnings")
+        out.extend(f"- {w}" for w in data["warnings"])
+    counts = Counter({k: v for k, v in data["summary"].items() if isinstance(v, int)})
+    out.append("")
+    out.append(", ".join(f"{v} {k}" for k, v in counts.items()))
+    return "\n".join(out)
+
+
+def render_compare(rows: list[dict[str, Any]]) -> str:
+    body = []
+    notes = []
+    for r in rows:
+        if "skipped" in r:
+            notes.append(f"{r['template']}: skipped: {r['skipped']}")
+            continue
+        body.append(
+            (
+                r["template"],
+                r["scheduled"],
+                r["unschedulable"],
+                r["new_nodes"],
+                _money(r["hourly_cost"]),
+                _money(r["baseline_cost"]),
+                _money(r["all_on_demand"]),
+            )
+        )
+    text = table(
+        ("TEMPLATE", "RUNNING", "CANNOT RUN", "NEW NODES", "NEW NODES COST", "BASELINE", "ALL ON-DEMAND"),
+        body,
+        title="Same workloads on every built-in template",
+    )
+    if notes:
+        text += "\n\n" + "\n".join(notes)
+    return text

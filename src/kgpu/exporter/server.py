@@ -1,0 +1,190 @@
+"""The exporter's HTTP server: ``/metrics`` and ``/healthz`` on a stdlib ThreadingHTTPServer.
+
+Decisions:
+
+- Concurrent scrapes share one collection ("single flight"): a scrape that arrives while a collection is
+  running waits for that one instead of starting another, so N scrapers cost one NVML pass, not N, and NVML
+  sees one caller at a time.
+- The collection runs in its own thread and every scrape waits for it at most ``timeout`` seconds. A hung
+  NVML call (the failure mode of forked nvidia-smi that seed 002's exporter suffers from) then costs a 503
+  for that scrape, not a stuck connection; later scrapes join the still-running collection rather than piling
+  up threads behind it.
+- ``/healthz`` never touches NVML: it answers whether the server is up and reports the last collection's
+  outcome in the body, so a broken driver does not make Kubernetes restart the exporter in a loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from kgpu.exporter.collector import GpuCollector
+from kgpu.exporter.exposition import CONTENT_TYPE, TextWriter
+
+log = logging.getLogger(__name__)
+
+
+class _Flight:
+    __slots__ = ("body", "done", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.body: bytes | None = None
+        self.error: BaseException | None = None
+
+
+class ScrapeTimeout(Exception):
+    """The collection did not finish within the per-scrape timeout."""
+
+
+class Scraper:
+    """Single-flight, time-bounded rendering of the collector's families."""
+
+    def __init__(self, collector: GpuCollector, *, timeout: float = 5.0, max_age: float = 0.0) -> None:
+        self.collector = collector
+        self.timeout = timeout
+        self.max_age = max_age  # reuse a finished collection this young (0: every scrape collects afresh)
+        self._writer = TextWriter()
+        self._lock = threading.Lock()
+        self._flight: _Flight | None = None
+        self._last: tuple[float, bytes] | None = None
+
+    def _run(self, flight: _Flight) -> None:
+        try:
+            flight.body = self._writer.render(self.collector.build())
+        except BaseException as exc:  # reported to every waiter, never kills the server
+            flight.error = exc
+        finally:
+            with self._lock:
+                if self._flight is flight:
+                    self._flight = None
+                if flight.body is not None and self.max_age > 0:
+                    self._last = (time.monotonic(), flight.body)
+            flight.done.set()
+
+    def scrape(self, timeout: float | None = None) -> bytes:
+        with self._lock:
+            if self._last is not None and time.monotonic() - self._last[0] < self.max_age:
+                return self._last[1]
+            flight = self._flight
+            if flight is None:
+                flight = self._flight = _Flight()
+                threading.Thread(target=self._run, args=(flight,), name="kgpu-collect", daemon=True).start()
+        if not flight.done.wait(self.timeout if timeout is None else timeout):
+            with self.collector.stats.lock:
+                self.collector.stats.scrape_timeouts += 1
+            raise ScrapeTimeout(f"collection did not finish within {self.timeout:g}s")
+        if flight.error is not None:
+            raise flight.error
+        assert flight.body is not None
+        return flight.body
+
+
+def parse_listen(address: str) -> tuple[str, int]:
+    """``:9835``, ``0.0.0.0:9835``, ``127.0.0.1:0``, ``[::]:9835`` -> (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"listen address must be [HOST]:PORT, got {address!r}")
+    host = host.strip("[]")
+    return host, int(port)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as Prometheus scrapes
+    server: ExporterHTTPServer
+    server_version = "kgpu-exporter"
+    disable_nagle_algorithm = (
+        True  # headers and body in separate segments would wait out delayed ACKs (40 ms)
+    )
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            try:
+                body = self.server.scraper.scrape()
+            except ScrapeTimeout as exc:
+                self._send(503, f"scrape failed: {exc}\n".encode(), "text/plain; charset=utf-8")
+                return
+            except Exception as exc:
+                log.exception("scrape failed")
+                self._send(500, f"scrape failed: {exc}\n".encode(), "text/plain; charset=utf-8")
+                return
+            self._send(200, body, CONTENT_TYPE)
+        elif path in ("/healthz", "/-/healthy"):
+            stats = self.server.scraper.collector.stats
+            with stats.lock:
+                status = {
+                    "status": "ok",
+                    "last_collect_success": stats.last_success,
+                    "last_error": stats.last_error,
+                    "failed_collections": stats.failed_collections,
+                }
+            self._send(200, (json.dumps(status) + "\n").encode(), "application/json")
+        elif path == "/":
+            page = b'<html><body><h1>kgpu exporter</h1><a href="/metrics">/metrics</a></body></html>\n'
+            self._send(200, page, "text/html")
+        else:
+            self._send(404, b"not found\n", "text/plain; charset=utf-8")
+
+    def _send(self, code: int, body: bytes, content_type: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+class ExporterHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # many scrapers connecting at once must not overflow the accept backlog
+
+    def __init__(self, address: tuple[str, int], scraper: Scraper) -> None:
+        host = address[0]
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.scraper = scraper
+        super().__init__(address, _Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = str(self.server_address[0]), int(self.server_address[1])
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{port}"
+
+
+def make_server(
+    collector: GpuCollector, listen: str = ":9835", *, timeout: float = 5.0, max_age: float = 0.0
+) -> ExporterHTTPServer:
+    host, port = parse_listen(listen)
+    return ExporterHTTPServer((host, port), Scraper(collector, timeout=timeout, max_age=max_age))
+
+
+def serve_in_thread(server: ExporterHTTPServer) -> threading.Thread:
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    thread.start()
+    return thread
+
+
+def wait_until_serving(url: str, deadline_s: float = 5.0) -> None:
+    """Poll ``url``/healthz until it answers (for tests and the bench)."""
+    import urllib.request
+
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.05)

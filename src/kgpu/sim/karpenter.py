@@ -1,0 +1,532 @@
+"""Karpenter NodePools: a short solve loop over the pods kube-scheduler could not place.
+
+For each pod, in Karpenter's queue order (CPU, then memory, descending), three strategies in turn:
+
+1. **existing node**: a node of the cluster, or one this simulation already launched (``Scheduler.place``);
+2. **in-flight node claim**: a claim opened earlier in this batch that can still hold the pod;
+3. **new node claim**: from the first NodePool, by descending weight (then name), that the pod is compatible
+   with: it tolerates the pool's taints, its node selector and required affinity can be met by some
+   instance type / zone / capacity type the pool offers (the labels Karpenter puts on the node), and some
+   type holds the pod plus the DaemonSet overhead, within the pool's limits.
+
+A claim keeps every instance type offering (type x zone x capacity type) that can still hold all its pods;
+when the batch ends it launches the cheapest remaining one, spot first when the pool allows spot and a spot
+offering is left (Karpenter's capacity-type preference). Offerings are ranked once per pool, so "the
+cheapest remaining" is the lowest set bit of a bitmask, and identical pods are added to a claim in bulk.
+
+Cost cap: a new claim is opened for the offering shape that is cheapest *per pod* for the identical pods
+that open it, and may only use offerings no pricier than that one; pods that come later still fill its room.
+Karpenter itself lets a claim grow to its largest type and relies on consolidation
+(WhenEmptyOrUnderutilized) to replace the big node with cheaper ones later; kgpu reports that steady state.
+
+Limits: like Karpenter, opening a claim reserves the largest capacity it may still launch against the
+pool's limits; offerings that would exceed what is left are not considered.
+
+Known differences from Karpenter (docs/simulate.md): in-flight claims are tried in creation order (Karpenter
+tries the emptiest first), preferred affinities, topology spread and pod affinity are not modelled, and limits
+compare allocatable (not capacity) per offering shape.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kgpu.catalog import Catalog, InstanceType
+from kgpu.model.objects import CPU, GPU, MEMORY, Node, Pod, PodSpecInfo
+from kgpu.model.predicates import filter_reasons, first_untolerated, requirement_matches
+from kgpu.model.profile import Pool, PoolKind, Profile
+from kgpu.sim.provision import (
+    LABEL_NODEPOOL,
+    Context,
+    NewNode,
+    format_resources,
+    karpenter_order,
+    node_taints,
+    pool_limits,
+    pool_zones,
+    runs,
+)
+from kgpu.sim.scheduler import StaticFilter
+
+LABEL_CAPACITY = "karpenter.sh/capacity-type"
+BIG = 1 << 62
+
+
+@dataclass(slots=True)
+class Option:
+    """One way to launch a node of a pool: instance type, zone, capacity type, price, and its node."""
+
+    type: InstanceType
+    zone: str
+    capacity_type: str
+    price: float
+    on_demand: float | None
+    node: Node
+    shape: int = 0
+
+
+@dataclass(slots=True)
+class Shape:
+    """Offerings that hold the same pods: allocatable minus DaemonSet overhead over the batch's resources."""
+
+    cap: tuple[int, ...]
+    mask: int = 0
+    limit: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Compat:
+    """A pod spec against a pool: the offerings it may use, or why none."""
+
+    mask: int
+    error: str = ""
+
+
+class PoolModel:
+    """A NodePool's offerings for one provisioning pass, ranked once."""
+
+    def __init__(
+        self, profile: Profile, pool: Pool, catalog: Catalog, ctx: Context, dims: tuple[str, ...]
+    ) -> None:
+        self.pool = pool
+        self.dims = dims
+        self.taints = node_taints(pool)
+        self.spot_allowed = "spot" in pool.capacity_types
+        region = profile.cluster.region
+        zones = set(pool_zones(profile, pool))
+        captypes = set(pool.capacity_types)
+        options: list[Option] = []
+        self.overhead: dict[str, int] = {}
+        for t in self.types(catalog):
+            for off in catalog.offerings(t.name, region):
+                if (zones and off.zone not in zones) or off.capacity_type not in captypes:
+                    continue
+                labels = {
+                    **t.labels(region, off.zone, off.capacity_type),
+                    **pool.labels,
+                    LABEL_NODEPOOL: pool.name,
+                }
+                node = Node("", labels, t.allocatable(), self.taints)
+                od = next(
+                    (o.price for o in catalog.offerings(t.name, region) if o.capacity_type == "on-demand"),
+                    None,
+                )
+                options.append(Option(t, off.zone, off.capacity_type, off.price, od, node))
+        spot_first = self.spot_allowed
+        options.sort(key=lambda o: (spot_first and o.capacity_type != "spot", o.price, o.type.name, o.zone))
+        self.options = options
+        shapes: dict[tuple[int, ...], Shape] = {}
+        overheads: dict[str, dict[str, int]] = {}
+        for i, opt in enumerate(options):
+            ov = overheads.get(opt.type.name)
+            if ov is None:
+                ov = overheads[opt.type.name] = ctx.overhead(opt.node)
+                if not self.overhead:
+                    self.overhead = ov
+            alloc = opt.node.allocatable
+            cap = tuple(alloc.get(d, 0) - ov.get(d, 0) for d in dims)
+            shape = shapes.get(cap)
+            if shape is None:
+                shape = shapes[cap] = Shape(cap)
+            shape.mask |= 1 << i
+            for key in (CPU, MEMORY, GPU):
+                shape.limit[key] = max(shape.limit.get(key, 0), alloc.get(key, 0))
+        self.shapes = list(shapes.values())
+        for idx, shape in enumerate(self.shapes):
+            m = shape.mask
+            while m:
+                low = m & -m
+                options[low.bit_length() - 1].shape = idx
+                m ^= low
+        self.all_mask = (1 << len(options)) - 1
+        by_price = sorted(range(len(options)), key=lambda i: options[i].price)
+        self._prices = [options[i].price for i in by_price]
+        self._upto: list[int] = []
+        acc = 0
+        for i in by_price:
+            acc |= 1 << i
+            self._upto.append(acc)
+        self.remaining = self._remaining(ctx)
+        self._compat: dict[PodSpecInfo, Compat] = {}
+
+    def types(self, catalog: Catalog) -> list[InstanceType]:
+        """Instance types the pool's requirements allow (Karpenter's instance-* label requirements)."""
+        pool, req = self.pool, self.pool.requirements
+        out = []
+        explicit = set(pool.instance_types)
+        for t in catalog.types():
+            if explicit and t.name not in explicit:
+                continue
+            if req is not None:
+                if req.families and t.family not in req.families:
+                    continue
+                if req.categories and t.category not in req.categories:
+                    continue
+                if req.arch and t.arch not in req.arch:
+                    continue
+                if req.gpu_names and t.gpu_name not in [g.lower() for g in req.gpu_names]:
+                    continue
+                if not _in_range(req.generation, t.generation) or not _in_range(req.cpu, t.vcpus):
+                    continue
+                if req.gpu_count is not None and not _in_range(req.gpu_count, t.gpu_count):
+                    continue
+                if req.gpu_memory_gib is not None and not _in_range(
+                    req.gpu_memory_gib, t.gpu_memory_mib // 1024
+                ):
+                    continue
+            out.append(t)
+        return out
+
+    def _remaining(self, ctx: Context) -> dict[str, int]:
+        limits = pool_limits(self.pool)
+        if not limits:
+            return {}
+        for st in ctx.scheduler.states:
+            if st.node.labels.get(LABEL_NODEPOOL) == self.pool.name:
+                for key in limits:
+                    limits[key] -= st.node.allocatable.get(key, 0)
+        return limits
+
+    def requirement_text(self) -> str:
+        pool, req = self.pool, self.pool.requirements
+        parts = []
+        if req is not None:
+            for key, values in (
+                ("karpenter.k8s.aws/instance-category", req.categories),
+                ("karpenter.k8s.aws/instance-family", req.families),
+                ("karpenter.k8s.aws/instance-gpu-name", [g.lower() for g in req.gpu_names]),
+            ):
+                if values:
+                    parts.append(f"{key} In [{' '.join(sorted(values))}]")
+        if pool.instance_types:
+            parts.append(f"node.kubernetes.io/instance-type In [{' '.join(sorted(pool.instance_types))}]")
+        parts.append(f"karpenter.sh/capacity-type In [{' '.join(sorted(pool.capacity_types))}]")
+        parts.append(f"{LABEL_NODEPOOL} In [{pool.name}]")
+        parts.extend(f"{k} In [{v}]" for k, v in sorted(pool.labels.items()))
+        return ", ".join(parts)
+
+    def compat(self, spec: PodSpecInfo, vec: tuple[int, ...]) -> Compat:
+        """Which offerings ``spec`` may use, memoised; the error in Karpenter's words when none."""
+        hit = self._compat.get(spec)
+        if hit is not None:
+            return hit
+        hit = self._compat[spec] = self._check(spec, vec)
+        return hit
+
+    def _check(self, spec: PodSpecInfo, vec: tuple[int, ...]) -> Compat:
+        taint = first_untolerated(self.taints, spec.tolerations)
+        if taint is not None:
+            return Compat(0, f"did not tolerate {taint}")
+        flt = StaticFilter(spec)
+        mask = 0
+        for i, opt in enumerate(self.options):
+            if flt.reason(opt.node) is None:
+                mask |= 1 << i
+        if not mask:
+            return Compat(0, "incompatible requirements, " + self._requirement_error(spec))
+        fit = 0
+        for shape in self.shapes:
+            if shape.mask & mask and _count(shape.cap, None, vec) > 0:
+                fit |= shape.mask
+        if not mask & fit:
+            wanted = {d: v for d, v in zip(self.dims, vec, strict=True) if v}
+            return Compat(
+                0,
+                f"no instance type satisfied resources {format_resources(wanted)} and requirements {self.requirement_text()}",
+            )
+        return Compat(mask & fit)
+
+    def _requirement_error(self, spec: PodSpecInfo) -> str:
+        reqs: list[tuple[str, str, tuple[str, ...]]] = [(k, "In", (v,)) for k, v in spec.node_selector]
+        if spec.affinity is not None and spec.affinity.terms:
+            reqs.extend((r.key, r.operator, r.values) for r in spec.affinity.terms[0].match_expressions)
+        from kgpu.model.objects import Requirement
+
+        for key, op, values in reqs:
+            req = Requirement(key, op, values)
+            if any(requirement_matches(req, o.node.labels) for o in self.options):
+                continue
+            known = sorted({o.node.labels[key] for o in self.options if key in o.node.labels})
+            if not known:
+                return f'label "{key}" does not have known values'
+            shown = " ".join(known[:8]) + (" ..." if len(known) > 8 else "")
+            return f"key {key}, {key} {op} [{' '.join(values)}] not in {key} In [{shown}]"
+        return "no offering of the pool meets all the pod's node selector terms together"
+
+    def reserve(self, mask: int) -> None:
+        """Karpenter subtracts the most a new claim may launch from the pool's remaining limits."""
+        for key in self.remaining:
+            self.remaining[key] -= max((s.limit.get(key, 0) for s in self.shapes if s.mask & mask), default=0)
+
+    def priced_upto(self, price: float) -> int:
+        """Offerings that cost at most ``price``."""
+        n = bisect.bisect_right(self._prices, price)
+        return self._upto[n - 1] if n else 0
+
+    def opening_mask(self, mask: int, vec: tuple[int, ...], pods: int) -> int:
+        """Offerings a new claim may use: those no pricier than the shape cheapest per pod for the
+        ``pods`` identical pods that open it (see the module docstring)."""
+        best: tuple[float, int] | None = None
+        best_price = 0.0
+        for shape in self.shapes:
+            m = shape.mask & mask
+            if not m:
+                continue
+            k = min(_count(shape.cap, None, vec), pods)
+            if k <= 0:
+                continue
+            price = self.options[(m & -m).bit_length() - 1].price
+            key = (price / k, -k)
+            if best is None or key < best:
+                best, best_price = key, price
+        if best is None:
+            return mask
+        return mask & self.priced_upto(best_price)
+
+    def within_limits(self, mask: int) -> int:
+        if not self.remaining:
+            return mask
+        ok = 0
+        for shape in self.shapes:
+            if shape.mask & mask and all(shape.limit.get(k, 0) <= v for k, v in self.remaining.items()):
+                ok |= shape.mask
+        return mask & ok
+
+
+def _in_range(rng: object, n: int) -> bool:
+    if rng is None:
+        return True
+    low = getattr(rng, "min", None)
+    high = getattr(rng, "max", None)
+    return (low is None or n >= low) and (high is None or n <= high)
+
+
+def _count(cap: tuple[int, ...], total: list[int] | None, vec: tuple[int, ...]) -> int:
+    """How many more pods of ``vec`` fit in ``cap`` on top of ``total``."""
+    k = BIG
+    for i, r in enumerate(vec):
+        if r:
+            free = cap[i] - (total[i] if total is not None else 0)
+            q = free // r
+            if q < k:
+                k = q
+    return max(k, 0)
+
+
+class NodeClaim:
+    """Pods meant for one new node, and the offerings that can still hold them all."""
+
+    __slots__ = ("allowed", "pods", "pool", "shapes", "total")
+
+    def __init__(self, pool: PoolModel, mask: int) -> None:
+        self.pool = pool
+        self.allowed = mask
+        self.total = [0] * len(pool.dims)
+        self.shapes = [s for s in pool.shapes if s.mask & mask]
+        self.pods: list[Pod] = []
+
+    def can_add(self, vec: tuple[int, ...], mask: int) -> int:
+        """How many pods of this kind the claim can still take."""
+        allowed = self.allowed & mask
+        if not allowed:
+            return 0
+        best = 0
+        for s in self.shapes:
+            if s.mask & allowed:
+                k = _count(s.cap, self.total, vec)
+                if k > best:
+                    best = k
+        return best
+
+    def add(self, pods: Sequence[Pod], vec: tuple[int, ...], mask: int) -> None:
+        n = len(pods)
+        self.pods.extend(pods)
+        total = self.total
+        for i, r in enumerate(vec):
+            total[i] += r * n
+        self.allowed &= mask
+        allowed = self.allowed
+        self.shapes = [
+            s
+            for s in self.shapes
+            if s.mask & allowed and all(c >= t for c, t in zip(s.cap, total, strict=True))
+        ]
+
+    def cheapest(self) -> Option:
+        """The first-ranked offering left: spot first where allowed, then price."""
+        m = 0
+        for s in self.shapes:
+            m |= s.mask
+        m &= self.allowed
+        low = m & -m
+        return self.pool.options[low.bit_length() - 1]
+
+
+def resource_dims(pods: Sequence[Pod]) -> tuple[str, ...]:
+    names = {CPU, MEMORY, "pods"}
+    for pod in pods:
+        names.update(k for k, _ in pod.spec.requests)
+    return tuple(sorted(names))
+
+
+def pod_vector(spec: PodSpecInfo, dims: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(1 if d == "pods" else spec.request(d) for d in dims)
+
+
+class Karpenter:
+    """The profile's Karpenter NodePools."""
+
+    name = "karpenter"
+
+    def __init__(self, profile: Profile, catalog: Catalog) -> None:
+        self.profile = profile
+        self.catalog = catalog
+        pools = [p for p in profile.pools if p.kind == PoolKind.KARPENTER]
+        self.pools = sorted(pools, key=lambda p: (-(p.weight or 0), p.name))
+        self.models: list[PoolModel] = []  # the last pass's, for cost bounds
+
+    def provision(self, pending: Sequence[Pod], ctx: Context) -> dict[str, str]:
+        dims = resource_dims(pending)
+        models = [PoolModel(self.profile, p, self.catalog, ctx, dims) for p in self.pools]
+        self.models = models
+        claims: list[NodeClaim] = []
+        pointer: dict[PodSpecInfo, int] = {}
+        notes: dict[str, str] = {}
+        for run in runs(karpenter_order(pending)):
+            spec = run[0].spec
+            vec = pod_vector(spec, dims)
+            todo = self._existing(run, ctx)
+            # in-flight claims, in creation order; a claim that cannot take this spec never will again
+            i = pointer.get(spec, 0)
+            while todo and i < len(claims):
+                claim = claims[i]
+                compat = claim.pool.compat(spec, vec)
+                k = claim.can_add(vec, compat.mask) if compat.mask else 0
+                if k <= 0:
+                    i += 1
+                    continue
+                claim.add(todo[:k], vec, compat.mask)
+                todo = todo[k:]
+            pointer[spec] = i
+            # new node claims, pools by weight
+            errors: list[str] = []
+            while todo:
+                fresh = self._new_claim(models, spec, vec, errors, len(todo))
+                if fresh is None:
+                    break
+                k = fresh.can_add(vec, fresh.allowed)
+                fresh.add(todo[:k], vec, fresh.allowed)
+                fresh.pool.reserve(fresh.allowed)
+                claims.append(fresh)
+                todo = todo[k:]
+            if todo:
+                text = "karpenter: " + ("; ".join(errors) if errors else "no nodepool")
+                for pod in todo:
+                    notes[pod.key] = text
+        for claim in claims:
+            self._launch(claim, ctx)
+        return notes
+
+    def _existing(self, run: list[Pod], ctx: Context) -> list[Pod]:
+        for n, pod in enumerate(run):
+            decision = ctx.scheduler.place(pod)
+            if decision.node is None:
+                return run[n:]
+            ctx.placed(pod, decision.node)
+        return []
+
+    def _new_claim(
+        self, models: list[PoolModel], spec: PodSpecInfo, vec: tuple[int, ...], errors: list[str], pods: int
+    ) -> NodeClaim | None:
+        errors.clear()
+        for model in models:
+            compat = model.compat(spec, vec)
+            if not compat.mask:
+                errors.append(
+                    f'incompatible with nodepool "{model.pool.name}", daemonset overhead='
+                    f"{format_resources(model.overhead)}, {compat.error}"
+                )
+                continue
+            mask = model.within_limits(compat.mask)
+            if not mask:
+                errors.append(f'all available instance types exceed limits for nodepool "{model.pool.name}"')
+                continue
+            return NodeClaim(model, model.opening_mask(mask, vec, pods))
+        return None
+
+    def _launch(self, claim: NodeClaim, ctx: Context) -> None:
+        opt = claim.cheapest()
+        pool = claim.pool.pool
+        name = ctx.node_name(pool.name)
+        node = Node(
+            name, {**opt.node.labels, "kubernetes.io/hostname": name}, opt.node.allocatable, opt.node.taints
+        )
+        new = NewNode(
+            name,
+            pool.name,
+            opt.type.name,
+            opt.capacity_type,
+            opt.zone,
+            opt.price,
+            kind="karpenter",
+            on_demand_price=opt.on_demand,
+            gpus=opt.type.gpu_count,
+        )
+        st = ctx.launch(node, new)
+        for pod in claim.pods:
+            if filter_reasons(pod.spec, node, st.requested, st.pod_count, st.ports) is None:
+                ctx.scheduler.bind(pod, st)
+                ctx.placed(pod, st)
+                continue
+            decision = ctx.scheduler.place(pod)  # should not happen: the claim was sized for it
+            if decision.node is not None:
+                ctx.placed(pod, decision.node)
+
+
+def bound_inputs(
+    models: Sequence[PoolModel], pods: Sequence[Pod]
+) -> tuple[list[tuple[int, tuple[int, ...], tuple[int, ...]]], list[tuple[int, ...]], list[float]]:
+    """Demands (count, vector, columns), column capacities and prices for ``kgpu.sim.cost.lower_bound``.
+
+    A column is a pool's offering shape at the cheapest price a pod kind may buy it; any compatible pool
+    counts, so the bound is a relaxation of what the weight order allows too.
+    """
+    counts: dict[PodSpecInfo, int] = {}
+    for pod in pods:
+        counts[pod.spec] = counts.get(pod.spec, 0) + 1
+    columns: dict[tuple[int, int, float], int] = {}
+    caps: list[tuple[int, ...]] = []
+    prices: list[float] = []
+    demands = []
+    for spec, n in counts.items():
+        cols: list[int] = []
+        for mi, model in enumerate(models):
+            vec = pod_vector(spec, model.dims)
+            mask = model.compat(spec, vec).mask
+            if not mask:
+                continue
+            for si, shape in enumerate(model.shapes):
+                m = shape.mask & mask
+                if not m:
+                    continue
+                price = min(model.options[i].price for i in _bits(m))
+                key = (mi, si, price)
+                if key not in columns:
+                    columns[key] = len(caps)
+                    caps.append(shape.cap)
+                    prices.append(price)
+                cols.append(columns[key])
+        dims = models[0].dims if models else ()
+        demands.append((n, pod_vector(spec, dims), tuple(cols)))
+    return demands, caps, prices
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out

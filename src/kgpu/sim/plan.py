@@ -1,0 +1,130 @@
+"""The library behind ``kgpu plan``: profile + workloads -> placements, new nodes, cost, warnings.
+
+With no cluster the profile's baseline is the cluster: static pools' nodes and node groups at their desired
+size. With no workloads, the seeds' examples (``kgpu.model.examples``). ``compare`` plans the same workloads
+on every built-in template; a template that does not load (yet) is skipped with a note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgpu.catalog import Catalog
+from kgpu.errors import InputError
+from kgpu.model.examples import example_workloads
+from kgpu.model.load import Objects
+from kgpu.model.profile import TEMPLATES, PoolKind, Profile, builtin_profile
+from kgpu.sim.provision import baseline_cost, baseline_nodes, catalog_for, provisioner_for
+from kgpu.sim.simulate import UNSCHEDULABLE, SimulationResult, simulate
+
+
+@dataclass
+class PlanResult:
+    profile: str
+    simulation: SimulationResult
+    warnings: list[str] = field(default_factory=list)
+    baseline_hourly: float = 0.0
+
+    @property
+    def unschedulable(self) -> int:
+        return len(self.simulation.unschedulable)
+
+    @property
+    def cost(self) -> dict[str, Any]:
+        cost: dict[str, Any] = dict(self.simulation.extra.get("cost", {"total": 0.0}))
+        cost["baseline"] = self.baseline_hourly
+        cost["with_baseline"] = round(cost.get("total", 0.0) + self.baseline_hourly, 4)
+        return cost
+
+    def as_dict(self) -> dict[str, Any]:
+        data = self.simulation.as_dict()
+        data.pop("profile_warnings", None)
+        out: dict[str, Any] = {"profile": self.profile}
+        out.update(data)
+        out["cost"] = self.cost
+        out["warnings"] = list(self.warnings)
+        return out
+
+
+def profile_warnings(profile: Profile) -> list[str]:
+    """What the profile alone gets wrong for GPU workloads."""
+    out = []
+    for pool in profile.gpu_pools:
+        if not pool.taints and pool.kind != PoolKind.TKE_SUPERNODE:
+            out.append(
+                f"pool {pool.name}: GPU pool without a taint: CPU pods may land on its GPU nodes and keep them up; "
+                "taint it (e.g. nvidia.com/gpu=true:NoSchedule) and let GPU workloads tolerate it"
+            )
+    return out
+
+
+def workload_warnings(result: SimulationResult) -> list[str]:
+    """One line per workload whose pods cannot run anywhere, with the reason of its first such pod."""
+    seen: dict[tuple[str, str, str], list[str]] = {}
+    for p in result.placements:
+        if p.phase != UNSCHEDULABLE:
+            continue
+        pod = p.pod
+        owner = (pod.namespace, pod.owner_kind or "Pod", pod.owner_name or pod.name)
+        seen.setdefault(owner, []).append(p.reason or "")
+    return [
+        f"{ns}/{name} ({kind}): {len(reasons)} pod(s) cannot run anywhere: {reasons[0]}"
+        for (ns, kind, name), reasons in seen.items()
+    ]
+
+
+def scale_to_zero_warnings(result: SimulationResult) -> list[str]:
+    out = []
+    for entry in result.extra.get("scale_to_zero", []):
+        if entry.get("removed_by") is None:
+            out.append(f"GPU node {entry['node']} is empty and stays up: {entry['why']}")
+    return out
+
+
+def plan(
+    profile: Profile,
+    workloads: Objects | None = None,
+    cluster: Objects | None = None,
+    *,
+    catalog: Catalog | None = None,
+) -> PlanResult:
+    """Place ``workloads`` (default: the examples) on ``cluster`` (default: the profile's baseline)."""
+    work = workloads if workloads is not None else example_workloads()
+    if catalog is None:
+        catalog = catalog_for(profile)
+    baseline = 0.0
+    if cluster is None:
+        cluster = Objects()
+        cluster.nodes.extend(baseline_nodes(profile, catalog))
+        baseline = baseline_cost(profile, catalog)
+    prov = provisioner_for(profile, catalog, daemonsets=cluster.daemonsets + work.daemonsets)
+    result = simulate(cluster, work, provisioner=prov)
+    warnings = profile_warnings(profile) + list(prov.warnings) + list(result.warnings)
+    warnings += scale_to_zero_warnings(result) + workload_warnings(result)
+    return PlanResult(profile.metadata.name, result, warnings, baseline)
+
+
+def compare(workloads: Objects | None = None, templates: tuple[str, ...] = TEMPLATES) -> list[dict[str, Any]]:
+    """The same workloads on every built-in template: placed, pending, new nodes and cost per template."""
+    rows: list[dict[str, Any]] = []
+    for name in templates:
+        try:
+            result = plan(builtin_profile(name), workloads)
+        except InputError as exc:
+            rows.append({"template": name, "skipped": exc.line()})
+            continue
+        summary = result.simulation.summary()
+        rows.append(
+            {
+                "template": name,
+                "scheduled": summary.get("scheduled", 0) + summary.get("provisioned", 0),
+                "unschedulable": summary.get("unschedulable", 0),
+                "new_nodes": len(result.simulation.new_nodes),
+                "hourly_cost": result.cost.get("total", 0.0),
+                "baseline_cost": result.baseline_hourly,
+                "all_on_demand": result.cost.get("all_on_demand", 0.0),
+                "unpriced_nodes": result.cost.get("unpriced_nodes", 0),
+            }
+        )
+    return rows

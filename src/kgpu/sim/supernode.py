@@ -1,0 +1,113 @@
+"""TKE super nodes: every GPU pod buys its own spec and runs on its own virtual node.
+
+A pod goes to a super-node pool when it tolerates the pool's taints, its selectors match the pool's labels
+(``type: virtual-kubelet``), and it names GPU models with ``eks.tke.cloud.tencent.com/gpu-type``. The spec
+comes from ``kgpu.sim.tke.match_pod_spec`` (explicit annotations, or requests/limits rounded up); a pod whose
+spec cannot be matched stays Pending with TKE's error wording. The virtual node is sized by the spec
+(cpu cores, memory GiB, GPUs; one pod), labelled like a super node, and has no price: the TKE catalog has
+none. Super nodes run no DaemonSets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kgpu.catalog.tke import TkeMatchError
+from kgpu.model.objects import CPU, GPU, MEMORY, Node, Pod
+from kgpu.model.predicates import filter_reasons
+from kgpu.model.profile import PoolKind, Profile
+from kgpu.sim.provision import Context, NewNode, node_taints, pool_zones
+from kgpu.sim.tke import GPU_TYPE, match_pod_spec
+
+GIB = 1024**3
+EPHEMERAL_BYTES = 20 * GIB  # a super-node pod's default system disk
+VIRTUAL_LABELS = {"type": "virtual-kubelet", "node.kubernetes.io/instance-type": "eklet"}
+
+
+class SuperNodes:
+    """The profile's TKE super-node pools."""
+
+    name = "tke-supernode"
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.pools = [p for p in profile.pools if p.kind == PoolKind.TKE_SUPERNODE]
+
+    def provision(self, pending: Sequence[Pod], ctx: Context) -> dict[str, str]:
+        notes: dict[str, str] = {}
+        for pod in pending:
+            note = self._one(pod, ctx)
+            if note:
+                notes[pod.key] = note
+        return notes
+
+    def _one(self, pod: Pod, ctx: Context) -> str:
+        errors = []
+        for pool in self.pools:
+            zones = pool_zones(self.profile, pool)
+            zone = zones[0] if zones else ""
+            labels = {
+                **VIRTUAL_LABELS,
+                **pool.labels,
+                "topology.kubernetes.io/region": self.profile.cluster.region,
+                "topology.kubernetes.io/zone": zone,
+            }
+            probe = Node(
+                "probe",
+                labels,
+                {
+                    CPU: 1 << 40,
+                    MEMORY: 1 << 60,
+                    GPU: 1 << 20,
+                    "pods": 1,
+                    "ephemeral-storage": EPHEMERAL_BYTES,
+                },
+                node_taints(pool),
+            )
+            static = filter_reasons(pod.spec, probe, {}, 0)
+            if static:
+                errors.append(f'pool "{pool.name}": {static[0]}')
+                continue
+            if GPU_TYPE not in pod.annotations and pod.spec.gpus:
+                errors.append(
+                    f'pool "{pool.name}": a GPU pod on a super node must name its GPU model with {GPU_TYPE}'
+                )
+                continue
+            try:
+                match = match_pod_spec(pod.annotations, dict(pod.spec.requests), dict(pod.limits))
+            except TkeMatchError as exc:
+                errors.append(f'pool "{pool.name}": {exc.message}')
+                continue
+            memory = int(match.memory.removesuffix("Gi")) * GIB
+            alloc = {
+                CPU: match.cpu * 1000,
+                MEMORY: memory,
+                GPU: match.gpu_count,
+                "pods": 1,
+                "ephemeral-storage": EPHEMERAL_BYTES,
+            }
+            name = ctx.node_name(f"eklet-{pool.name}")
+            spec_name = f"{match.gpu_type} {match.gpu_count}x {match.cpu}C {match.memory}"
+            node = Node(name, {**labels, "kubernetes.io/hostname": name}, alloc, node_taints(pool))
+            new = NewNode(
+                name,
+                pool.name,
+                spec_name,
+                "on-demand",
+                zone,
+                None,
+                kind="tke-supernode",
+                gpus=match.gpu_count,
+                note=f"TKE spec ({match.mode} mode)",
+            )
+            st = ctx.launch(node, new)
+            reasons = filter_reasons(pod.spec, node, st.requested, st.pod_count, st.ports)
+            if reasons:
+                errors.append(
+                    f'pool "{pool.name}": spec {spec_name} does not hold the pod: {", ".join(reasons)}'
+                )
+                continue
+            ctx.scheduler.bind(pod, st)
+            ctx.placed(pod, st)
+            return ""
+        return "tke-supernode: " + "; ".join(errors) if errors else ""

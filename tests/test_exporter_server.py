@@ -1,0 +1,181 @@
+"""The exporter's HTTP server: endpoints, concurrent scrapers, per-scrape timeout, surviving NVML failures."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from fakes.fake_nvml import FakeNvml, make_gpus
+from kgpu.exporter.collector import GpuCollector
+from kgpu.exporter.nvml import Nvml
+from kgpu.exporter.podresources import decode_list_response, encode_list_response
+from kgpu.exporter.server import ExporterHTTPServer, make_server, parse_listen, serve_in_thread
+
+
+@pytest.fixture
+def fake() -> FakeNvml:
+    return FakeNvml(make_gpus(2))
+
+
+@pytest.fixture
+def server(fake: FakeNvml) -> Iterator[ExporterHTTPServer]:
+    srv = make_server(GpuCollector(Nvml(fake), hostname="h"), "127.0.0.1:0", timeout=0.5)
+    serve_in_thread(srv)
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def get(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.headers["Content-Type"], resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+def test_metrics_endpoint(server: ExporterHTTPServer) -> None:
+    status, ctype, body = get(server.url + "/metrics")
+    assert status == 200
+    assert ctype.startswith("text/plain; version=0.0.4")
+    assert "# TYPE nvidia_smi_utilization_gpu_ratio gauge" in body
+    assert body.count("nvidia_smi_temperature_gpu{") == 2
+
+
+def test_healthz_and_404(server: ExporterHTTPServer) -> None:
+    status, ctype, body = get(server.url + "/healthz")
+    assert status == 200 and ctype == "application/json"
+    assert json.loads(body)["status"] == "ok"
+    assert get(server.url + "/nope")[0] == 404
+
+
+def test_server_keeps_serving_through_a_lost_gpu(server: ExporterHTTPServer, fake: FakeNvml) -> None:
+    """A lost GPU is a 200 with last_collect_success 0; recovery needs no restart."""
+    for gpu in fake.gpus:
+        gpu.lost = True
+    status, _, body = get(server.url + "/metrics")
+    assert status == 200
+    assert "nvidia_smi_last_collect_success 0" in body
+    assert json.loads(get(server.url + "/healthz")[2])["last_collect_success"] is False
+    for gpu in fake.gpus:
+        gpu.lost = False
+    status, _, body = get(server.url + "/metrics")
+    assert "nvidia_smi_last_collect_success 1" in body
+    assert "nvidia_smi_failed_scrapes_total 1" in body
+    assert fake.init_calls == 2
+
+
+def test_many_concurrent_scrapers(server: ExporterHTTPServer) -> None:
+    """40 scrapers at once all get complete answers."""
+    results: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def scrape() -> None:
+        status, _, body = get(server.url + "/metrics")
+        with lock:
+            results.append((status, body.count("nvidia_smi_gpu_info{")))
+
+    threads = [threading.Thread(target=scrape) for _ in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [(200, 2)] * 40
+
+
+def test_per_scrape_timeout_answers_503_and_recovers() -> None:
+    """A hung NVML call costs a 503 within the timeout, not a stuck scrape; later scrapes succeed."""
+    gate = threading.Event()
+
+    class Hanging(FakeNvml):
+        def nvmlDeviceGetTemperature(self, h, sensor):  # type: ignore[no-untyped-def]
+            gate.wait(10)
+            return super().nvmlDeviceGetTemperature(h, sensor)
+
+    srv = make_server(GpuCollector(Nvml(Hanging()), hostname="h"), "127.0.0.1:0", timeout=0.3)
+    serve_in_thread(srv)
+    try:
+        t0 = time.monotonic()
+        status, _, body = get(srv.url + "/metrics")
+        assert status == 503
+        assert "did not finish within 0.3s" in body
+        assert time.monotonic() - t0 < 3
+        assert srv.scraper.collector.stats.scrape_timeouts == 1
+        gate.set()
+        time.sleep(0.1)
+        status, _, body = get(srv.url + "/metrics")
+        assert status == 200
+        assert "kgpu_exporter_scrape_timeouts_total 1" in body
+    finally:
+        gate.set()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_concurrent_scrapes_share_one_collection() -> None:
+    """Scrapes arriving during a collection wait for it instead of starting their own."""
+    gate = threading.Event()
+
+    class Slow(FakeNvml):
+        def nvmlDeviceGetTemperature(self, h, sensor):  # type: ignore[no-untyped-def]
+            gate.wait(5)
+            return super().nvmlDeviceGetTemperature(h, sensor)
+
+    fake = Slow()
+    srv = make_server(GpuCollector(Nvml(fake), hostname="h"), "127.0.0.1:0", timeout=5)
+    serve_in_thread(srv)
+    try:
+        threads = [threading.Thread(target=get, args=(srv.url + "/metrics",)) for _ in range(10)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        gate.set()
+        for t in threads:
+            t.join()
+        assert fake.calls["nvmlDeviceGetTemperature"] == 1
+    finally:
+        gate.set()
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [(":9835", ("", 9835)), ("127.0.0.1:0", ("127.0.0.1", 0)), ("[::1]:9835", ("::1", 9835))],
+)
+def test_parse_listen(address: str, expected: tuple[str, int]) -> None:
+    assert parse_listen(address) == expected
+
+
+def test_parse_listen_rejects_missing_port() -> None:
+    with pytest.raises(ValueError, match="PORT"):
+        parse_listen("localhost")
+
+
+def test_pod_resources_decoding() -> None:
+    """GPU and MIG device ids of nvidia.com resources map to pods; other resources are ignored."""
+    raw = encode_list_response(
+        [
+            ("ml", "trainer-0", [("main", "nvidia.com/gpu", ["GPU-ABCDEF01-0000-0000-0000-000000000000"])]),
+            (
+                "ml",
+                "infer-1",
+                [("srv", "nvidia.com/mig-1g.10gb", ["MIG-1234"]), ("side", "example.com/fpga", ["f0"])],
+            ),
+        ]
+    )
+    mapping = decode_list_response(raw)
+    assert set(mapping) == {"abcdef01-0000-0000-0000-000000000000", "mig-1234"}
+    (ref,) = mapping["abcdef01-0000-0000-0000-000000000000"]
+    assert (ref.namespace, ref.pod, ref.container, ref.resource) == (
+        "ml",
+        "trainer-0",
+        "main",
+        "nvidia.com/gpu",
+    )

@@ -1,0 +1,90 @@
+"""kgpu plan: the library and the CLI (table, json, exit codes, --compare)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kgpu.cli.main import cli
+from kgpu.model.profile import builtin_profile
+from kgpu.sim.plan import compare, plan, profile_warnings
+
+
+def test_default_plan_places_every_example_workload() -> None:
+    """The built-in profile carries both GPU labels the seeds' workloads select (node-type=gpu from the
+    Karpenter guide, nvidia.com/gpu=true from the eksctl guide), so every example lands on a new node."""
+    result = plan(builtin_profile())
+    data = result.as_dict()
+    phases = {p["name"]: p["phase"] for p in data["pods"]}
+    assert set(phases.values()) == {"Provisioned"}, phases
+    assert {"pytorch-training-0", "cuda-vector-add-9", "gpu-pod", "raycluster-gpu-head-0"} <= set(phases)
+    gpu_pods = [p for p in data["pods"] if p["name"] != "raycluster-gpu-head-0"]
+    assert all(p["pool"] == "gpu" for p in gpu_pods)
+    assert data["cost"]["total"] > 0 and data["cost"]["all_on_demand"] >= data["cost"]["total"]
+    assert not any("cannot run anywhere" in w for w in data.get("warnings", []))
+
+
+def test_a_workload_no_pool_can_take_is_warned_with_the_reason(tmp_path: Path) -> None:
+    doc = Path("examples/workloads/000-pytorch-training.yaml").read_text()
+    work = tmp_path / "job.yaml"
+    work.write_text(doc.replace("node-type: gpu", "node-type: tpu"))
+    res = CliRunner().invoke(cli, ["plan", "-w", str(work)])
+    assert res.exit_code == 1, res.output
+    assert "Warnings" in res.output and "cannot run anywhere" in res.output
+    assert "didn't match Pod's node affinity/selector" in res.output
+
+
+def test_gpu_pool_without_taint_is_warned() -> None:
+    warnings = profile_warnings(builtin_profile("onprem"))
+    assert any("GPU pool without a taint" in w for w in warnings)
+
+
+def test_compare_covers_every_template() -> None:
+    rows = compare()
+    assert [r["template"] for r in rows] == [
+        "eks-karpenter",
+        "eks-eksctl",
+        "onprem",
+        "tke-supernode",
+        "kuberay",
+    ]
+    eksctl = next(r for r in rows if r["template"] == "eks-eksctl")
+    assert eksctl["new_nodes"] >= 10 and eksctl["hourly_cost"] > 0
+
+
+def test_cli_default_plan_table_exits_zero() -> None:
+    res = CliRunner().invoke(cli, ["plan"])
+    assert res.exit_code == 0, res.output
+    for section in ("Placements", "New nodes", "Cost"):
+        assert section in res.output
+    assert "g4dn" in res.output or "g5" in res.output
+
+
+def test_cli_json_and_exit_zero(tmp_path: Path) -> None:
+    work = tmp_path / "job.yaml"
+    work.write_text(Path("examples/workloads/000-pytorch-training.yaml").read_text())
+    res = CliRunner().invoke(cli, ["plan", "-w", str(work), "-o", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["pods"][0]["phase"] == "Provisioned"
+    assert data["new_nodes"][0]["pool"] == "gpu"
+    assert data["summary"]["hourly_cost"] == data["cost"]["total"]
+
+
+def test_cli_bad_profile_exits_two_naming_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "kgpu.yaml"
+    bad.write_text(
+        "metadata: {name: x}\nprovider: eks\nautoscaler: karpenter\n"
+        "pools: [{name: gpu, kind: karpenter, requirements: {gpuNames: [a10]}}]\n"
+    )
+    res = CliRunner().invoke(cli, ["plan", "-f", str(bad)])
+    assert res.exit_code == 2
+    assert "pools[0].requirements.gpuNames[0]" in res.output and "a10g" in res.output
+
+
+def test_cli_compare_table() -> None:
+    res = CliRunner().invoke(cli, ["plan", "--compare"])
+    assert res.exit_code == 0, res.output
+    assert "eks-eksctl" in res.output and "tke-supernode" in res.output

@@ -1,0 +1,202 @@
+"""Karpenter NodePools: pool compatibility, cheapest type, spot first, bin-packing, weights, limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from builders_catalog import make_instance_type
+from kgpu.catalog import Catalog, InstanceType, RegionPricing
+from kgpu.errors import InputError
+from kgpu.model.load import Objects
+from kgpu.model.objects import DaemonSet, Pod, PodSpecInfo, Toleration, resources
+from kgpu.model.profile import Profile, parse_profile
+from kgpu.sim.provision import provisioner_for
+from kgpu.sim.simulate import PROVISIONED, UNSCHEDULABLE, SimulationResult, simulate
+
+GIB = 1024**3
+ZONES = ("us-west-2a", "us-west-2b")
+GPU_TOL = (Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"),)
+
+
+def catalog(*rows: tuple[InstanceType, float, float | None]) -> Catalog:
+    """Types with (on-demand, spot) prices in us-west-2, two zones."""
+    types = {t.name: t for t, _, _ in rows}
+    pricing = {
+        (t.name, "us-west-2"): RegionPricing(
+            t.name, "us-west-2", od, spot, spot, ZONES, ("usw2-az1", "usw2-az2")
+        )
+        for t, od, spot in rows
+    }
+    return Catalog(types, pricing, "us-west-2")
+
+
+CAT = catalog(
+    (make_instance_type("m5.large", vcpus=2, memory_mib=8192), 0.096, 0.04),
+    (make_instance_type("m5.xlarge", vcpus=4, memory_mib=16384), 0.192, 0.08),
+    (make_instance_type("m5.4xlarge", vcpus=16, memory_mib=65536), 0.768, 0.32),
+    (make_instance_type("g5.xlarge", vcpus=4, memory_mib=16384, gpus=1, gpu_name="a10g"), 1.006, 0.36),
+    (make_instance_type("g5.12xlarge", vcpus=48, memory_mib=196608, gpus=4, gpu_name="a10g"), 5.672, 2.2),
+    (make_instance_type("g4dn.xlarge", vcpus=4, memory_mib=16384, gpus=1, gpu_name="t4"), 0.526, None),
+)
+
+
+def profile(*pools: dict[str, Any]) -> Profile:
+    return parse_profile(
+        {
+            "metadata": {"name": "t"},
+            "provider": "eks",
+            "autoscaler": "karpenter",
+            "cluster": {"zones": list(ZONES)},
+            "monitoring": {"enabled": False},
+            "pools": list(pools),
+        }
+    )
+
+
+GENERAL = {
+    "name": "general",
+    "kind": "karpenter",
+    "requirements": {"categories": ["m"]},
+    "capacityTypes": ["spot", "on-demand"],
+    "weight": 10,
+}
+GPU_POOL = {
+    "name": "gpu",
+    "kind": "karpenter",
+    "requirements": {"families": ["g5", "g4dn"]},
+    "capacityTypes": ["spot", "on-demand"],
+    "labels": {"node-type": "gpu"},
+    "weight": 50,
+    "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+}
+
+
+def make_pod(
+    name: str,
+    cpu: int = 500,
+    mem_gib: float = 1,
+    gpus: int = 0,
+    selector: dict[str, str] | None = None,
+    tolerations: tuple[Toleration, ...] = (),
+) -> Pod:
+    req = {"cpu": cpu, "memory": int(mem_gib * GIB), "nvidia.com/gpu": gpus}
+    spec = PodSpecInfo(
+        resources(req),
+        cpu,
+        int(mem_gib * GIB),
+        tuple(sorted((selector or {}).items())),
+        tolerations=tolerations,
+    )
+    return Pod("default", name, spec)
+
+
+def sim(
+    prof: Profile, *pods: Pod, cat: Catalog = CAT, daemonsets: tuple[DaemonSet, ...] = ()
+) -> SimulationResult:
+    work = Objects()
+    work.pods.extend(pods)
+    return simulate(Objects(), work, provisioner=provisioner_for(prof, cat, daemonsets=daemonsets))
+
+
+def placed(result: SimulationResult, name: str) -> dict[str, Any]:
+    return next(p.as_dict() for p in result.placements if p.pod.name == name)
+
+
+def test_cheapest_type_that_fits_spot_first() -> None:
+    """A 3-core pod needs m5.4xlarge? No: m5.xlarge (4 vCPU) is the cheapest that fits, bought spot."""
+    result = sim(profile(GENERAL), make_pod("a", cpu=3000, mem_gib=4))
+    p = placed(result, "a")
+    assert p["phase"] == PROVISIONED
+    assert (p["instance_type"], p["capacity_type"]) == ("m5.xlarge", "spot")
+    assert result.summary()["hourly_cost"] == 0.08
+
+
+def test_on_demand_when_only_on_demand_allowed() -> None:
+    pool = {**GENERAL, "capacityTypes": ["on-demand"]}
+    p = placed(sim(profile(pool), make_pod("a")), "a")
+    assert (p["instance_type"], p["capacity_type"]) == ("m5.large", "on-demand")
+
+
+def test_pods_are_bin_packed_onto_one_node() -> None:
+    """Six half-core pods share new nodes instead of one node each."""
+    result = sim(profile(GENERAL), *(make_pod(f"p-{i}", cpu=500, mem_gib=0.5) for i in range(6)))
+    assert all(p.phase == PROVISIONED for p in result.placements)
+    assert len(result.new_nodes) < 6
+    assert sum(len(n.pods) for n in result.new_nodes) == 6
+
+
+def test_untolerated_taint_is_explained_in_karpenter_words() -> None:
+    """A GPU pod without the toleration: kube-scheduler's message plus Karpenter's per-pool reasons."""
+    result = sim(profile(GPU_POOL), make_pod("g", gpus=1))
+    p = placed(result, "g")
+    assert p["phase"] == UNSCHEDULABLE
+    assert p["reason"].startswith("no nodes available to schedule pods; karpenter: ")
+    assert 'incompatible with nodepool "gpu"' in p["reason"]
+    assert "did not tolerate nvidia.com/gpu=true:NoSchedule" in p["reason"]
+
+
+def test_unknown_label_has_no_known_values() -> None:
+    pod = make_pod("g", gpus=1, selector={"nvidia.com/gpu": "true"}, tolerations=GPU_TOL)
+    reason = placed(sim(profile(GPU_POOL), pod), "g")["reason"]
+    assert 'incompatible requirements, label "nvidia.com/gpu" does not have known values' in reason
+
+
+def test_gpu_pod_goes_to_weighted_gpu_pool_and_cpu_pod_to_general() -> None:
+    gpu = make_pod("g", gpus=1, selector={"node-type": "gpu"}, tolerations=GPU_TOL)
+    result = sim(profile(GENERAL, GPU_POOL), gpu, make_pod("c"))
+    assert placed(result, "g")["pool"] == "gpu"
+    assert placed(result, "g")["instance_type"] == "g5.xlarge"  # spot 0.36 beats on-demand-only g4dn
+    assert placed(result, "c")["pool"] == "general"
+
+
+def test_selector_on_instance_gpu_name_narrows_types() -> None:
+    pod = make_pod("g", gpus=1, selector={"karpenter.k8s.aws/instance-gpu-name": "t4"}, tolerations=GPU_TOL)
+    p = placed(sim(profile(GPU_POOL), pod), "g")
+    assert (p["instance_type"], p["capacity_type"]) == ("g4dn.xlarge", "on-demand")
+
+
+def test_limits_cap_the_pool() -> None:
+    """nvidia.com/gpu limit 2: two one-GPU claims fit, the third pod stays pending."""
+    pool = {**GPU_POOL, "limits": {"nvidia.com/gpu": "2"}, "requirements": {"families": ["g4dn"]}}
+    pods = [make_pod(f"g-{i}", cpu=3000, mem_gib=8, gpus=1, tolerations=GPU_TOL) for i in range(3)]
+    result = sim(profile(pool), *pods)
+    phases = sorted(p.phase for p in result.placements)
+    assert phases == [PROVISIONED, PROVISIONED, UNSCHEDULABLE]
+    assert 'all available instance types exceed limits for nodepool "gpu"' in (
+        result.unschedulable[0].reason or ""
+    )
+
+
+def test_no_type_big_enough() -> None:
+    reason = placed(sim(profile(GENERAL), make_pod("huge", cpu=64000)), "huge")["reason"]
+    assert "no instance type satisfied resources" in reason and '"cpu":"64"' in reason
+
+
+def test_daemonset_overhead_counts_on_new_nodes() -> None:
+    """A DaemonSet asking 1.5 cores leaves m5.large too small for a 1-core pod: m5.xlarge instead."""
+    ds_spec = PodSpecInfo(resources({"cpu": 1500}), 1500, 0)
+    ds = DaemonSet("kube-system", "agent", ds_spec)
+    result = sim(profile(GENERAL), make_pod("a", cpu=1000, mem_gib=1), daemonsets=(ds,))
+    assert placed(result, "a")["instance_type"] == "m5.xlarge"
+    node = next(st for st in result.nodes if st.name == result.new_nodes[0].name)
+    assert any(p.owner_kind == "DaemonSet" for p in node.pods)
+
+
+def test_unknown_gpu_name_in_pool_names_the_closest() -> None:
+    pool = {**GPU_POOL, "requirements": {"gpuNames": ["a10"]}}
+    with pytest.raises(InputError) as err:
+        provisioner_for(profile(pool), CAT)
+    assert err.value.where == "pools[0].requirements.gpuNames[0]"
+    assert "a10g" in err.value.hint
+
+
+def test_new_node_json_fields() -> None:
+    result = sim(profile(GENERAL), make_pod("a"))
+    data = result.as_dict()
+    node = data["new_nodes"][0]
+    assert set(node) >= {"name", "pool", "instance_type", "capacity_type", "zone", "hourly_price", "pods"}
+    assert node["pods"] == ["default/a"]
+    assert data["pods"][0]["node"] == node["name"]
+    assert data["summary"]["hourly_cost"] == node["hourly_price"]
