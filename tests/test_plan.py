@@ -33,7 +33,7 @@ def test_a_workload_no_pool_can_take_is_warned_with_the_reason(tmp_path: Path) -
     res = CliRunner().invoke(cli, ["plan", "-w", str(work)])
     assert res.exit_code == 1, res.output
     assert "Warnings" in res.output and "cannot run anywhere" in res.output
-    assert "didn't match Pod's node affinity/selector" in res.output
+    assert 'label "node-type" does not have known values' in res.output
 
 
 def test_gpu_pool_without_taint_is_warned() -> None:

@@ -33,7 +33,7 @@ def test_karpenter_nodepool_for_seed_000() -> None:
     }
     assert _req(gpu, "karpenter.k8s.aws/instance-family")["values"] == ["g4dn", "g5", "g6", "p3"]
     assert _req(gpu, "karpenter.sh/capacity-type")["values"] == ["spot", "on-demand"]
-    assert spec["template"]["metadata"]["labels"] == {"node-type": "gpu"}
+    assert spec["template"]["metadata"]["labels"] == {"node-type": "gpu", "nvidia.com/gpu": "true"}
     assert spec["disruption"] == {
         "consolidationPolicy": "WhenEmpty",
         "consolidateAfter": "30s",
@@ -191,7 +191,7 @@ def test_workloads_have_probes_limits_and_verification_pods() -> None:
     assert "nodeSelector" not in by_request
     assert by_request["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
     by_selector = pod_spec(named(docs, "Pod", "gpu-verify-selector-gpu"))
-    assert by_selector["nodeSelector"] == {"node-type": "gpu"}
+    assert by_selector["nodeSelector"] == {"node-type": "gpu", "nvidia.com/gpu": "true"}
     assert "resources" not in by_selector["containers"][0]
     # Service before Deployment, pods last
     kinds = [d["kind"] for d in docs]
