@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import click
 
+from kgpu.cli.files import write_atomic
 from kgpu.cli.output import handle_input_errors
 from kgpu.errors import InputError
 from kgpu.model.profile import DEFAULT_TEMPLATE, TEMPLATES
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write to a temporary file next to ``path``, then rename it into place (never half-written)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @click.command("init")
@@ -65,5 +51,5 @@ def command(template: str, output: str, force: bool) -> None:
         raise InputError("file exists, not overwriting", where=str(path), hint="use --force to replace it")
     if path.is_dir():
         raise InputError("is a directory", where=str(path))
-    write_text_atomically(path, text)
+    write_atomic(path, text)
     click.echo(f"wrote {path} (template {template}); next: kgpu render -f {path} -o manifests/", err=True)

@@ -55,6 +55,16 @@ def emit_yaml(data: Any) -> None:
     click.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), nl=False)
 
 
+def emit(data: Any, output: str, render_table: Callable[[Any], str]) -> None:
+    """Print a result in the chosen format: JSON or YAML for scripts, the verb's table for people."""
+    if output == "json":
+        emit_json(data)
+    elif output == "yaml":
+        emit_yaml(data)
+    else:
+        click.echo(render_table(data))
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None) -> str:
     """A plain aligned text table (no colours, stable for tests and pipes)."""
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]

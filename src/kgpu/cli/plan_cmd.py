@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kgpu.cli.output import ExitCode, emit_json, emit_yaml, handle_input_errors, output_option, table
+from kgpu.cli.output import ExitCode, emit, emit_json, emit_yaml, handle_input_errors, output_option, table
 
 
 @click.command(name="plan")
@@ -62,13 +62,7 @@ def command(profile: str | None, workload: tuple[str, ...], compare: bool, outpu
             click.echo(render_compare(rows))
         raise SystemExit(ExitCode.OK)
     result = planner.plan(prof, work)
-    data = result.as_dict()
-    if output == "json":
-        emit_json(data)
-    elif output == "yaml":
-        emit_yaml(data)
-    else:
-        click.echo(render_table(data))
+    emit(result.as_dict(), output, render_table)
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from kgpu.cli.output import ExitCode, emit_json, emit_yaml, handle_input_errors, output_option, table
+from kgpu.cli.output import ExitCode, emit, handle_input_errors, output_option, table
 
 
 @click.command(name="simulate")
@@ -48,12 +48,8 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
             objects.nodes.extend(baseline_nodes(prof))
     result = simulate(objects, work, provisioner=provisioner)
     data = result.as_dict()
-    if output == "json":
-        emit_json(data)
-    elif output == "yaml":
-        emit_yaml(data)
-    else:
-        click.echo(render_table(data))
+    emit(data, output, render_table)
+    if output == "table":
         for warning in result.warnings:
             click.echo(f"warning: {warning}", err=True)
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
