@@ -46,7 +46,7 @@ def fail_input(exc: InputError) -> NoReturn:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str, ensure_ascii=False))
 
 
 def emit_yaml(data: Any) -> None:
