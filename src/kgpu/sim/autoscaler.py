@@ -189,7 +189,7 @@ class ClusterAutoscaler:
         groups = self.groups(ctx)
         notes: dict[str, str] = {}
         for run in runs(karpenter_order(pending)):
-            todo = self._existing(run, ctx)
+            todo = ctx.place_existing(run)
             for _ in range(len(groups) + 2):
                 if not todo:
                     break
@@ -198,7 +198,7 @@ class ClusterAutoscaler:
                     for pod in todo:
                         notes[pod.key] = message
                     break
-                left = self._existing(todo, ctx)
+                left = ctx.place_existing(todo)
                 if len(left) == len(todo):
                     text = (
                         f"cluster-autoscaler: scaled up from the node template, but the new node(s) do not take the "
@@ -209,14 +209,6 @@ class ClusterAutoscaler:
                     break
                 todo = left
         return notes
-
-    def _existing(self, pods: list[Pod], ctx: Context) -> list[Pod]:
-        for n, pod in enumerate(pods):
-            decision = ctx.scheduler.place(pod)
-            if decision.node is None:
-                return pods[n:]
-            ctx.placed(pod, decision.node)
-        return []
 
     def _scale_up(self, todo: list[Pod], groups: list[Group], ctx: Context) -> tuple[int, str]:
         spec = todo[0].spec

@@ -397,7 +397,7 @@ class Karpenter:
         for run in runs(karpenter_order(pending)):
             spec = run[0].spec
             vec = pod_vector(spec, dims)
-            todo = self._existing(run, ctx)
+            todo = ctx.place_existing(run)
             # in-flight claims, in creation order; a claim that cannot take this spec never will again
             i = pointer.get(spec, 0)
             while todo and i < len(claims):
@@ -428,14 +428,6 @@ class Karpenter:
         for claim in claims:
             self._launch(claim, ctx)
         return notes
-
-    def _existing(self, run: list[Pod], ctx: Context) -> list[Pod]:
-        for n, pod in enumerate(run):
-            decision = ctx.scheduler.place(pod)
-            if decision.node is None:
-                return run[n:]
-            ctx.placed(pod, decision.node)
-        return []
 
     def _new_claim(
         self, models: list[PoolModel], spec: PodSpecInfo, vec: tuple[int, ...], errors: list[str], pods: int

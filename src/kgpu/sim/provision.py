@@ -144,6 +144,16 @@ class Context:
             new.pods.append(pod)
             self.outcome[pod.key] = new
 
+    def place_existing(self, run: list[Pod]) -> list[Pod]:
+        """Place a run of identical pods on nodes that exist (or this pass created) until one does not
+        fit; return the pods still waiting. Identical pods that failed once fail again, so stop there."""
+        for n, pod in enumerate(run):
+            decision = self.scheduler.place(pod)
+            if decision.node is None:
+                return run[n:]
+            self.placed(pod, decision.node)
+        return []
+
 
 def format_resources(requests: Mapping[str, int]) -> str:
     """Karpenter's resources.String: a JSON object of quantities, e.g. {"cpu":"210m","pods":"5"}."""
