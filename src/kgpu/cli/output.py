@@ -65,6 +65,11 @@ def emit(data: Any, output: str, render_table: Callable[[Any], str]) -> None:
         click.echo(render_table(data))
 
 
+def summary_line(summary: dict[str, Any]) -> str:
+    """'14 scheduled, 0 unschedulable, 16 new nodes': the integer counts of a result's summary."""
+    return ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in summary.items() if isinstance(v, int) and not isinstance(v, bool))
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None) -> str:
     """A plain aligned text table (no colours, stable for tests and pipes)."""
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import click
 
-from kgpu.cli.output import ExitCode, emit, emit_json, emit_yaml, handle_input_errors, output_option, table
+from kgpu.cli.output import (
+    ExitCode,
+    emit,
+    emit_json,
+    emit_yaml,
+    handle_input_errors,
+    output_option,
+    summary_line,
+    table,
+)
 
 
 @click.command(name="plan")
@@ -151,9 +159,8 @@ def render_table(data: dict[str, Any]) -> str:
         out.append("")
         out.append("Warnings")
         out.extend(f"- {w}" for w in data["warnings"])
-    counts = Counter({k: v for k, v in data["summary"].items() if isinstance(v, int)})
     out.append("")
-    out.append(", ".join(f"{v} {k}" for k, v in counts.items()))
+    out.append(summary_line(data["summary"]))
     return "\n".join(out)
 
 

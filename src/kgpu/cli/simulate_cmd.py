@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import click
 
-from kgpu.cli.output import ExitCode, emit, handle_input_errors, output_option, table
+from kgpu.cli.output import ExitCode, emit, handle_input_errors, output_option, summary_line, table
 
 
 @click.command(name="simulate")
@@ -85,8 +84,6 @@ def render_table(data: dict[str, Any]) -> str:
         out.append("")
         for reason, n in reasons.items():
             out.append(f"[{n}] {reason}")
-    summary = data["summary"]
-    counts = Counter({k: v for k, v in summary.items() if isinstance(v, int)})
     out.append("")
-    out.append(", ".join(f"{v} {k}" for k, v in counts.items()))
+    out.append(summary_line(data["summary"]))
     return "\n".join(out)
