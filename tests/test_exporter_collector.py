@@ -10,7 +10,6 @@ from fakes.fake_nvml import FakeGpu, FakeMig, FakeNvml, make_gpus
 from kgpu.exporter.collector import CollectorOptions, GpuCollector
 from kgpu.exporter.exposition import TextWriter
 from kgpu.exporter.nvml import Nvml
-from kgpu.exporter.podresources import PodResources, encode_list_response
 from kgpu.exporter.xid import XidWatcher
 
 UUID = "5d1b2d6e-0000-4a5b-8c9d-000000000000"  # FakeGpu's "GPU-5D1B2D6E-..." in nvidia_gpu_exporter form
@@ -350,42 +349,16 @@ def test_xid_thread_counts_nvml_events() -> None:
         watcher.stop()
 
 
-def test_pod_labels_from_pod_resources() -> None:
-    """A GPU held by a pod gets a gpu_pod_info series with namespace/pod/container."""
-    raw = encode_list_response(
-        [("ml", "trainer-0", [("main", "nvidia.com/gpu", ["GPU-5D1B2D6E-0000-4A5B-8C9D-000000000000"])])]
-    )
-    collector = GpuCollector(Nvml(FakeNvml()), pods=PodResources(lambda: raw), hostname="h")
-    s = scrape(collector)
-    assert (
-        value(
-            s,
-            "nvidia_smi_gpu_pod_info",
-            mig_uuid="",
-            namespace="ml",
-            pod="trainer-0",
-            container="main",
-            resource="nvidia.com/gpu",
-        )
-        == 1
-    )
-
-
-def test_no_pod_resources_socket_is_quiet(tmp_path: object) -> None:
-    """No kubelet socket: no pod series, no error, the scrape succeeds."""
-    collector = GpuCollector(
-        Nvml(FakeNvml()), pods=PodResources(socket_path="/nonexistent/kubelet.sock"), hostname="h"
-    )
-    s = scrape(collector)
-    assert "nvidia_smi_gpu_pod_info" not in s
-    assert s["nvidia_smi_last_collect_success"][()] == 1
-
-
 def test_dcgm_name_set() -> None:
     """--metrics dcgm: dashboard 12239's names, DCGM units (MHz, MiB, %), dcgm-exporter's labels."""
     _, collector = make(metrics="dcgm", pods=False)
     s = scrape(collector)
-    assert not [n for n in s if n.startswith("nvidia_smi_") and "collect" not in n and "failed" not in n]
+    health = {"nvidia_smi_command_exit_code"}  # exporter-wide health, served with every name set
+    assert not [
+        n
+        for n in s
+        if n.startswith("nvidia_smi_") and "collect" not in n and "failed" not in n and n not in health
+    ]
     labels = (
         ("DCGM_FI_DRIVER_VERSION", "590.48.01"),
         ("Hostname", "gpu-node-1"),

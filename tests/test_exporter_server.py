@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from fakes.fake_nvml import FakeNvml, make_gpus
 from kgpu.exporter.collector import GpuCollector
 from kgpu.exporter.nvml import Nvml
-from kgpu.exporter.podresources import decode_list_response, encode_list_response
-from kgpu.exporter.server import ExporterHTTPServer, make_server, parse_listen, serve_in_thread
+from kgpu.exporter.server import ExporterHTTPServer, Scraper, make_server, parse_listen, serve_in_thread
 
 
 @pytest.fixture
@@ -158,24 +158,84 @@ def test_parse_listen_rejects_missing_port() -> None:
         parse_listen("localhost")
 
 
-def test_pod_resources_decoding() -> None:
-    """GPU and MIG device ids of nvidia.com resources map to pods; other resources are ignored."""
-    raw = encode_list_response(
-        [
-            ("ml", "trainer-0", [("main", "nvidia.com/gpu", ["GPU-ABCDEF01-0000-0000-0000-000000000000"])]),
-            (
-                "ml",
-                "infer-1",
-                [("srv", "nvidia.com/mig-1g.10gb", ["MIG-1234"]), ("side", "example.com/fpga", ["f0"])],
-            ),
-        ]
-    )
-    mapping = decode_list_response(raw)
-    assert set(mapping) == {"abcdef01-0000-0000-0000-000000000000", "mig-1234"}
-    (ref,) = mapping["abcdef01-0000-0000-0000-000000000000"]
-    assert (ref.namespace, ref.pod, ref.container, ref.resource) == (
-        "ml",
-        "trainer-0",
-        "main",
-        "nvidia.com/gpu",
-    )
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def scraper_with(fake: FakeNvml, max_age: float) -> tuple[Scraper, Clock]:
+    clock = Clock()
+    return Scraper(GpuCollector(Nvml(fake), hostname="h"), max_age=max_age, clock=clock), clock
+
+
+def collections(fake: FakeNvml) -> int:
+    return fake.calls["nvmlDeviceGetTemperature"] // len(fake.gpus)
+
+
+def temperatures(body: bytes) -> list[float]:
+    return [
+        float(m.group(1)) for m in re.finditer(rb"^nvidia_smi_temperature_gpu\{[^}]*\} (\S+)$", body, re.M)
+    ]
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "condition not reached"
+        time.sleep(0.005)
+
+
+def test_reuse_window_serves_one_collection_then_refreshes_ahead() -> None:
+    fake = FakeNvml(make_gpus(2))
+    scraper, clock = scraper_with(fake, max_age=1.0)
+    first = scraper.scrape()
+    assert collections(fake) == 1
+    clock.now += 0.4  # inside the first half of the window: reused, nothing started
+    assert scraper.scrape() is first
+    assert collections(fake) == 1
+
+    fake.gpus[0].temperature = 91
+    clock.now += 0.2  # second half: answered from the old one, a refresh starts in the background
+    assert scraper.scrape() is first
+    wait_for(lambda: scraper._flight is None and collections(fake) == 2)
+    refreshed = scraper.scrape()
+    assert refreshed is not first
+    assert temperatures(refreshed) == [91.0, 59.0]
+    assert temperatures(first) == [59.0, 59.0]
+    assert collections(fake) == 2
+
+
+def test_reuse_window_expired_waits_for_a_fresh_collection() -> None:
+    fake = FakeNvml(make_gpus(1))
+    scraper, clock = scraper_with(fake, max_age=1.0)
+    scraper.scrape()
+    fake.gpus[0].temperature = 77
+    clock.now += 1.0  # the age is counted from the collection's start: exactly max_age is too old
+    body = scraper.scrape()
+    assert collections(fake) == 2
+    assert temperatures(body) == [77.0]
+
+
+def test_failed_collection_is_never_reused() -> None:
+    """NVML down: the next scrape (even inside the window) collects again, i.e. re-initialises NVML."""
+    fake = FakeNvml(make_gpus(1))
+    scraper, clock = scraper_with(fake, max_age=10.0)
+    fake.driver_loaded = False
+    assert "nvidia_smi_last_collect_success 0" in scraper.scrape().decode()
+    fake.driver_loaded = True
+    clock.now += 0.1
+    assert "nvidia_smi_last_collect_success 1" in scraper.scrape().decode()
+    assert fake.init_calls == 2
+
+
+def test_max_age_zero_collects_on_every_scrape() -> None:
+    fake = FakeNvml(make_gpus(1))
+    scraper, _ = scraper_with(fake, max_age=0.0)
+    for _ in range(3):
+        scraper.scrape()
+    assert collections(fake) == 3

@@ -7,6 +7,8 @@ unit conversions.
 
 Knobs a test turns:
 - ``FakeGpu.unsupported``: names of NVML functions that raise NotSupported for that GPU;
+- ``FakeGpu.unsupported_fields``: ``NVML_FI_*`` ids that ``nvmlDeviceGetFieldValues`` answers with a
+  per-field NotSupported (the call itself succeeds, as NVML's does);
 - ``FakeGpu.lost``: every call on that GPU raises GpuIsLost (the "fell off the bus" case);
 - ``FakeNvml.driver_loaded = False``: nvmlInit raises DriverNotLoaded;
 - ``FakeNvml.push_xid(index, xid)``: an XID event for ``nvmlEventSetWait``.
@@ -15,10 +17,13 @@ Knobs a test turns:
 from __future__ import annotations
 
 import collections
+import ctypes
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from fakes.fake_gpm import FakeGpmMixin
 
 # --- errors, as pynvml defines them (NVMLError(value) maps to the subclass) --------------------------
 NVML_SUCCESS = 0
@@ -30,6 +35,7 @@ NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 NVML_ERROR_UNKNOWN = 999
 
 
@@ -64,6 +70,9 @@ NVMLError_NotFound = _error_class("NVMLError_NotFound", NVML_ERROR_NOT_FOUND)
 NVMLError_DriverNotLoaded = _error_class("NVMLError_DriverNotLoaded", NVML_ERROR_DRIVER_NOT_LOADED)
 NVMLError_Timeout = _error_class("NVMLError_Timeout", NVML_ERROR_TIMEOUT)
 NVMLError_GpuIsLost = _error_class("NVMLError_GpuIsLost", NVML_ERROR_GPU_IS_LOST)
+NVMLError_ArgumentVersionMismatch = _error_class(
+    "NVMLError_ArgumentVersionMismatch", NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+)
 NVMLError_Unknown = _error_class("NVMLError_Unknown", NVML_ERROR_UNKNOWN)
 
 # --- constants, with pynvml's values ------------------------------------------------------------------
@@ -90,6 +99,144 @@ nvmlClocksEventReasonSwThermalSlowdown = 0x20
 nvmlClocksEventReasonHwThermalSlowdown = 0x40
 nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x80
 nvmlClocksEventReasonDisplayClockSetting = 0x100
+NVML_MEMORY_LOCATION_DEVICE_MEMORY = 2
+NVML_MEMORY_LOCATION_DRAM = 2  # the same location under its newer name
+NVML_MEMORY_LOCATION_SRAM = 7
+NVML_INFOROM_OEM = 0
+NVML_INFOROM_ECC = 1
+NVML_INFOROM_POWER = 2
+NVML_PCIE_UTIL_TX_BYTES = 0
+NVML_PCIE_UTIL_RX_BYTES = 1
+NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_STATE_NOT_STARTED = 1
+NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2
+NVML_GPU_FABRIC_STATE_COMPLETED = 3
+NVML_GPU_RECOVERY_ACTION_NONE = 0
+NVML_GPU_RECOVERY_ACTION_GPU_RESET = 1
+NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = 2
+NVML_VALUE_TYPE_DOUBLE = 0
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
+NVML_VALUE_TYPE_UNSIGNED_LONG = 2
+NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+NVML_VALUE_TYPE_SIGNED_INT = 5
+NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+NVML_FI_DEV_ECC_SBE_VOL_DEV = 11
+NVML_FI_DEV_ECC_DBE_VOL_DEV = 12
+NVML_FI_DEV_ECC_SBE_AGG_DEV = 22
+NVML_FI_DEV_ECC_DBE_AGG_DEV = 23
+NVML_FI_DEV_PERF_POLICY_POWER = 74
+NVML_FI_DEV_PERF_POLICY_SYNC_BOOST = 76
+NVML_FI_DEV_MEMORY_TEMP = 82
+NVML_FI_DEV_REMAPPED_COR = 142
+NVML_FI_DEV_REMAPPED_UNC = 143
+NVML_FI_DEV_REMAPPED_PENDING = 144
+NVML_FI_DEV_REMAPPED_FAILURE = 145
+NVML_FI_DEV_POWER_AVERAGE = 185
+NVML_FI_DEV_POWER_INSTANT = 186
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP = NVML_FI_DEV_PERF_POLICY_POWER
+NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST = NVML_FI_DEV_PERF_POLICY_SYNC_BOOST
+NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN = 269
+NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN = 270
+NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN = 271
+NVML_FI_DEV_EDPP_MULTIPLIER = 274
+nvmlPciInfoExt_v1 = 0x1000040
+nvmlPlatformInfo_v2 = 0x200002C
+nvmlEccSramErrorStatus_v1 = 0x1000068
+nvmlGpuFabricInfo_v2 = 0x02000024
+
+# The union member that holds a field value of each NVML_VALUE_TYPE_*, as in pynvml's c_nvmlValue_t.
+_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+# --- structs the caller allocates and passes by reference (ctypes.byref), with pynvml's field layout ---
+class nvmlPciInfoExt_v1_t(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("domain", ctypes.c_uint),
+        ("bus", ctypes.c_uint),
+        ("device", ctypes.c_uint),
+        ("pciDeviceId", ctypes.c_uint),
+        ("pciSubSystemId", ctypes.c_uint),
+        ("baseClass", ctypes.c_uint),
+        ("subClass", ctypes.c_uint),
+        ("busId", ctypes.c_char * 32),
+    ]
+
+
+class c_nvmlPlatformInfo_v2_t(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("ibGuid", ctypes.c_char * 16),
+        ("chassisSerialNumber", ctypes.c_char * 16),
+        ("slotNumber", ctypes.c_char),
+        ("trayIndex", ctypes.c_char),
+        ("hostId", ctypes.c_char),
+        ("peerType", ctypes.c_char),
+        ("moduleId", ctypes.c_char),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(version=nvmlPlatformInfo_v2)
+
+
+class c_nvmlEccSramErrorStatus_v1_t(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("aggregateUncParity", ctypes.c_ulonglong),
+        ("aggregateUncSecDed", ctypes.c_ulonglong),
+        ("aggregateCor", ctypes.c_ulonglong),
+        ("volatileUncParity", ctypes.c_ulonglong),
+        ("volatileUncSecDed", ctypes.c_ulonglong),
+        ("volatileCor", ctypes.c_ulonglong),
+        ("aggregateUncBucketL2", ctypes.c_ulonglong),
+        ("aggregateUncBucketSm", ctypes.c_ulonglong),
+        ("aggregateUncBucketPcie", ctypes.c_ulonglong),
+        ("aggregateUncBucketMcu", ctypes.c_ulonglong),
+        ("aggregateUncBucketOther", ctypes.c_ulonglong),
+        ("bThresholdExceeded", ctypes.c_uint),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(version=nvmlEccSramErrorStatus_v1)
+
+
+class c_nvmlGpuFabricInfo_t(ctypes.Structure):  # the unversioned struct of the deprecated call
+    _fields_ = [
+        ("clusterUuid", ctypes.c_uint8 * 16),
+        ("status", ctypes.c_uint),
+        ("cliqueId", ctypes.c_uint32),
+        ("state", ctypes.c_uint),
+    ]
+
+
+class c_nvmlGpuFabricInfo_v2_t(ctypes.Structure):  # pynvml's c_nvmlGpuFabricInfoV_t
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("clusterUuid", ctypes.c_uint8 * 16),
+        ("status", ctypes.c_uint),
+        ("cliqueId", ctypes.c_uint32),
+        ("state", ctypes.c_uint),
+        ("healthMask", ctypes.c_uint32),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(version=nvmlGpuFabricInfo_v2)
+
+
+def _by_ref(ref: Any, cls: type[ctypes.Structure], version: int | None = None) -> Any:
+    """The struct behind ``ctypes.byref(struct)``, as the C function would see it; checks its version word.
+
+    pynvml passes these arguments to the C library unchanged, so a struct passed by value (not byref), or
+    of another type, would be a crash or garbage there: here it is a TypeError, so a test fails loudly.
+    """
+    obj = getattr(ref, "_obj", None)
+    if type(ref).__name__ != "CArgObject" or not isinstance(obj, cls):
+        raise TypeError(f"expected ctypes.byref({cls.__name__}()), got {ref!r}")
+    if version is not None and obj.version != version:
+        raise NVMLError(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    return obj
 
 
 @dataclass
@@ -159,6 +306,83 @@ class FakeGpu:
     mig_mode: tuple[int, int] = (0, 0)
     migs: list[FakeMig] = field(default_factory=list)
     processes: list[tuple[int, int | None, str]] = field(default_factory=list)  # pid, bytes, name
+    # -- identity and configuration that stays put while NVML is initialised ------------------------
+    pci_device_id: int = 0x233010DE  # device 0x2330 (H100 SXM5 80GB), vendor 0x10DE
+    pci_class: tuple[int, int] = (0x03, 0x02)  # base class display controller, sub class 3D controller
+    inforom: dict[int, str] = field(default_factory=lambda: {0: "2.1", 1: "7.16"})  # NVML_INFOROM_* -> text
+    # ibGuid (8 significant bytes, then zeros), slot number, tray index, host id, peer type, module id
+    platform: tuple[bytes, int, int, int, int, int] = (
+        bytes.fromhex("b8cef60300a1b2c3") + bytes(8),
+        2,
+        1,
+        1,
+        0,
+        7,
+    )
+    gsp_mode: tuple[int, int] = (1, 1)  # enabled, default
+    c2c_enabled: int = 0
+    accounting_buffer_size: int = 4000
+    gpu_max_pcie_gen: int = 5
+    # -- readings -----------------------------------------------------------------------------------
+    accounting_mode: int = 0
+    display_mode: int = 1  # nvidia-smi's display_attached
+    display_active: int = 0
+    # (error type, counter type, NVML_MEMORY_LOCATION_*) -> count; DRAM + SRAM add up to the totals above
+    ecc_locations: dict[tuple[int, int, int], int] = field(
+        default_factory=lambda: {
+            (0, 0, 2): 2,
+            (0, 1, 2): 12,
+            (1, 0, 2): 0,
+            (1, 1, 2): 1,
+            (0, 0, 7): 1,
+            (0, 1, 7): 5,
+            (1, 0, 7): 0,
+            (1, 1, 7): 1,
+        }
+    )
+    # c_nvmlEccSramErrorStatus_v1_t's counters by field name (bThresholdExceeded 0/1)
+    sram_ecc: dict[str, int] = field(
+        default_factory=lambda: {
+            "aggregateUncParity": 0,
+            "aggregateUncSecDed": 1,
+            "aggregateCor": 5,
+            "volatileUncParity": 0,
+            "volatileUncSecDed": 0,
+            "volatileCor": 1,
+            "aggregateUncBucketL2": 0,
+            "aggregateUncBucketSm": 1,
+            "aggregateUncBucketPcie": 0,
+            "aggregateUncBucketMcu": 0,
+            "aggregateUncBucketOther": 0,
+            "bThresholdExceeded": 0,
+        }
+    )
+    encoder_stats: tuple[int, int, int] = (0, 0, 0)  # sessions, average fps, average latency (us)
+    fabric: tuple[int, int, int] = (3, 0, 0)  # NVML_GPU_FABRIC_STATE_*, status (nvmlReturn), clique id
+    protected_memory: tuple[int, int, int] = (0, 0, 0)  # total, free, used bytes (confidential computing off)
+    remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)  # correctable, uncorrectable, pending, failure
+    row_remapper_histogram: tuple[int, int, int, int, int] = (
+        2560,
+        0,
+        0,
+        0,
+        0,
+    )  # max, high, partial, low, none
+    margin_temperature: int = 26  # C below the slowdown threshold
+    util_jpeg: int = 0  # percent
+    util_ofa: int = 0
+    pcie_throughput: tuple[int, int] = (524_288, 2_097_152)  # tx, rx in KB/s
+    power_average: int = 631_950  # mW, NVML_FI_DEV_POWER_AVERAGE
+    power_instant: int = 625_680  # mW
+    memory_temperature: int = 54  # C
+    edpp_multiplier: int = 100  # percent
+    recovery_action: int = 0  # NVML_GPU_RECOVERY_ACTION_NONE
+    # NVML_FI_DEV_CLOCKS_EVENT_REASON_* -> ns spent in that reason since the driver loaded
+    clocks_event_ns: dict[int, int] = field(
+        default_factory=lambda: {74: 1_250_000_000, 76: 0, 269: 0, 270: 40_000_000, 271: 0}
+    )
+    unsupported_fields: set[int] = field(default_factory=set)  # NVML_FI_* ids answered NotSupported
+    field_value_types: dict[int, int] = field(default_factory=dict)  # NVML_FI_* id -> NVML_VALUE_TYPE_*
     unsupported: set[str] = field(default_factory=set)
     lost: bool = False
 
@@ -171,7 +395,7 @@ class _Handle:
         self.mig = mig
 
 
-class FakeNvml:
+class FakeNvml(FakeGpmMixin):
     """An object with pynvml's module surface; pass it to ``kgpu.exporter.nvml.Nvml(lib=...)``."""
 
     # errors and constants are reachable as attributes, as on the pynvml module
@@ -184,7 +408,19 @@ class FakeNvml:
     NVMLError_DriverNotLoaded = NVMLError_DriverNotLoaded
     NVMLError_Timeout = NVMLError_Timeout
     NVMLError_GpuIsLost = NVMLError_GpuIsLost
+    NVMLError_ArgumentVersionMismatch = NVMLError_ArgumentVersionMismatch
     NVMLError_Unknown = NVMLError_Unknown
+    # caller-allocated structs and their version words, as the pynvml module has them
+    nvmlPciInfoExt_v1_t = nvmlPciInfoExt_v1_t
+    nvmlPciInfoExt_v1 = nvmlPciInfoExt_v1
+    c_nvmlPlatformInfo_v2_t = c_nvmlPlatformInfo_v2_t
+    nvmlPlatformInfo_v2 = nvmlPlatformInfo_v2
+    c_nvmlEccSramErrorStatus_v1_t = c_nvmlEccSramErrorStatus_v1_t
+    nvmlEccSramErrorStatus_v1 = nvmlEccSramErrorStatus_v1
+    c_nvmlGpuFabricInfo_t = c_nvmlGpuFabricInfo_t
+    c_nvmlGpuFabricInfo_v2_t = c_nvmlGpuFabricInfo_v2_t
+    c_nvmlGpuFabricInfoV_t = c_nvmlGpuFabricInfo_v2_t
+    nvmlGpuFabricInfo_v2 = nvmlGpuFabricInfo_v2
 
     def __init__(
         self,
@@ -290,7 +526,56 @@ class FakeNvml:
 
     def nvmlDeviceGetPciInfo(self, h: _Handle) -> _Struct:
         gpu = self._gpu(h, "nvmlDeviceGetPciInfo")
-        return _Struct({"busId": gpu.bus_id.encode(), "pciSubSystemId": gpu.pci_sub_system_id})
+        domain, bus, device = _bus_id_parts(gpu.bus_id)
+        return _Struct(
+            {
+                "busId": gpu.bus_id.encode(),
+                "domain": domain,
+                "bus": bus,
+                "device": device,
+                "pciDeviceId": gpu.pci_device_id,
+                "pciSubSystemId": gpu.pci_sub_system_id,
+            }
+        )
+
+    def nvmlDeviceGetPciInfoExt(self, handle: _Handle, c_info: Any) -> int:
+        gpu = self._gpu(handle, "nvmlDeviceGetPciInfoExt")
+        info = _by_ref(c_info, nvmlPciInfoExt_v1_t, nvmlPciInfoExt_v1)
+        info.domain, info.bus, info.device = _bus_id_parts(gpu.bus_id)
+        info.pciDeviceId, info.pciSubSystemId = gpu.pci_device_id, gpu.pci_sub_system_id
+        info.baseClass, info.subClass = gpu.pci_class
+        info.busId = gpu.bus_id.encode()
+        return NVML_SUCCESS  # pynvml's wrapper returns None; nothing reads it
+
+    def nvmlDeviceGetInforomVersion(self, handle: _Handle, infoRomObject: int) -> str:
+        gpu = self._gpu(handle, "nvmlDeviceGetInforomVersion")
+        if infoRomObject not in gpu.inforom:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return gpu.inforom[infoRomObject]
+
+    def nvmlDeviceGetPlatformInfo(self, device: _Handle, platformInfo: Any) -> int:
+        gpu = self._gpu(device, "nvmlDeviceGetPlatformInfo")
+        info = _by_ref(platformInfo, c_nvmlPlatformInfo_v2_t, nvmlPlatformInfo_v2)
+        guid, slot, tray, host, peer, module = gpu.platform
+        ctypes.memmove(ctypes.addressof(info) + c_nvmlPlatformInfo_v2_t.ibGuid.offset, guid, 16)
+        info.chassisSerialNumber = b"1654922000123"
+        info.slotNumber, info.trayIndex, info.hostId = bytes([slot]), bytes([tray]), bytes([host])
+        info.peerType, info.moduleId = bytes([peer]), bytes([module])
+        return NVML_SUCCESS
+
+    def nvmlDeviceGetGspFirmwareMode(
+        self, handle: _Handle, isEnabled: Any = None, defaultMode: Any = None
+    ) -> list[int]:
+        return list(self._gpu(handle, "nvmlDeviceGetGspFirmwareMode").gsp_mode)
+
+    def nvmlDeviceGetC2cModeInfoV(self, handle: _Handle) -> _Struct:
+        return _Struct({"isC2cEnabled": self._gpu(handle, "nvmlDeviceGetC2cModeInfoV").c2c_enabled})
+
+    def nvmlDeviceGetAccountingBufferSize(self, handle: _Handle) -> int:
+        return self._gpu(handle, "nvmlDeviceGetAccountingBufferSize").accounting_buffer_size
+
+    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, handle: _Handle) -> int:
+        return self._gpu(handle, "nvmlDeviceGetGpuMaxPcieLinkGeneration").gpu_max_pcie_gen
 
     def nvmlDeviceGetCudaComputeCapability(self, h: _Handle) -> tuple[int, int]:
         return self._gpu(h, "nvmlDeviceGetCudaComputeCapability").compute_capability
@@ -388,6 +673,102 @@ class FakeNvml:
     def nvmlDeviceGetMaxPcieLinkWidth(self, h: _Handle) -> int:
         return self._gpu(h, "nvmlDeviceGetMaxPcieLinkWidth").pcie_width[1]
 
+    def nvmlDeviceGetAccountingMode(self, handle: _Handle) -> int:
+        return self._gpu(handle, "nvmlDeviceGetAccountingMode").accounting_mode
+
+    def nvmlDeviceGetDisplayMode(self, handle: _Handle) -> int:
+        return self._gpu(handle, "nvmlDeviceGetDisplayMode").display_mode
+
+    def nvmlDeviceGetDisplayActive(self, handle: _Handle) -> int:
+        return self._gpu(handle, "nvmlDeviceGetDisplayActive").display_active
+
+    def nvmlDeviceGetMemoryErrorCounter(
+        self, handle: _Handle, errorType: int, counterType: int, locationType: int
+    ) -> int:
+        gpu = self._gpu(handle, "nvmlDeviceGetMemoryErrorCounter")
+        if (errorType, counterType, locationType) not in gpu.ecc_locations:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return gpu.ecc_locations[(errorType, counterType, locationType)]
+
+    def nvmlDeviceGetSramEccErrorStatus(self, device: _Handle, status: Any) -> int:
+        gpu = self._gpu(device, "nvmlDeviceGetSramEccErrorStatus")
+        out = _by_ref(status, c_nvmlEccSramErrorStatus_v1_t, nvmlEccSramErrorStatus_v1)
+        for name, value in gpu.sram_ecc.items():
+            setattr(out, name, value)
+        return NVML_SUCCESS
+
+    def nvmlDeviceGetEncoderStats(self, handle: _Handle) -> tuple[int, int, int]:
+        return self._gpu(handle, "nvmlDeviceGetEncoderStats").encoder_stats
+
+    def nvmlDeviceGetGpuFabricInfoV(self, device: _Handle, gpuFabricInfo: Any) -> int:
+        gpu = self._gpu(device, "nvmlDeviceGetGpuFabricInfoV")
+        info = _by_ref(gpuFabricInfo, c_nvmlGpuFabricInfo_v2_t, nvmlGpuFabricInfo_v2)
+        info.state, info.status, info.cliqueId = gpu.fabric
+        return NVML_SUCCESS
+
+    def nvmlDeviceGetGpuFabricInfo(self, device: _Handle, gpuFabricInfo: Any) -> int:
+        gpu = self._gpu(device, "nvmlDeviceGetGpuFabricInfo")
+        info = _by_ref(gpuFabricInfo, c_nvmlGpuFabricInfo_t)
+        info.state, info.status, info.cliqueId = gpu.fabric
+        return NVML_SUCCESS
+
+    def nvmlDeviceGetConfComputeProtectedMemoryUsage(self, device: _Handle) -> _Struct:
+        gpu = self._gpu(device, "nvmlDeviceGetConfComputeProtectedMemoryUsage")
+        total, free, used = gpu.protected_memory
+        return _Struct({"total": total, "free": free, "used": used})
+
+    def nvmlDeviceGetRemappedRows(self, device: _Handle) -> tuple[int, int, int, int]:
+        return self._gpu(device, "nvmlDeviceGetRemappedRows").remapped_rows
+
+    def nvmlDeviceGetRowRemapperHistogram(self, device: _Handle) -> _Struct:
+        gpu = self._gpu(device, "nvmlDeviceGetRowRemapperHistogram")
+        return _Struct(
+            dict(zip(("max", "high", "partial", "low", "none"), gpu.row_remapper_histogram, strict=True))
+        )
+
+    def nvmlDeviceGetMarginTemperature(self, handle: _Handle) -> int:
+        return self._gpu(handle, "nvmlDeviceGetMarginTemperature").margin_temperature
+
+    def nvmlDeviceGetJpgUtilization(self, handle: _Handle) -> list[int]:
+        return [self._gpu(handle, "nvmlDeviceGetJpgUtilization").util_jpeg, 167000]
+
+    def nvmlDeviceGetOfaUtilization(self, handle: _Handle) -> list[int]:
+        return [self._gpu(handle, "nvmlDeviceGetOfaUtilization").util_ofa, 167000]
+
+    def nvmlDeviceGetPcieThroughput(self, device: _Handle, counter: int) -> int:
+        gpu = self._gpu(device, "nvmlDeviceGetPcieThroughput")
+        if counter not in (NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return gpu.pcie_throughput[counter]
+
+    def nvmlDeviceGetFieldValues(self, handle: _Handle, fieldIds: list[Any]) -> list[_Struct]:
+        """One ``c_nvmlFieldValue_t``-like object per requested id, in order; each has its own nvmlReturn."""
+        gpu = self._gpu(handle, "nvmlDeviceGetFieldValues")
+        out = []
+        for entry in fieldIds:
+            field_id, scope = entry if isinstance(entry, tuple) else (entry, 0)
+            value = _field_value(gpu, field_id)
+            value_type = gpu.field_value_types.get(field_id, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG)
+            ret = NVML_SUCCESS
+            if value is None or field_id in gpu.unsupported_fields:
+                ret, value = NVML_ERROR_NOT_SUPPORTED, 0
+            member = _VALUE_MEMBER[value_type]
+            out.append(
+                _Struct(
+                    {
+                        "fieldId": field_id,
+                        "scopeId": scope,
+                        "timestamp": 1_700_000_000_000_000,
+                        "latencyUsec": 0,
+                        "valueType": value_type,
+                        "nvmlReturn": ret,
+                        # only the member valueType names: reading another one is an AttributeError here
+                        "value": _Struct({member: float(value) if member == "dVal" else int(value)}),
+                    }
+                )
+            )
+        return out
+
     def nvmlDeviceGetComputeRunningProcesses(self, h: _Handle) -> list[_Struct]:
         gpu = self._gpu(h, "nvmlDeviceGetComputeRunningProcesses")
         return [
@@ -458,6 +839,36 @@ class FakeNvml:
                 "computeInstanceId": 0xFFFFFFFF,
             }
         )
+
+
+def _bus_id_parts(bus_id: str) -> tuple[int, int, int]:
+    """``"00000000:00:09.0"`` -> (domain, bus, device)."""
+    domain, bus, rest = bus_id.split(":")
+    return int(domain, 16), int(bus, 16), int(rest.split(".")[0], 16)
+
+
+def _field_value(gpu: FakeGpu, field_id: int) -> int | None:
+    """The reading behind an ``NVML_FI_*`` id, in NVML's unit; None for an id the fake does not serve."""
+    if field_id in gpu.clocks_event_ns:
+        return gpu.clocks_event_ns[field_id]
+    ecc = {
+        NVML_FI_DEV_ECC_SBE_VOL_DEV: (0, 0),
+        NVML_FI_DEV_ECC_DBE_VOL_DEV: (1, 0),
+        NVML_FI_DEV_ECC_SBE_AGG_DEV: (0, 1),
+        NVML_FI_DEV_ECC_DBE_AGG_DEV: (1, 1),
+    }
+    if field_id in ecc:  # single bit = corrected, double bit = uncorrected
+        return gpu.ecc_locations.get((*ecc[field_id], NVML_MEMORY_LOCATION_DRAM))
+    remapped = (NVML_FI_DEV_REMAPPED_COR, NVML_FI_DEV_REMAPPED_UNC, NVML_FI_DEV_REMAPPED_PENDING)
+    if field_id in (*remapped, NVML_FI_DEV_REMAPPED_FAILURE):
+        return gpu.remapped_rows[(*remapped, NVML_FI_DEV_REMAPPED_FAILURE).index(field_id)]
+    return {
+        NVML_FI_DEV_MEMORY_TEMP: gpu.memory_temperature,
+        NVML_FI_DEV_POWER_AVERAGE: gpu.power_average,
+        NVML_FI_DEV_POWER_INSTANT: gpu.power_instant,
+        NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: gpu.recovery_action,
+        NVML_FI_DEV_EDPP_MULTIPLIER: gpu.edpp_multiplier,
+    }.get(field_id)
 
 
 def make_gpus(n: int) -> list[FakeGpu]:

@@ -6,6 +6,8 @@ import logging
 
 import click
 
+from kgpu.exporter.app import DEFAULT_MAX_AGE
+
 
 @click.command("exporter")
 @click.option(
@@ -22,9 +24,10 @@ import click
 @click.option(
     "--max-age",
     type=click.FloatRange(min=0),
-    default=0.0,
+    default=DEFAULT_MAX_AGE,
     show_default=True,
-    help="Serve a collection up to this many seconds old to further scrapers (0: collect on every scrape).",
+    help="Serve a successful collection to further scrapes for up to this many seconds, refreshing it in the "
+    "background under load (0: collect on every scrape).",
 )
 @click.option(
     "--metrics",
@@ -35,9 +38,18 @@ import click
 )
 @click.option("--processes/--no-processes", default=False, show_default=True, help="Per-process GPU memory.")
 @click.option("--mig/--no-mig", default=True, show_default=True, help="MIG device metrics.")
+@click.option(
+    "--gpm/--no-gpm",
+    default=True,
+    show_default=True,
+    help="SM and tensor activity from NVML's GPU Performance Monitoring (Hopper and newer, MIG included).",
+)
 @click.option("--xid/--no-xid", default=True, show_default=True, help="Count XID errors from NVML events.")
 @click.option(
-    "--pods/--no-pods", default=True, show_default=True, help="Pod labels from the kubelet (needs grpcio)."
+    "--pods/--no-pods",
+    default=True,
+    show_default=True,
+    help="Pod labels from the kubelet's pod-resources socket, when present.",
 )
 @click.option(
     "--pod-resources-socket",
@@ -55,6 +67,7 @@ def command(
     metrics: str,
     processes: bool,
     mig: bool,
+    gpm: bool,
     xid: bool,
     pods: bool,
     pod_resources_socket: str,
@@ -63,7 +76,7 @@ def command(
     """Serve NVML GPU metrics for Prometheus.
 
     Metric names, labels and units match nvidia_gpu_exporter, so existing alert rules and Grafana dashboard
-    14574 keep working; NVML is read in-process on each scrape instead of forking nvidia-smi.
+    14574 keep working; NVML is read in-process instead of forking nvidia-smi on every scrape.
     """
     from kgpu.cli.output import ExitCode
     from kgpu.exporter.app import ExporterConfig, run
@@ -79,7 +92,7 @@ def command(
         listen=listen,
         timeout=timeout,
         max_age=max_age,
-        options=CollectorOptions(metrics=metrics, processes=processes, mig=mig, pods=pods),
+        options=CollectorOptions(metrics=metrics, processes=processes, mig=mig, gpm=gpm, pods=pods),
         xid=xid,
         pod_resources_socket=pod_resources_socket,
     )

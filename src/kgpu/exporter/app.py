@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,11 +22,16 @@ from kgpu.exporter.xid import XidWatcher
 log = logging.getLogger(__name__)
 
 
+# Reuse window for collections (see kgpu.exporter.server): NVML's utilization and power figures are averages
+# over windows of up to 1 s, so collecting more often than this adds cost, not information.
+DEFAULT_MAX_AGE = 1.0
+
+
 @dataclass(frozen=True)
 class ExporterConfig:
     listen: str = ":9835"
     timeout: float = 5.0
-    max_age: float = 0.0
+    max_age: float = DEFAULT_MAX_AGE
     options: CollectorOptions = field(default_factory=CollectorOptions)
     xid: bool = True
     pod_resources_socket: str = DEFAULT_SOCKET
@@ -40,9 +46,15 @@ def build(config: ExporterConfig, *, lib: Any | None = None) -> tuple[ExporterHT
     return make_server(collector, config.listen, timeout=config.timeout, max_age=config.max_age), xid
 
 
-def run(config: ExporterConfig, *, lib: Any | None = None, ready: threading.Event | None = None) -> None:
-    """Serve until SIGTERM/SIGINT."""
+def run(
+    config: ExporterConfig,
+    *,
+    lib: Any | None = None,
+    ready: Callable[[ExporterHTTPServer], None] | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT (or ``server.shutdown()``); ``ready`` is called with the bound server."""
     # A collection is short CPU work among many I/O-bound request threads: hand the GIL over sooner.
+    switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(0.001)
     server, xid = build(config, lib=lib)
     if xid is not None:
@@ -57,10 +69,15 @@ def run(config: ExporterConfig, *, lib: Any | None = None, ready: threading.Even
         signal.signal(signal.SIGINT, stop)
     log.info("kgpu exporter serving %s/metrics", server.url)
     if ready is not None:
-        ready.set()
+        ready(server)
     try:
         server.serve_forever(poll_interval=0.5)
     finally:
         server.server_close()
         if xid is not None:
             xid.stop(timeout=2)
+        collector = server.scraper.collector
+        collector.close()  # NVML-allocated GPM sample buffers
+        if collector.pods is not None:
+            collector.pods.close()
+        sys.setswitchinterval(switch_interval)

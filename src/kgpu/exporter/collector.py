@@ -8,7 +8,8 @@ rules and Grafana dashboard 14574 work unchanged. Its naming rule (see ``referen
 there. kgpu reads the same quantities from NVML in NVML's units (mW, mJ, MHz, percent, bytes) and converts.
 
 Beyond that set, with the same prefix so one dashboard variable finds them all: the energy counter, XID
-counters, MIG devices, per-process memory, the pod that holds each GPU, and the exporter's own health.
+counters, MIG devices, per-process memory, the pod that holds each GPU, GPM SM and tensor activity per GPU
+and MIG GPU instance (Hopper and newer, :mod:`kgpu.exporter.gpm`), and the exporter's own health.
 
 ``--metrics dcgm`` (or ``all``) also emits the DCGM exporter's names for the fields NVML can provide, with
 dcgm-exporter's labels and units, so NVIDIA's dashboard 12239 works too.
@@ -16,7 +17,9 @@ dcgm-exporter's labels and units, so NVIDIA's dashboard 12239 works too.
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import re
 import socket
 import threading
 import time
@@ -25,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample
 
+from kgpu.exporter.gpm import GpmSampler, GpmValues
 from kgpu.exporter.nvml import Nvml, NvmlUnavailable, as_text, strip_uuid
 from kgpu.exporter.podresources import PodResources
 from kgpu.exporter.xid import XidWatcher
@@ -41,22 +46,54 @@ GPU_GAUGES: dict[str, str] = {
     "index": "index",
     "count": "count",
     "compute_cap": "compute_cap",
+    "serial": "serial",
+    "pci_domain": "pci.domain",
+    "pci_bus": "pci.bus",
+    "pci_device": "pci.device",
+    "pci_device_id": "pci.device_id",
+    "pci_sub_device_id": "pci.sub_device_id",
+    "pci_base_class": "pci.baseClass",
+    "pci_sub_class": "pci.subClass",
+    "inforom_oem": "inforom.oem",
+    "inforom_ecc": "inforom.ecc",
+    "platform_gpu_fabric_guid": "platform.gpu_fabric_guid",
+    "platform_slot_number": "platform.slot_number",
+    "platform_tray_index": "platform.tray_index",
+    "platform_host_id": "platform.host_id",
+    "platform_module_id": "platform.module_id",
+    "gsp_mode_current": "gsp.mode.current",
+    "gsp_mode_default": "gsp.mode.default",
+    "c2c_mode": "c2c.mode",
+    "accounting_mode": "accounting.mode",
+    "accounting_buffer_size": "accounting.buffer_size",
+    "display_attached": "display_attached",
+    "display_active": "display_active",
     "utilization_gpu_ratio": "utilization.gpu [%]",
     "utilization_memory_ratio": "utilization.memory [%]",
     "utilization_encoder_ratio": "utilization.encoder [%]",
     "utilization_decoder_ratio": "utilization.decoder [%]",
+    "utilization_jpeg_ratio": "utilization.jpeg [%]",
+    "utilization_ofa_ratio": "utilization.ofa [%]",
+    "encoder_stats_session_count": "encoder.stats.sessionCount",
+    "encoder_stats_average_fps": "encoder.stats.averageFps",
+    "encoder_stats_average_latency": "encoder.stats.averageLatency",
     "memory_total_bytes": "memory.total [MiB]",
     "memory_reserved_bytes": "memory.reserved [MiB]",
     "memory_used_bytes": "memory.used [MiB]",
     "memory_free_bytes": "memory.free [MiB]",
     "temperature_gpu": "temperature.gpu",
+    "temperature_gpu_tlimit": "temperature.gpu.tlimit",
+    "temperature_memory": "temperature.memory",
     "fan_speed_ratio": "fan.speed [%]",
     "power_draw_watts": "power.draw [W]",
+    "power_draw_average_watts": "power.draw.average [W]",
+    "power_draw_instant_watts": "power.draw.instant [W]",
     "power_limit_watts": "power.limit [W]",
     "enforced_power_limit_watts": "enforced.power.limit [W]",
     "power_default_limit_watts": "power.default_limit [W]",
     "power_min_limit_watts": "power.min_limit [W]",
     "power_max_limit_watts": "power.max_limit [W]",
+    "edpp_multiplier_ratio": "edpp_multiplier [%]",
     "clocks_current_graphics_clock_hz": "clocks.current.graphics [MHz]",
     "clocks_current_sm_clock_hz": "clocks.current.sm [MHz]",
     "clocks_current_memory_clock_hz": "clocks.current.memory [MHz]",
@@ -71,12 +108,43 @@ GPU_GAUGES: dict[str, str] = {
     "ecc_errors_corrected_aggregate_total": "ecc.errors.corrected.aggregate.total",
     "ecc_errors_uncorrected_volatile_total": "ecc.errors.uncorrected.volatile.total",
     "ecc_errors_uncorrected_aggregate_total": "ecc.errors.uncorrected.aggregate.total",
+    # ecc_errors_{corrected,uncorrected}_{volatile,aggregate}_{device_memory,dram,sram}: added below
+    "ecc_errors_uncorrected_volatile_sram_parity": "ecc.errors.uncorrected.volatile.sram.parity",
+    "ecc_errors_uncorrected_volatile_sram_secded": "ecc.errors.uncorrected.volatile.sram.secded",
+    "ecc_errors_uncorrected_aggregate_sram_parity": "ecc.errors.uncorrected.aggregate.sram.parity",
+    "ecc_errors_uncorrected_aggregate_sram_secded": "ecc.errors.uncorrected.aggregate.sram.secded",
+    "ecc_errors_uncorrected_aggregate_sram_threshold_exceeded": "ecc.errors.uncorrected.aggregate.sram.thresholdExceeded",
+    "ecc_errors_uncorrected_aggregate_sram_l2": "ecc.errors.uncorrected.aggregate.sram.l2",
+    "ecc_errors_uncorrected_aggregate_sram_sm": "ecc.errors.uncorrected.aggregate.sram.sm",
+    "ecc_errors_uncorrected_aggregate_sram_mcu": "ecc.errors.uncorrected.aggregate.sram.mcu",
+    "ecc_errors_uncorrected_aggregate_sram_pcie": "ecc.errors.uncorrected.aggregate.sram.pcie",
+    "ecc_errors_uncorrected_aggregate_sram_other": "ecc.errors.uncorrected.aggregate.sram.other",
+    "remapped_rows_correctable": "remapped_rows.correctable",
+    "remapped_rows_uncorrectable": "remapped_rows.uncorrectable",
+    "remapped_rows_pending": "remapped_rows.pending",
+    "remapped_rows_failure": "remapped_rows.failure",
+    "remapped_rows_histogram_max": "remapped_rows.histogram.max",
+    "remapped_rows_histogram_high": "remapped_rows.histogram.high",
+    "remapped_rows_histogram_partial": "remapped_rows.histogram.partial",
+    "remapped_rows_histogram_low": "remapped_rows.histogram.low",
+    "remapped_rows_histogram_none": "remapped_rows.histogram.none",
     "persistence_mode": "persistence_mode",
     "compute_mode": "compute_mode",
     "pcie_link_gen_current": "pcie.link.gen.current",
     "pcie_link_gen_max": "pcie.link.gen.max",
+    "pcie_link_gen_gpucurrent": "pcie.link.gen.gpucurrent",
+    "pcie_link_gen_gpumax": "pcie.link.gen.gpumax",
     "pcie_link_width_current": "pcie.link.width.current",
     "pcie_link_width_max": "pcie.link.width.max",
+    # not an nvidia-smi query field; dashboard 14574 (head) charts them
+    "pcie_throughput_tx_bytes_per_second": "PCIe transmit throughput over NVML's 20 ms sampling window [bytes/s]",
+    "pcie_throughput_rx_bytes_per_second": "PCIe receive throughput over NVML's 20 ms sampling window [bytes/s]",
+    "fabric_state": "fabric.state",
+    "fabric_clique_id": "fabric.cliqueId",
+    "gpu_recovery_action": "gpu_recovery_action",
+    "protected_memory_total_bytes": "protected_memory.total [MiB]",
+    "protected_memory_used_bytes": "protected_memory.used [MiB]",
+    "protected_memory_free_bytes": "protected_memory.free [MiB]",
     "mig_mode_current": "mig.mode.current",
     "mig_mode_pending": "mig.mode.pending",
 }
@@ -108,6 +176,60 @@ for _prefix in ("clocks_event_reasons", "clocks_throttle_reasons"):
     GPU_GAUGES[f"{_prefix}_supported"] = f"{_prefix}.supported"
     for _suffix in CLOCK_REASONS.values():
         GPU_GAUGES[f"{_prefix}_{_suffix}"] = f"{_prefix}.{_suffix}"
+
+# Per-scrape readings that come from the one nvmlDeviceGetFieldValues call per GPU:
+# NVML_FI_* constant -> (its value, used when the module lacks the constant; family suffix; factor from NVML's unit).
+FIELD_GAUGES: dict[str, tuple[int, str, float]] = {
+    "NVML_FI_DEV_POWER_AVERAGE": (185, "power_draw_average_watts", 1e-3),  # mW
+    "NVML_FI_DEV_POWER_INSTANT": (186, "power_draw_instant_watts", 1e-3),  # mW
+    "NVML_FI_DEV_MEMORY_TEMP": (82, "temperature_memory", 1.0),  # C
+    "NVML_FI_DEV_EDPP_MULTIPLIER": (274, "edpp_multiplier_ratio", 0.01),  # percent
+    "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION": (230, "gpu_recovery_action", 1.0),  # NVML_GPU_RECOVERY_ACTION_*
+}
+# Time spent in each clock event reason since the driver loaded; NVML counts ns (nvidia-smi prints us), served in s.
+_COUNTER_FIELDS = {
+    "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP": (74, "sw_power_cap"),
+    "NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST": (76, "sync_boost"),
+    "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN": (269, "sw_thermal_slowdown"),
+    "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN": (270, "hw_thermal_slowdown"),
+    "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN": (271, "hw_power_brake_slowdown"),
+}
+for _const, (_fid, _suffix) in _COUNTER_FIELDS.items():
+    _key = f"clocks_event_reasons_counters_{_suffix}_seconds"
+    GPU_GAUGES[_key] = f"clocks_event_reasons_counters.{_suffix} [us]"
+    FIELD_GAUGES[_const] = (_fid, _key, 1e-9)
+# c_nvmlFieldValue_t.value is a union; valueType (NVML_VALUE_TYPE_*) names the member that holds the value.
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+# ECC error counts by memory location (nvmlDeviceGetMemoryErrorCounter). nvidia-smi's device_memory and dram
+# are one location, NVML_MEMORY_LOCATION_DRAM (= NVML_MEMORY_LOCATION_DEVICE_MEMORY, 2), under its old and new
+# name; sram is NVML_MEMORY_LOCATION_SRAM (7). location constant -> (its value, family suffixes).
+ECC_LOCATIONS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "NVML_MEMORY_LOCATION_DRAM": (2, ("device_memory", "dram")),
+    "NVML_MEMORY_LOCATION_SRAM": (7, ("sram",)),
+}
+for _err in ("corrected", "uncorrected"):
+    for _counter in ("volatile", "aggregate"):
+        for _, _suffixes in ECC_LOCATIONS.values():
+            for _loc in _suffixes:
+                GPU_GAUGES[f"ecc_errors_{_err}_{_counter}_{_loc}"] = f"ecc.errors.{_err}.{_counter}.{_loc}"
+# c_nvmlEccSramErrorStatus_v1_t field -> family suffix (nvmlDeviceGetSramEccErrorStatus).
+SRAM_ECC_FIELDS = {
+    "volatileUncParity": "ecc_errors_uncorrected_volatile_sram_parity",
+    "volatileUncSecDed": "ecc_errors_uncorrected_volatile_sram_secded",
+    "aggregateUncParity": "ecc_errors_uncorrected_aggregate_sram_parity",
+    "aggregateUncSecDed": "ecc_errors_uncorrected_aggregate_sram_secded",
+    "bThresholdExceeded": "ecc_errors_uncorrected_aggregate_sram_threshold_exceeded",
+    "aggregateUncBucketL2": "ecc_errors_uncorrected_aggregate_sram_l2",
+    "aggregateUncBucketSm": "ecc_errors_uncorrected_aggregate_sram_sm",
+    "aggregateUncBucketMcu": "ecc_errors_uncorrected_aggregate_sram_mcu",
+    "aggregateUncBucketPcie": "ecc_errors_uncorrected_aggregate_sram_pcie",
+    "aggregateUncBucketOther": "ecc_errors_uncorrected_aggregate_sram_other",
+}
+# NVML reports PCIe throughput in KB/s (nvml.h: "throughput in KB/s", counted at "1KB granularity"). kgpu takes
+# that KB as 1024 bytes (KiB), so bytes/s = KB/s x 1024; should NVML mean 1000 bytes, the series read 2.4 % high.
+PCIE_KB = 1024
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # how nvidia_gpu_exporter reads a text field as a number
 
 GPU_INFO_LABELS = (
     "uuid",
@@ -162,6 +284,32 @@ DCGM_GAUGES: dict[str, tuple[str, float, str]] = {
     ),
 }
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
+DCGM_MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")  # dcgm-exporter's labels of a MIG GPU instance's series
+
+# GPM activity (kgpu.exporter.gpm), averaged over the interval since the previous collection, 0..1:
+# GPM metric key -> HELP. Served as nvidia_smi_<key>{uuid} per GPU, nvidia_smi_mig_<key>{uuid,gpu_instance_id}
+# per MIG GPU instance.
+ACTIVITY_GAUGES: dict[str, str] = {
+    "sm_activity_ratio": "Fraction of SMs busy (at least one warp resident), averaged over the interval since "
+    "the previous collection (NVML GPM SM utilization) [0..1]",
+    "sm_occupancy_ratio": "Resident warps relative to the SMs' maximum, averaged over the interval since the "
+    "previous collection (NVML GPM SM occupancy) [0..1]",
+    "tensor_activity_ratio": "Fraction of time the SMs' tensor cores were busy with any tensor operation, "
+    "averaged over the interval since the previous collection (NVML GPM any-tensor utilization) [0..1]",
+}
+# DCGM profiling names for the same GPM metrics: name -> (GPM metric key, help). dcgm-exporter serves them as
+# ratios (0..1), as here.
+DCGM_PROF_GAUGES: dict[str, tuple[str, str]] = {
+    "DCGM_FI_PROF_SM_ACTIVE": ("sm_activity_ratio", "Ratio of cycles an SM has at least 1 warp assigned."),
+    "DCGM_FI_PROF_SM_OCCUPANCY": (
+        "sm_occupancy_ratio",
+        "Ratio of resident warps on an SM to the maximum it supports.",
+    ),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": (
+        "tensor_activity_ratio",
+        "Ratio of cycles any tensor pipe is active.",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -172,6 +320,7 @@ class CollectorOptions:
     processes: bool = False
     mig: bool = True
     pods: bool = True
+    gpm: bool = True  # GPM activity (Hopper and newer): ACTIVITY_GAUGES, DCGM_PROF_GAUGES
 
 
 @dataclass
@@ -187,6 +336,19 @@ class ExporterStats:
 
 
 @dataclass
+class ReadPlan:
+    """How one GPU's per-scrape reads go, resolved once per NVML generation (constants, call variants)."""
+
+    fields: list[tuple[int, str, float]] = field(default_factory=list)  # FIELD_GAUGES: (id, key, factor)
+    field_ids: list[int] = field(default_factory=list)
+    ecc: list[tuple[tuple[Any, ...], tuple[str, ...]]] = field(default_factory=list)  # (call args, keys)
+    sram: Any = None  # the SRAM ECC status struct, when the module has it
+    pcie: list[tuple[str, Any]] = field(default_factory=list)  # (key, NVML_PCIE_UTIL_*)
+    fabric: tuple[str, Any] | None = None  # the fabric-info call that answers for this GPU, and its struct
+    fabric_states: tuple[int, int] = (0, 3)  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, _COMPLETED
+
+
+@dataclass
 class DeviceInfo:
     """What does not change while NVML stays initialised; read once per NVML generation."""
 
@@ -196,6 +358,8 @@ class DeviceInfo:
     uuid: str
     name: str
     info_labels: dict[str, str]
+    static: dict[str, float] = field(default_factory=dict)  # gauges that stay put: PCI ids, inforom, ...
+    plan: ReadPlan = field(default_factory=ReadPlan)
 
 
 @dataclass
@@ -205,10 +369,39 @@ class GpuReading:
     migs: list[dict[str, Any]] = field(default_factory=list)
     processes: list[tuple[int, str, float | None]] = field(default_factory=list)
     processes_ok: bool = True
+    activity: GpmValues = field(default_factory=GpmValues)  # GPM, since the previous collection
 
 
 def _na(value: Any) -> str:
     return "[N/A]" if value is None else as_text(value)
+
+
+def _number(text: str) -> float | None:
+    """A text field as nvidia_gpu_exporter serves it: ``"7.16"`` -> 7.16, ``"1650123456789"`` -> that; else None."""
+    text = text.strip()
+    return float(text) if _NUMBER.fullmatch(text) else None
+
+
+def _byte(value: Any) -> int:
+    """A ctypes ``c_char`` field (a one-byte ``bytes``) as its number."""
+    return value[0] if isinstance(value, bytes) and value else int(value or 0)
+
+
+def _raw(struct: Any, name: str, size: int) -> bytes:
+    """The first ``size`` bytes of a ctypes array field, NULs included (reading the field stops at a NUL)."""
+    offset = getattr(type(struct), name).offset
+    return bytes(struct)[offset : offset + size]
+
+
+def _instance_ids(migs: list[dict[str, Any]]) -> list[int]:
+    """The MIG GPU instances present (several MIG devices, one per compute instance, may share one)."""
+    return sorted({int(m["gpu_instance_id"]) for m in migs if m["gpu_instance_id"].isdigit()})
+
+
+def _gi_profile(profile: str) -> str:
+    """A GPU instance's profile from its MIG device's: ``1c.3g.40gb`` (one compute slice of it) -> ``3g.40gb``."""
+    head, _, rest = profile.partition(".")
+    return rest if rest and head.endswith("c") and head[:-1].isdigit() else profile
 
 
 class GpuCollector:
@@ -236,6 +429,8 @@ class GpuCollector:
         self._devices_generation = -1
         self._lost: NvmlUnavailable | None = None
         self._lock = threading.Lock()
+        # GPM keeps samples between collections; it relies on self._lock for one collection at a time.
+        self.gpm = GpmSampler(nvml) if self.options.gpm else None
 
     # -- prometheus_client interface ------------------------------------------------------------------
     def collect(self) -> Iterator[Metric]:
@@ -313,14 +508,198 @@ class GpuCollector:
                 "index": str(index),
                 "cuda_version": _na(cuda),
             }
-            devices.append(DeviceInfo(index, handle, raw_uuid, labels["uuid"], name, labels))
+            device = DeviceInfo(index, handle, raw_uuid, labels["uuid"], name, labels)
+            self._read_static(device, pci)
+            devices.append(device)
         self._devices = devices
         self._devices_generation = nv.generation if self._lost is None else -1
         return devices
 
+    def _fill(self, fn: str, handle: Any, struct: Any) -> bool:
+        """Call an NVML function that fills a struct the caller allocates (passed by reference, as the C
+        function takes it); False when NVML cannot report it (NotSupported and the like, or a pynvml without
+        the function). Fatal errors raise, as from :meth:`Nvml.query`."""
+        nv = self.nvml
+        try:
+            nv.call(fn, handle, ctypes.byref(struct))
+        except NvmlUnavailable:
+            raise
+        except (nv.const("NVMLError", Exception), AttributeError):
+            return False
+        return True
+
+    def _read_static(self, d: DeviceInfo, pci: Any) -> None:
+        """Read what stays put while NVML is initialised into ``d``: the ``static`` gauges, and the ``plan``
+        of the per-scrape reads (NVML constants resolved, the fabric-info call this GPU answers)."""
+        nv, h, s = self.nvml, d.handle, d.static
+
+        def put(key: str, value: Any) -> None:
+            if value is not None:
+                s[key] = float(value)
+
+        put("serial", _number(d.info_labels["serial"]))  # "[N/A]", or a serial with letters: absent
+        if pci is not None:
+            put("pci_domain", pci.domain)
+            put("pci_bus", pci.bus)
+            put("pci_device", pci.device)
+            put("pci_device_id", pci.pciDeviceId)  # 0x233010DE: device id << 16 | vendor id, as one number
+            put("pci_sub_device_id", pci.pciSubSystemId)
+        ext_struct = nv.const("nvmlPciInfoExt_v1_t")
+        if ext_struct is not None:
+            ext = ext_struct()
+            ext.version = nv.const("nvmlPciInfoExt_v1", 0x1000040)
+            if self._fill("nvmlDeviceGetPciInfoExt", h, ext):
+                put("pci_base_class", ext.baseClass)
+                put("pci_sub_class", ext.subClass)
+        for key, const, default in (
+            ("inforom_oem", "NVML_INFOROM_OEM", 0),
+            ("inforom_ecc", "NVML_INFOROM_ECC", 1),
+        ):
+            text = nv.query("nvmlDeviceGetInforomVersion", h, nv.const(const, default))
+            put(key, None if text is None else _number(as_text(text)))  # "7.16" -> 7.16
+        platform_struct = nv.const("c_nvmlPlatformInfo_v2_t")  # its constructor sets the version
+        if platform_struct is not None:
+            info = platform_struct()
+            if self._fill("nvmlDeviceGetPlatformInfo", h, info):
+                # nvidia-smi prints the GUID's 8 significant bytes as hex; here their number (a float: the low
+                # bits of a GUID above 2**53 round)
+                put("platform_gpu_fabric_guid", int.from_bytes(_raw(info, "ibGuid", 8), "big"))
+                put("platform_slot_number", _byte(info.slotNumber))
+                put("platform_tray_index", _byte(info.trayIndex))
+                put("platform_host_id", _byte(info.hostId))
+                put("platform_module_id", _byte(info.moduleId))
+        gsp = nv.query("nvmlDeviceGetGspFirmwareMode", h)
+        if gsp is not None:
+            put("gsp_mode_current", gsp[0])
+            put("gsp_mode_default", gsp[1])
+        c2c = nv.query("nvmlDeviceGetC2cModeInfoV", h)
+        put("c2c_mode", None if c2c is None else c2c.isC2cEnabled)
+        put("accounting_buffer_size", nv.query("nvmlDeviceGetAccountingBufferSize", h))
+        put("pcie_link_gen_gpumax", nv.query("nvmlDeviceGetGpuMaxPcieLinkGeneration", h))
+
+        plan = d.plan
+        plan.fields = [(int(nv.const(c, fid)), key, factor) for c, (fid, key, factor) in FIELD_GAUGES.items()]
+        plan.field_ids = [fid for fid, _, _ in plan.fields]
+        for err, err_const in (
+            ("corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
+            ("uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
+        ):
+            for counter, counter_const in (
+                ("volatile", "NVML_VOLATILE_ECC"),
+                ("aggregate", "NVML_AGGREGATE_ECC"),
+            ):
+                for loc_const, (loc_default, suffixes) in ECC_LOCATIONS.items():
+                    plan.ecc.append(
+                        (
+                            (nv.const(err_const), nv.const(counter_const), nv.const(loc_const, loc_default)),
+                            tuple(f"ecc_errors_{err}_{counter}_{suffix}" for suffix in suffixes),
+                        )
+                    )
+        plan.sram = nv.const("c_nvmlEccSramErrorStatus_v1_t")  # its constructor sets the version
+        plan.pcie = [
+            ("pcie_throughput_tx_bytes_per_second", nv.const("NVML_PCIE_UTIL_TX_BYTES", 0)),
+            ("pcie_throughput_rx_bytes_per_second", nv.const("NVML_PCIE_UTIL_RX_BYTES", 1)),
+        ]
+        plan.fabric_states = (
+            int(nv.const("NVML_GPU_FABRIC_STATE_NOT_SUPPORTED", 0)),
+            int(nv.const("NVML_GPU_FABRIC_STATE_COMPLETED", 3)),
+        )
+        for fn, struct_name in (
+            ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+            ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"),  # drivers before the versioned call
+        ):
+            struct = nv.const(struct_name)
+            if struct is not None and self._fill(fn, h, struct()):
+                plan.fabric = (fn, struct)
+                break
+
+    def _read_more(self, d: DeviceInfo, v: dict[str, float]) -> None:
+        """The per-scrape readings beyond the classic set: field values (one call for all), ECC by location,
+        SRAM ECC detail, row remapping, fabric, PCIe throughput, engines, display, accounting."""
+        nv, h, plan = self.nvml, d.handle, d.plan
+        query = nv.query
+
+        if plan.field_ids:
+            values = query("nvmlDeviceGetFieldValues", h, plan.field_ids)
+            for (_, key, factor), fv in zip(plan.fields, values or (), strict=False):
+                # each field carries its own status: one NVML cannot report is absent, the others stay
+                if fv.nvmlReturn == 0 and 0 <= fv.valueType < len(_VALUE_MEMBERS):
+                    v[key] = float(getattr(fv.value, _VALUE_MEMBERS[fv.valueType])) * factor
+
+        if v.get("ecc_mode_current") == 1.0:  # counters are meaningless with ECC off
+            for args, keys in plan.ecc:
+                n = query("nvmlDeviceGetMemoryErrorCounter", h, *args)
+                if n is not None:
+                    for key in keys:
+                        v[key] = float(n)
+            if plan.sram is not None:
+                sram = plan.sram()
+                if self._fill("nvmlDeviceGetSramEccErrorStatus", h, sram):
+                    for name, key in SRAM_ECC_FIELDS.items():
+                        v[key] = float(getattr(sram, name))
+
+        rows = query("nvmlDeviceGetRemappedRows", h)
+        if rows is not None:
+            v["remapped_rows_correctable"] = float(rows[0])
+            v["remapped_rows_uncorrectable"] = float(rows[1])
+            v["remapped_rows_pending"] = float(rows[2])  # 0/1
+            v["remapped_rows_failure"] = float(rows[3])  # 0/1
+        hist = query("nvmlDeviceGetRowRemapperHistogram", h)
+        if hist is not None:
+            v["remapped_rows_histogram_max"] = float(hist.max)
+            v["remapped_rows_histogram_high"] = float(hist.high)
+            v["remapped_rows_histogram_partial"] = float(hist.partial)
+            v["remapped_rows_histogram_low"] = float(hist.low)
+            v["remapped_rows_histogram_none"] = float(hist.none)
+
+        if plan.fabric is not None:
+            fn, struct = plan.fabric
+            fabric = struct()
+            if self._fill(fn, h, fabric):
+                state = int(fabric.state)
+                not_supported, completed = plan.fabric_states
+                if state != not_supported:
+                    v["fabric_state"] = float(state)  # NVML_GPU_FABRIC_STATE_*: 1 not started .. 3 completed
+                    if state == completed and int(fabric.status) == 0:
+                        v["fabric_clique_id"] = float(fabric.cliqueId)
+
+        if "pcie_link_gen_current" in v:  # nvidia-smi's gpucurrent is the same reading under its newer name
+            v["pcie_link_gen_gpucurrent"] = v["pcie_link_gen_current"]
+        for key, counter in plan.pcie:
+            kb = query("nvmlDeviceGetPcieThroughput", h, counter)
+            if kb is not None:
+                v[key] = float(kb) * PCIE_KB
+
+        jpg = query("nvmlDeviceGetJpgUtilization", h)
+        if jpg is not None:
+            v["utilization_jpeg_ratio"] = jpg[0] * 0.01
+        ofa = query("nvmlDeviceGetOfaUtilization", h)
+        if ofa is not None:
+            v["utilization_ofa_ratio"] = ofa[0] * 0.01
+        enc = query("nvmlDeviceGetEncoderStats", h)
+        if enc is not None:
+            v["encoder_stats_session_count"] = float(enc[0])
+            v["encoder_stats_average_fps"] = float(enc[1])
+            v["encoder_stats_average_latency"] = float(enc[2])  # us, as nvidia-smi prints it
+        for key, fn in (
+            ("temperature_gpu_tlimit", "nvmlDeviceGetMarginTemperature"),  # C below the slowdown threshold
+            ("display_attached", "nvmlDeviceGetDisplayMode"),
+            ("display_active", "nvmlDeviceGetDisplayActive"),
+            ("accounting_mode", "nvmlDeviceGetAccountingMode"),
+        ):
+            value = query(fn, h)
+            if value is not None:
+                v[key] = float(value)
+        protected = query("nvmlDeviceGetConfComputeProtectedMemoryUsage", h)
+        if protected is not None:
+            v["protected_memory_total_bytes"] = float(protected.total)
+            v["protected_memory_used_bytes"] = float(protected.used)
+            v["protected_memory_free_bytes"] = float(protected.free)
+
     def _read(self, d: DeviceInfo) -> GpuReading:
         nv, h = self.nvml, d.handle
         v: dict[str, float] = {"index": float(d.index), "count": float(len(self._devices))}
+        v.update(d.static)
 
         def put(key: str, value: Any, factor: float = 1.0) -> None:
             if value is not None:
@@ -410,6 +789,7 @@ class GpuCollector:
         put("pcie_link_gen_max", nv.query("nvmlDeviceGetMaxPcieLinkGeneration", h))
         put("pcie_link_width_current", nv.query("nvmlDeviceGetCurrPcieLinkWidth", h))
         put("pcie_link_width_max", nv.query("nvmlDeviceGetMaxPcieLinkWidth", h))
+        self._read_more(d, v)
 
         reading = GpuReading(d, v)
         mig = nv.query("nvmlDeviceGetMigMode", h)
@@ -427,6 +807,10 @@ class GpuCollector:
                     name = nv.query("nvmlSystemGetProcessName", p.pid)
                     used = getattr(p, "usedGpuMemory", None)
                     reading.processes.append((int(p.pid), "" if name is None else as_text(name), used))
+        if self.gpm is not None:
+            reading.activity = self.gpm.read(
+                h, d.uuid, _instance_ids(reading.migs), mig=v.get("mig_mode_current") == 1.0
+            )
         return reading
 
     def _read_migs(self, h: Any) -> list[dict[str, Any]]:
@@ -467,14 +851,18 @@ class GpuCollector:
             "A metric with a constant '1' value labeled by gpu " + ", ".join(GPU_INFO_LABELS) + ".",
             labels=list(GPU_INFO_LABELS),
         )
+        energy_sample = energy.name + "_total"
         for r in readings:
-            uuid = r.device.uuid
             info.add_metric([r.device.info_labels[k] for k in GPU_INFO_LABELS], 1.0)
+            # Samples are appended directly, all of one GPU sharing one label dict: add_metric would build a
+            # dict per sample, the largest cost of a collection after NVML itself.
+            labels = {"uuid": r.device.uuid}
             for key, value in r.values.items():
                 if key == "energy_joules_total":
-                    energy.add_metric([uuid], value)
+                    energy.samples.append(Sample(energy_sample, labels, value))
                 else:
-                    gauges[key].add_metric([uuid], value)
+                    family = gauges[key]
+                    family.samples.append(Sample(family.name, labels, value))
         out.append(info)
         out.extend(g for g in gauges.values() if g.samples)
         if energy.samples:
@@ -487,7 +875,27 @@ class GpuCollector:
             out.extend(self._xid_families())
         if self.options.pods and self.pods is not None:
             out.extend(self._pod_families(readings))
+        out.extend(self._activity_families(readings))
         return out
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Release what the collector holds in NVML (GPM sample buffers), for exporter shutdown. Waits at most
+        ``timeout`` seconds for a running collection (a hung NVML call must not hold up the exit)."""
+        if self._lock.acquire(timeout=timeout):
+            try:
+                if self.gpm is not None:
+                    self.gpm.close()
+            finally:
+                self._lock.release()
+
+    def _activity_families(self, readings: list[GpuReading]) -> list[Metric]:
+        gauges = {
+            key: GaugeMetricFamily(P + key, help_, labels=["uuid"]) for key, help_ in ACTIVITY_GAUGES.items()
+        }
+        for r in readings:
+            for key, value in r.activity.gpu.items():
+                gauges[key].add_metric([r.device.uuid], value)
+        return [g for g in gauges.values() if g.samples]
 
     def _mig_families(self, readings: list[GpuReading]) -> list[Metric]:
         info = GaugeMetricFamily(
@@ -503,6 +911,14 @@ class GpuCollector:
             "MIG device memory total [bytes]",
             labels=["uuid", "gpu_instance_id"],
         )
+        activity = {
+            key: GaugeMetricFamily(
+                P + "mig_" + key,
+                help_ + ", of one MIG GPU instance",
+                labels=["uuid", "gpu_instance_id"],
+            )
+            for key, help_ in ACTIVITY_GAUGES.items()
+        }
         for r in readings:
             for m in r.migs:
                 gi = m["gpu_instance_id"]
@@ -512,7 +928,10 @@ class GpuCollector:
                 if m["used"] is not None:
                     used.add_metric([r.device.uuid, gi], m["used"])
                     total.add_metric([r.device.uuid, gi], m["total"])
-        return [f for f in (info, used, total) if f.samples]
+            for gi_id, values in r.activity.instances.items():
+                for key, value in values.items():
+                    activity[key].add_metric([r.device.uuid, str(gi_id)], value)
+        return [f for f in (info, used, total, *activity.values()) if f.samples]
 
     def _process_families(self, readings: list[GpuReading]) -> list[Metric]:
         apps = GaugeMetricFamily(
@@ -599,6 +1018,12 @@ class GpuCollector:
                 "Whether the most recent collection succeeded (1) or not (0)",
                 value=1.0 if success else 0.0,
             ),
+            GaugeMetricFamily(  # nvidia_gpu_exporter's nvidia-smi exit code; last_collect_success's twin
+                P + "command_exit_code",
+                "Exit code of the most recent collection: 0 succeeded, 1 failed (the nvidia-smi-compatible twin "
+                "of nvidia_smi_last_collect_success)",
+                value=0.0 if success else 1.0,
+            ),
             CounterMetricFamily(P + "failed_scrapes", "Number of failed collections", value=float(failed)),
             CounterMetricFamily(
                 "kgpu_exporter_scrape_timeouts",
@@ -629,27 +1054,53 @@ class GpuCollector:
         xid_gauge = GaugeMetricFamily(
             "DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", labels=labels
         )
+        # Profiling (GPM) series of MIG GPU instances carry dcgm-exporter's GPU_I_PROFILE/GPU_I_ID; whole-GPU
+        # series leave them empty, which Prometheus reads as absent, as dcgm-exporter has them.
+        with_gi = any(r.activity.instances for r in readings)
+        prof_labels = (
+            list(DCGM_LABELS) + (list(DCGM_MIG_LABELS) if with_gi else []) + labels[len(DCGM_LABELS) :]
+        )
+        prof = {
+            name: GaugeMetricFamily(name, help_, labels=prof_labels)
+            for name, (_, help_) in DCGM_PROF_GAUGES.items()
+        }
+
+        def pod_values(*uuids: str) -> list[str]:
+            if not with_pods:
+                return []
+            refs = next((refs for u in uuids if (refs := mapping.get(u.lower(), []))), [])
+            return [refs[0].namespace, refs[0].pod, refs[0].container] if refs else ["", "", ""]
+
         last_xid = self.xid.snapshot().last_xid if self.xid is not None else {}
         for r in readings:
             d = r.device
-            vals = [
+            ident = [
                 str(d.index),
                 d.raw_uuid,
                 d.info_labels["pci_bus_id"],
                 f"nvidia{d.index}",
                 d.name,
                 self.hostname,
+                d.info_labels["driver_version"],
             ]
-            vals.append(d.info_labels["driver_version"])
-            if with_pods:
-                refs = mapping.get(d.uuid, [])
-                vals += [refs[0].namespace, refs[0].pod, refs[0].container] if refs else ["", "", ""]
+            vals = ident + pod_values(d.uuid)
             for name, (key, factor, _) in DCGM_GAUGES.items():
                 if key in r.values:
                     gauges[name].add_metric(vals, r.values[key] * factor)
             if "energy_joules_total" in r.values:
                 energy.add_metric(vals, r.values["energy_joules_total"] * 1000.0)
             xid_gauge.add_metric(vals, float(last_xid.get(d.uuid, 0)))
+            gpu_vals = ident + (["", ""] if with_gi else []) + pod_values(d.uuid)
+            for name, (key, _) in DCGM_PROF_GAUGES.items():
+                if key in r.activity.gpu:
+                    prof[name].add_metric(gpu_vals, r.activity.gpu[key])
+            for gi_id, values in r.activity.instances.items():
+                migs = [m for m in r.migs if m["gpu_instance_id"] == str(gi_id)]
+                profile = _gi_profile(migs[0]["profile"]) if migs else ""
+                gi_vals = [*ident, profile, str(gi_id), *pod_values(*(m["mig_uuid"] for m in migs))]
+                for name, (key, _) in DCGM_PROF_GAUGES.items():
+                    if key in values:
+                        prof[name].add_metric(gi_vals, values[key])
         out: list[Metric] = [g for g in gauges.values() if g.samples]
-        out += [f for f in (energy, xid_gauge) if f.samples]
+        out += [f for f in (energy, xid_gauge, *prof.values()) if f.samples]
         return out

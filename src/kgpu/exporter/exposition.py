@@ -59,6 +59,9 @@ class TextWriter:
     def render(self, families: Iterable[Metric]) -> bytes:
         out: list[str] = []
         append = out.append
+        # The collector shares one label dict among all samples of a GPU: memoise by identity for this
+        # render (the dicts are alive, so ids are not reused meanwhile), by content across renders.
+        by_id: dict[int, str] = {}
         for family in families:
             name = family.name
             mtype = family.type
@@ -69,9 +72,12 @@ class TextWriter:
             else:  # we do not emit other types; fall back to the family name
                 exposed = name
             append(f"# HELP {exposed} {_escape_help(family.documentation)}\n# TYPE {exposed} {mtype}\n")
-            label_text = self._label_text
             for sample in family.samples:
                 if mtype == "counter" and sample.name.endswith("_created"):
                     continue
-                append(f"{sample.name}{label_text(sample.labels)} {format_value(float(sample.value))}\n")
+                labels = sample.labels
+                text = by_id.get(id(labels))
+                if text is None:
+                    text = by_id[id(labels)] = self._label_text(labels)
+                append(f"{sample.name}{text} {format_value(float(sample.value))}\n")
         return "".join(out).encode()

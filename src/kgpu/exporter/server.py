@@ -9,6 +9,14 @@ Decisions:
   NVML call (the failure mode of forked nvidia-smi that seed 002's exporter suffers from) then costs a 503
   for that scrape, not a stuck connection; later scrapes join the still-running collection rather than piling
   up threads behind it.
+- With ``max_age`` > 0 a successful collection is served to every scrape for ``max_age`` seconds (counted
+  from the collection's start, so no scrape sees values older than that), and once half of that window has
+  passed the next scrape starts a fresh collection in the background and is answered from the current one.
+  Under steady load (an HA Prometheus pair, agents, people with curl) scrapes then never wait for NVML; a
+  lone scraper every 15 s always finds the window expired and gets a fresh collection. NVML's own figures
+  are averages over sampling windows of 1/6 s to 1 s (utilization; power on Ampere and newer), so a window
+  of 1 s loses no information. A failed collection is never reused: the next scrape collects (and so
+  re-initialises NVML) again.
 - ``/healthz`` never touches NVML: it answers whether the server is up and reports the last collection's
   outcome in the body, so a broken driver does not make Kubernetes restart the exporter in a loop.
 """
@@ -20,6 +28,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -30,9 +39,10 @@ log = logging.getLogger(__name__)
 
 
 class _Flight:
-    __slots__ = ("body", "done", "error")
+    __slots__ = ("body", "done", "error", "started")
 
-    def __init__(self) -> None:
+    def __init__(self, started: float) -> None:
+        self.started = started
         self.done = threading.Event()
         self.body: bytes | None = None
         self.error: BaseException | None = None
@@ -43,38 +53,59 @@ class ScrapeTimeout(Exception):
 
 
 class Scraper:
-    """Single-flight, time-bounded rendering of the collector's families."""
+    """Single-flight, time-bounded rendering of the collector's families, with an optional reuse window."""
 
-    def __init__(self, collector: GpuCollector, *, timeout: float = 5.0, max_age: float = 0.0) -> None:
+    REFRESH_AFTER = 0.5  # fraction of max_age after which a scrape triggers a background refresh
+
+    def __init__(
+        self,
+        collector: GpuCollector,
+        *,
+        timeout: float = 5.0,
+        max_age: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.collector = collector
         self.timeout = timeout
-        self.max_age = max_age  # reuse a finished collection this young (0: every scrape collects afresh)
+        self.max_age = max_age  # reuse a successful collection this young (0: every scrape collects afresh)
+        self._clock = clock
         self._writer = TextWriter()
         self._lock = threading.Lock()
         self._flight: _Flight | None = None
-        self._last: tuple[float, bytes] | None = None
+        self._last: tuple[float, bytes] | None = None  # (collection start, body) of the last good one
+
+    def _start(self) -> _Flight:
+        """A new collection in its own thread; the caller holds ``_lock``."""
+        flight = self._flight = _Flight(self._clock())
+        threading.Thread(target=self._run, args=(flight,), name="kgpu-collect", daemon=True).start()
+        return flight
 
     def _run(self, flight: _Flight) -> None:
+        ok = False
         try:
             flight.body = self._writer.render(self.collector.build())
+            with self.collector.stats.lock:
+                ok = self.collector.stats.last_success
         except BaseException as exc:  # reported to every waiter, never kills the server
             flight.error = exc
         finally:
             with self._lock:
                 if self._flight is flight:
                     self._flight = None
-                if flight.body is not None and self.max_age > 0:
-                    self._last = (time.monotonic(), flight.body)
+                if self.max_age > 0:
+                    self._last = (flight.started, flight.body) if ok and flight.body is not None else None
             flight.done.set()
 
     def scrape(self, timeout: float | None = None) -> bytes:
         with self._lock:
-            if self._last is not None and time.monotonic() - self._last[0] < self.max_age:
-                return self._last[1]
-            flight = self._flight
-            if flight is None:
-                flight = self._flight = _Flight()
-                threading.Thread(target=self._run, args=(flight,), name="kgpu-collect", daemon=True).start()
+            last = self._last
+            if last is not None:
+                age = self._clock() - last[0]
+                if age < self.max_age:
+                    if self._flight is None and age >= self.max_age * self.REFRESH_AFTER:
+                        self._start()  # refresh ahead; this scrape is answered from ``last``
+                    return last[1]
+            flight = self._flight or self._start()
         if not flight.done.wait(self.timeout if timeout is None else timeout):
             with self.collector.stats.lock:
                 self.collector.stats.scrape_timeouts += 1

@@ -1,0 +1,48 @@
+"""``kgpu.exporter.app.run``: the process lifecycle, from serving to a clean shutdown."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import urllib.request
+
+from fakes.fake_nvml import FakeNvml, make_gpus
+from kgpu.exporter.app import ExporterConfig, run
+from kgpu.exporter.collector import CollectorOptions
+from kgpu.exporter.server import ExporterHTTPServer
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+        return resp.read().decode()
+
+
+def test_run_serves_then_releases_nvml_buffers_on_shutdown() -> None:
+    fake = FakeNvml(make_gpus(2))  # H100s: GPM-capable, so the collector holds NVML sample buffers
+    started = threading.Event()
+    holder: list[ExporterHTTPServer] = []
+
+    def ready(server: ExporterHTTPServer) -> None:
+        holder.append(server)
+        started.set()
+
+    before = sys.getswitchinterval()
+    config = ExporterConfig(listen="127.0.0.1:0", max_age=0, xid=False, options=CollectorOptions(pods=False))
+    thread = threading.Thread(target=run, args=(config,), kwargs={"lib": fake, "ready": ready}, daemon=True)
+    thread.start()
+    assert started.wait(5)
+    server = holder[0]
+    scrape(server.url)
+    fake.advance_gpm(1.0)
+    time.sleep(0.15)  # past the sampler's minimum interval between GPM samples (real time)
+    body = scrape(server.url)
+    assert "nvidia_smi_sm_activity_ratio{" in body  # two samples taken: buffers are live
+    assert fake.gpm_live
+
+    server.shutdown()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert not fake.gpm_live  # every NVML-allocated buffer freed
+    assert fake.gpm_freed
+    assert sys.getswitchinterval() == before
