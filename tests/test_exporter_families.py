@@ -86,7 +86,8 @@ def busy_h100() -> FakeGpu:
         margin_temperature=26,
         util_jpeg=7,
         util_ofa=2,
-        pcie_throughput=(524_288, 2_097_152),
+        pcie_bytes=(41_000_000_000, 163_000_000_000),
+        field_timestamp_us=1_700_000_000_000_000,
         power_average=612_340,
         power_instant=655_010,
         memory_temperature=54,
@@ -175,8 +176,6 @@ EXPECTED = [
     ("nvidia_smi_protected_memory_free_bytes", 805_306_368),
     ("nvidia_smi_pcie_link_gen_gpucurrent", 4),  # the current link generation
     ("nvidia_smi_pcie_link_gen_gpumax", 5),
-    ("nvidia_smi_pcie_throughput_tx_bytes_per_second", 524_288 * 1024),  # KB/s x 1024
-    ("nvidia_smi_pcie_throughput_rx_bytes_per_second", 2_097_152 * 1024),
 ]
 
 
@@ -184,6 +183,53 @@ EXPECTED = [
 def test_new_family_value_and_unit(name: str, expected: float) -> None:
     _, collector = make([busy_h100()])
     assert value(scrape(collector), name) == pytest.approx(expected, rel=1e-12)
+
+
+TX, RX = "nvidia_smi_pcie_throughput_tx_bytes_per_second", "nvidia_smi_pcie_throughput_rx_bytes_per_second"
+
+
+def test_pcie_throughput_is_the_byte_counters_rate_between_collections() -> None:
+    """No series on the first collection (a baseline); then bytes moved / NVML's own time between readings."""
+    gpu = busy_h100()
+    fake, collector = make([gpu])
+    first = scrape(collector)
+    assert TX not in first and RX not in first
+    tx, rx = gpu.pcie_bytes
+    gpu.pcie_bytes = (tx + 3_000_000_000, rx + 12_000_000_000)
+    gpu.field_timestamp_us += 2_000_000  # 2 s later by NVML's clock
+    s = scrape(collector)
+    assert value(s, TX) == pytest.approx(1.5e9)
+    assert value(s, RX) == pytest.approx(6e9)
+    assert fake.calls["nvmlDeviceGetFieldValues"] == 2  # the counters ride in the one field-values call
+
+
+def test_pcie_throughput_same_reading_repeats_the_rate_and_a_reset_restarts_the_baseline() -> None:
+    gpu = busy_h100()
+    _, collector = make([gpu])
+    scrape(collector)
+    gpu.pcie_bytes = (gpu.pcie_bytes[0] + 1_000_000, gpu.pcie_bytes[1])
+    gpu.field_timestamp_us += 1_000_000
+    assert value(scrape(collector), TX) == pytest.approx(1e6)
+    assert value(scrape(collector), TX) == pytest.approx(1e6)  # NVML's cached reading: same stamp, same rate
+    gpu.pcie_bytes = (5, gpu.pcie_bytes[1])  # counter went backwards (GPU reset, wrap): new baseline
+    gpu.field_timestamp_us += 1_000_000
+    s = scrape(collector)
+    assert TX not in s
+    assert value(s, RX) == 0.0
+    gpu.pcie_bytes = (5 + 4_000, gpu.pcie_bytes[1])
+    gpu.field_timestamp_us += 1_000_000
+    assert value(scrape(collector), TX) == pytest.approx(4_000)
+
+
+def test_pcie_throughput_absent_where_the_counters_are_not_supported() -> None:
+    gpu = busy_h100()
+    gpu.unsupported_fields = {197}  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES
+    _, collector = make([gpu])
+    scrape(collector)
+    gpu.field_timestamp_us += 1_000_000
+    s = scrape(collector)
+    assert TX not in s
+    assert value(s, RX) == 0.0
 
 
 def test_command_exit_code_is_the_twin_of_last_collect_success() -> None:
@@ -297,10 +343,6 @@ BY_FUNCTION = {
     "nvmlDeviceGetMarginTemperature": {"nvidia_smi_temperature_gpu_tlimit"},
     "nvmlDeviceGetJpgUtilization": {"nvidia_smi_utilization_jpeg_ratio"},
     "nvmlDeviceGetOfaUtilization": {"nvidia_smi_utilization_ofa_ratio"},
-    "nvmlDeviceGetPcieThroughput": {
-        "nvidia_smi_pcie_throughput_tx_bytes_per_second",
-        "nvidia_smi_pcie_throughput_rx_bytes_per_second",
-    },
 }
 
 
@@ -343,7 +385,6 @@ PER_SCRAPE_CALLS = {  # NVML function -> calls per GPU per scrape
     "nvmlDeviceGetFieldValues": 1,
     "nvmlDeviceGetMemoryErrorCounter": 8,  # 2 error types x 2 counters x (DRAM, SRAM)
     "nvmlDeviceGetSramEccErrorStatus": 1,
-    "nvmlDeviceGetPcieThroughput": 2,
     "nvmlDeviceGetAccountingMode": 1,
     "nvmlDeviceGetRemappedRows": 1,
 }

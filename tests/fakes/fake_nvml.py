@@ -9,6 +9,8 @@ Knobs a test turns:
 - ``FakeGpu.unsupported``: names of NVML functions that raise NotSupported for that GPU;
 - ``FakeGpu.unsupported_fields``: ``NVML_FI_*`` ids that ``nvmlDeviceGetFieldValues`` answers with a
   per-field NotSupported (the call itself succeeds, as NVML's does);
+- ``FakeGpu.field_timestamp_us``: the timestamp field values carry (None: the wall clock), with
+  ``FakeGpu.pcie_bytes`` the PCIe byte counters whose rate the exporter serves;
 - ``FakeGpu.lost``: every call on that GPU raises GpuIsLost (the "fell off the bus" case);
 - ``FakeNvml.driver_loaded = False``: nvmlInit raises DriverNotLoaded;
 - ``FakeNvml.push_xid(index, xid)``: an XID event for ``nvmlEventSetWait``.
@@ -105,8 +107,8 @@ NVML_MEMORY_LOCATION_SRAM = 7
 NVML_INFOROM_OEM = 0
 NVML_INFOROM_ECC = 1
 NVML_INFOROM_POWER = 2
-NVML_PCIE_UTIL_TX_BYTES = 0
-NVML_PCIE_UTIL_RX_BYTES = 1
+NVML_FI_DEV_PCIE_COUNT_TX_BYTES = 197
+NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 198
 NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
 NVML_GPU_FABRIC_STATE_NOT_STARTED = 1
 NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2
@@ -371,7 +373,11 @@ class FakeGpu:
     margin_temperature: int = 26  # C below the slowdown threshold
     util_jpeg: int = 0  # percent
     util_ofa: int = 0
-    pcie_throughput: tuple[int, int] = (524_288, 2_097_152)  # tx, rx in KB/s
+    pcie_bytes: tuple[int, int] = (
+        41_000_000_000,
+        163_000_000_000,
+    )  # tx, rx byte counters (NVML_FI_DEV_PCIE_COUNT_*)
+    field_timestamp_us: int | None = None  # field values' timestamp; None: the wall clock, as NVML's
     power_average: int = 631_950  # mW, NVML_FI_DEV_POWER_AVERAGE
     power_instant: int = 625_680  # mW
     memory_temperature: int = 54  # C
@@ -735,15 +741,10 @@ class FakeNvml(FakeGpmMixin):
     def nvmlDeviceGetOfaUtilization(self, handle: _Handle) -> list[int]:
         return [self._gpu(handle, "nvmlDeviceGetOfaUtilization").util_ofa, 167000]
 
-    def nvmlDeviceGetPcieThroughput(self, device: _Handle, counter: int) -> int:
-        gpu = self._gpu(device, "nvmlDeviceGetPcieThroughput")
-        if counter not in (NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES):
-            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        return gpu.pcie_throughput[counter]
-
     def nvmlDeviceGetFieldValues(self, handle: _Handle, fieldIds: list[Any]) -> list[_Struct]:
         """One ``c_nvmlFieldValue_t``-like object per requested id, in order; each has its own nvmlReturn."""
         gpu = self._gpu(handle, "nvmlDeviceGetFieldValues")
+        stamp = gpu.field_timestamp_us if gpu.field_timestamp_us is not None else time.time_ns() // 1000
         out = []
         for entry in fieldIds:
             field_id, scope = entry if isinstance(entry, tuple) else (entry, 0)
@@ -758,7 +759,7 @@ class FakeNvml(FakeGpmMixin):
                     {
                         "fieldId": field_id,
                         "scopeId": scope,
-                        "timestamp": 1_700_000_000_000_000,
+                        "timestamp": stamp,
                         "latencyUsec": 0,
                         "valueType": value_type,
                         "nvmlReturn": ret,
@@ -868,6 +869,8 @@ def _field_value(gpu: FakeGpu, field_id: int) -> int | None:
         NVML_FI_DEV_POWER_INSTANT: gpu.power_instant,
         NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: gpu.recovery_action,
         NVML_FI_DEV_EDPP_MULTIPLIER: gpu.edpp_multiplier,
+        NVML_FI_DEV_PCIE_COUNT_TX_BYTES: gpu.pcie_bytes[0],
+        NVML_FI_DEV_PCIE_COUNT_RX_BYTES: gpu.pcie_bytes[1],
     }.get(field_id)
 
 

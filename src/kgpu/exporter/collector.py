@@ -137,8 +137,8 @@ GPU_GAUGES: dict[str, str] = {
     "pcie_link_width_current": "pcie.link.width.current",
     "pcie_link_width_max": "pcie.link.width.max",
     # not an nvidia-smi query field; dashboard 14574 (head) charts them
-    "pcie_throughput_tx_bytes_per_second": "PCIe transmit throughput over NVML's 20 ms sampling window [bytes/s]",
-    "pcie_throughput_rx_bytes_per_second": "PCIe receive throughput over NVML's 20 ms sampling window [bytes/s]",
+    "pcie_throughput_tx_bytes_per_second": "PCIe bytes transmitted per second since the previous collection",
+    "pcie_throughput_rx_bytes_per_second": "PCIe bytes received per second since the previous collection",
     "fabric_state": "fabric.state",
     "fabric_clique_id": "fabric.cliqueId",
     "gpu_recovery_action": "gpu_recovery_action",
@@ -226,9 +226,14 @@ SRAM_ECC_FIELDS = {
     "aggregateUncBucketPcie": "ecc_errors_uncorrected_aggregate_sram_pcie",
     "aggregateUncBucketOther": "ecc_errors_uncorrected_aggregate_sram_other",
 }
-# NVML reports PCIe throughput in KB/s (nvml.h: "throughput in KB/s", counted at "1KB granularity"). kgpu takes
-# that KB as 1024 bytes (KiB), so bytes/s = KB/s x 1024; should NVML mean 1000 bytes, the series read 2.4 % high.
-PCIE_KB = 1024
+# PCIe throughput is the rate of NVML's cumulative PCIe byte counters between two collections, read in the
+# same field-values call as the gauges above. (nvmlDeviceGetPcieThroughput would count bytes over a 20 ms window
+# inside the call: two calls per GPU would add some 40 ms per GPU to every collection.)
+# NVML_FI_* constant -> (its value, used when the module lacks the constant; family suffix).
+PCIE_COUNTER_FIELDS: dict[str, tuple[int, str]] = {
+    "NVML_FI_DEV_PCIE_COUNT_TX_BYTES": (197, "pcie_throughput_tx_bytes_per_second"),
+    "NVML_FI_DEV_PCIE_COUNT_RX_BYTES": (198, "pcie_throughput_rx_bytes_per_second"),
+}
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")  # how nvidia_gpu_exporter reads a text field as a number
 
 GPU_INFO_LABELS = (
@@ -343,7 +348,9 @@ class ReadPlan:
     field_ids: list[int] = field(default_factory=list)
     ecc: list[tuple[tuple[Any, ...], tuple[str, ...]]] = field(default_factory=list)  # (call args, keys)
     sram: Any = None  # the SRAM ECC status struct, when the module has it
-    pcie: list[tuple[str, Any]] = field(default_factory=list)  # (key, NVML_PCIE_UTIL_*)
+    pcie: list[tuple[int, str]] = field(default_factory=list)  # PCIE_COUNTER_FIELDS: (id, key), after fields
+    # key -> (field timestamp in us, counter, last rate): the previous collection's PCIe byte counters
+    pcie_last: dict[str, tuple[int, int, float | None]] = field(default_factory=dict)
     fabric: tuple[str, Any] | None = None  # the fabric-info call that answers for this GPU, and its struct
     fabric_states: tuple[int, int] = (0, 3)  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, _COMPLETED
 
@@ -579,7 +586,8 @@ class GpuCollector:
 
         plan = d.plan
         plan.fields = [(int(nv.const(c, fid)), key, factor) for c, (fid, key, factor) in FIELD_GAUGES.items()]
-        plan.field_ids = [fid for fid, _, _ in plan.fields]
+        plan.pcie = [(int(nv.const(c, fid)), key) for c, (fid, key) in PCIE_COUNTER_FIELDS.items()]
+        plan.field_ids = [fid for fid, _, _ in plan.fields] + [fid for fid, _ in plan.pcie]
         for err, err_const in (
             ("corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
             ("uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
@@ -596,10 +604,6 @@ class GpuCollector:
                         )
                     )
         plan.sram = nv.const("c_nvmlEccSramErrorStatus_v1_t")  # its constructor sets the version
-        plan.pcie = [
-            ("pcie_throughput_tx_bytes_per_second", nv.const("NVML_PCIE_UTIL_TX_BYTES", 0)),
-            ("pcie_throughput_rx_bytes_per_second", nv.const("NVML_PCIE_UTIL_RX_BYTES", 1)),
-        ]
         plan.fabric_states = (
             int(nv.const("NVML_GPU_FABRIC_STATE_NOT_SUPPORTED", 0)),
             int(nv.const("NVML_GPU_FABRIC_STATE_COMPLETED", 3)),
@@ -613,6 +617,30 @@ class GpuCollector:
                 plan.fabric = (fn, struct)
                 break
 
+    @staticmethod
+    def _pcie_rate(plan: ReadPlan, key: str, fv: Any) -> float | None:
+        """Bytes/s between this and the previous collection from one PCIe byte-counter field value.
+
+        The first reading (after start-up or re-initialisation) only sets the baseline. A counter that went
+        backwards (wrapped, or reset with the GPU) starts a new baseline with no series that time. Two
+        readings with the same timestamp repeat the last rate. The timestamps are NVML's own (microseconds).
+        """
+        if fv.nvmlReturn != 0 or not 0 <= fv.valueType < len(_VALUE_MEMBERS):
+            plan.pcie_last.pop(key, None)
+            return None
+        count = int(getattr(fv.value, _VALUE_MEMBERS[fv.valueType]))
+        stamp = int(fv.timestamp)
+        last = plan.pcie_last.get(key)
+        rate: float | None = None
+        if last is not None:
+            last_stamp, last_count, last_rate = last
+            if stamp == last_stamp and count == last_count:
+                rate = last_rate
+            elif stamp > last_stamp and count >= last_count:
+                rate = (count - last_count) * 1e6 / (stamp - last_stamp)
+        plan.pcie_last[key] = (stamp, count, rate)
+        return rate
+
     def _read_more(self, d: DeviceInfo, v: dict[str, float]) -> None:
         """The per-scrape readings beyond the classic set: field values (one call for all), ECC by location,
         SRAM ECC detail, row remapping, fabric, PCIe throughput, engines, display, accounting."""
@@ -621,10 +649,15 @@ class GpuCollector:
 
         if plan.field_ids:
             values = query("nvmlDeviceGetFieldValues", h, plan.field_ids)
-            for (_, key, factor), fv in zip(plan.fields, values or (), strict=False):
+            values = values or []
+            for (_, key, factor), fv in zip(plan.fields, values, strict=False):
                 # each field carries its own status: one NVML cannot report is absent, the others stay
                 if fv.nvmlReturn == 0 and 0 <= fv.valueType < len(_VALUE_MEMBERS):
                     v[key] = float(getattr(fv.value, _VALUE_MEMBERS[fv.valueType])) * factor
+            for (_, key), fv in zip(plan.pcie, values[len(plan.fields) :], strict=False):
+                rate = self._pcie_rate(plan, key, fv)
+                if rate is not None:
+                    v[key] = rate
 
         if v.get("ecc_mode_current") == 1.0:  # counters are meaningless with ECC off
             for args, keys in plan.ecc:
@@ -665,10 +698,6 @@ class GpuCollector:
 
         if "pcie_link_gen_current" in v:  # nvidia-smi's gpucurrent is the same reading under its newer name
             v["pcie_link_gen_gpucurrent"] = v["pcie_link_gen_current"]
-        for key, counter in plan.pcie:
-            kb = query("nvmlDeviceGetPcieThroughput", h, counter)
-            if kb is not None:
-                v[key] = float(kb) * PCIE_KB
 
         jpg = query("nvmlDeviceGetJpgUtilization", h)
         if jpg is not None:
