@@ -262,6 +262,7 @@ def test_samples_freed_on_reinit_after_a_lost_gpu() -> None:
     assert fake.init_calls == 2
     assert s["nvidia_smi_last_collect_success"][()] == 1
     assert fake.gpm_freed == old, "the previous generation's buffers are freed"
+    assert fake.gpm_stale_frees == [], "and freed before NVML was shut down, not after the re-init"
     assert len(fake.gpm_live) == 2 and not old & set(fake.gpm_live)
     assert "nvidia_smi_sm_activity_ratio" not in s, "a new baseline after re-init"
     assert fake.calls["nvmlGpmQueryDeviceSupport"] == 2, "support is asked again after re-init"

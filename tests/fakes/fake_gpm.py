@@ -13,7 +13,8 @@ Knobs a test turns (on the ``FakeNvml`` object):
 - GPM support follows the GPU's compute capability (9.0, Hopper, and newer); ``FakeGpu.unsupported`` can
   name GPM functions as any other;
 - ``gpm_unsupported_metrics``: metric ids ``nvmlGpmMetricsGet`` answers NotSupported for;
-- ``gpm_live``: sample buffers allocated and not yet freed; ``gpm_freed``: those freed.
+- ``gpm_live``: sample buffers allocated and not yet freed; ``gpm_freed``: those freed; ``gpm_stale_frees``:
+  frees of buffers from an NVML session already shut down (NVML's handles die with the session).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class FakeGpmSample:
     key: Key | None = None
     time: float = 0.0
     busy: tuple[float, float, float] = (0.0, 0.0, 0.0)  # SM, occupancy, tensor: fraction-seconds
+    session: int = 0  # the nvmlInit that was current when it was allocated
 
 
 @dataclass
@@ -132,6 +134,11 @@ class FakeGpmMixin:
     @property
     def gpm_freed(self) -> set[int]:
         return self.__dict__.setdefault("_gpm_freed", set())
+
+    @property
+    def gpm_stale_frees(self) -> list[int]:
+        """Buffers a caller tried to free after the NVML session that allocated them was shut down."""
+        return self.__dict__.setdefault("_gpm_stale_frees", [])
 
     @property
     def gpm_unsupported_metrics(self) -> set[int]:
@@ -192,7 +199,7 @@ class FakeGpmMixin:
     def nvmlGpmSampleAlloc(self) -> Any:
         self._check()
         self.calls["nvmlGpmSampleAlloc"] += 1
-        buffer = FakeGpmSample(next(self._gpm.serials))
+        buffer = FakeGpmSample(next(self._gpm.serials), session=self.init_calls)
         self.gpm_live[buffer.serial] = buffer
         return ctypes.pointer(struct_c_nvmlGpmSample_t(buffer.serial))
 
@@ -200,6 +207,9 @@ class FakeGpmMixin:
         self._check()
         self.calls["nvmlGpmSampleFree"] += 1
         buffer = self._gpm_live_sample(sample)  # freeing twice is an error
+        if buffer.session != self.init_calls:  # allocated under an NVML session that has been shut down
+            self.gpm_stale_frees.append(buffer.serial)
+            raise self.NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         del self.gpm_live[buffer.serial]
         self.gpm_freed.add(buffer.serial)
 

@@ -153,7 +153,15 @@ _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5:
 
 
 # --- structs the caller allocates and passes by reference (ctypes.byref), with pynvml's field layout ---
-class nvmlPciInfoExt_v1_t(ctypes.Structure):
+class _Structure(ctypes.Structure):
+    """As pynvml's structs: a ``c_char`` or ``c_char * n`` field reads back as ``str``, not ``bytes``."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        return value.decode() if isinstance(value, bytes) else value
+
+
+class nvmlPciInfoExt_v1_t(_Structure):
     _fields_ = [
         ("version", ctypes.c_uint),
         ("domain", ctypes.c_uint),
@@ -167,7 +175,7 @@ class nvmlPciInfoExt_v1_t(ctypes.Structure):
     ]
 
 
-class c_nvmlPlatformInfo_v2_t(ctypes.Structure):
+class c_nvmlPlatformInfo_v2_t(_Structure):
     _fields_ = [
         ("version", ctypes.c_uint),
         ("ibGuid", ctypes.c_char * 16),
@@ -183,7 +191,7 @@ class c_nvmlPlatformInfo_v2_t(ctypes.Structure):
         super().__init__(version=nvmlPlatformInfo_v2)
 
 
-class c_nvmlEccSramErrorStatus_v1_t(ctypes.Structure):
+class c_nvmlEccSramErrorStatus_v1_t(_Structure):
     _fields_ = [
         ("version", ctypes.c_uint),
         ("aggregateUncParity", ctypes.c_ulonglong),
@@ -204,7 +212,7 @@ class c_nvmlEccSramErrorStatus_v1_t(ctypes.Structure):
         super().__init__(version=nvmlEccSramErrorStatus_v1)
 
 
-class c_nvmlGpuFabricInfo_t(ctypes.Structure):  # the unversioned struct of the deprecated call
+class c_nvmlGpuFabricInfo_t(_Structure):  # the unversioned struct of the deprecated call
     _fields_ = [
         ("clusterUuid", ctypes.c_uint8 * 16),
         ("status", ctypes.c_uint),
@@ -213,7 +221,7 @@ class c_nvmlGpuFabricInfo_t(ctypes.Structure):  # the unversioned struct of the 
     ]
 
 
-class c_nvmlGpuFabricInfo_v2_t(ctypes.Structure):  # pynvml's c_nvmlGpuFabricInfoV_t
+class c_nvmlGpuFabricInfo_v2_t(_Structure):  # pynvml's c_nvmlGpuFabricInfoV_t
     _fields_ = [
         ("version", ctypes.c_uint),
         ("clusterUuid", ctypes.c_uint8 * 16),
@@ -393,6 +401,13 @@ class FakeGpu:
     lost: bool = False
 
 
+class _EventSet:
+    __slots__ = ("session",)
+
+    def __init__(self, session: int) -> None:
+        self.session = session  # the nvmlInit it was created under
+
+
 class _Handle:
     __slots__ = ("gpu", "mig")
 
@@ -444,6 +459,9 @@ class FakeNvml(FakeGpmMixin):
         self._refs = 0
         self._events: collections.deque[tuple[int, int]] = collections.deque()
         self._event_cv = threading.Condition()
+        self._waiting = 0  # threads inside nvmlEventSetWait
+        self.shutdowns_during_wait = 0  # nvmlShutdown while one was: the session's event set pulled away
+        self.event_set_stale_frees = 0  # nvmlEventSetFree of a set from a session already shut down
         self.calls: collections.Counter[str] = collections.Counter()
         for name, value in globals().items():
             if (
@@ -467,6 +485,9 @@ class FakeNvml(FakeGpmMixin):
 
     def nvmlShutdown(self) -> None:
         self.shutdown_calls += 1
+        with self._event_cv:
+            if self._waiting:  # another thread is inside nvmlEventSetWait on this session's event set
+                self.shutdowns_during_wait += 1
         if self._refs == 0:
             raise NVMLError(NVML_ERROR_UNINITIALIZED)
         self._refs -= 1
@@ -811,18 +832,30 @@ class FakeNvml(FakeGpmMixin):
         return h.mig.compute_instance_id
 
     # -- events ---------------------------------------------------------------------------------------
-    def nvmlEventSetCreate(self) -> object:
+    def nvmlEventSetCreate(self) -> _EventSet:
         self._check()
-        return object()
+        return _EventSet(self.init_calls)
 
-    def nvmlEventSetFree(self, event_set: object) -> None:
-        return None
+    def nvmlEventSetFree(self, event_set: _EventSet) -> None:
+        self._check()
+        if event_set.session != self.init_calls:  # created under an NVML session that has been shut down
+            self.event_set_stale_frees += 1
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
 
     def nvmlDeviceRegisterEvents(self, h: _Handle, event_types: int, event_set: object) -> None:
         self._gpu(h, "nvmlDeviceRegisterEvents")
 
-    def nvmlEventSetWait(self, event_set: object, timeout_ms: int) -> _Struct:
+    def nvmlEventSetWait(self, event_set: _EventSet, timeout_ms: int) -> _Struct:
         deadline = time.monotonic() + timeout_ms / 1000
+        with self._event_cv:
+            self._waiting += 1
+        try:
+            return self._event_wait(deadline)
+        finally:
+            with self._event_cv:
+                self._waiting -= 1
+
+    def _event_wait(self, deadline: float) -> _Struct:
         with self._event_cv:
             while not self._events:
                 self._check()

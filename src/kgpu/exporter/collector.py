@@ -349,8 +349,6 @@ class ReadPlan:
     ecc: list[tuple[tuple[Any, ...], tuple[str, ...]]] = field(default_factory=list)  # (call args, keys)
     sram: Any = None  # the SRAM ECC status struct, when the module has it
     pcie: list[tuple[int, str]] = field(default_factory=list)  # PCIE_COUNTER_FIELDS: (id, key), after fields
-    # key -> (field timestamp in us, counter, last rate): the previous collection's PCIe byte counters
-    pcie_last: dict[str, tuple[int, int, float | None]] = field(default_factory=dict)
     fabric: tuple[str, Any] | None = None  # the fabric-info call that answers for this GPU, and its struct
     fabric_states: tuple[int, int] = (0, 3)  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED, _COMPLETED
 
@@ -389,13 +387,9 @@ def _number(text: str) -> float | None:
     return float(text) if _NUMBER.fullmatch(text) else None
 
 
-def _byte(value: Any) -> int:
-    """A ctypes ``c_char`` field (a one-byte ``bytes``) as its number."""
-    return value[0] if isinstance(value, bytes) and value else int(value or 0)
-
-
 def _raw(struct: Any, name: str, size: int) -> bytes:
-    """The first ``size`` bytes of a ctypes array field, NULs included (reading the field stops at a NUL)."""
+    """The first ``size`` bytes of a ``c_char`` field, NULs included. Reading the attribute is no good: it stops at
+    a NUL, and pynvml's structs decode it to ``str`` (failing on bytes >= 0x80)."""
     offset = getattr(type(struct), name).offset
     return bytes(struct)[offset : offset + size]
 
@@ -432,9 +426,13 @@ class GpuCollector:
         self.pods = pods
         self.stats = stats or ExporterStats()
         self.hostname = hostname if hostname is not None else socket.gethostname()
-        self._devices: list[DeviceInfo] = []
+        self._devices: dict[int, DeviceInfo] = {}  # by index, for NVML generation _devices_generation
         self._devices_generation = -1
-        self._lost: NvmlUnavailable | None = None
+        self._device_count = 0
+        self._versions: tuple[str | None, str | None] = (None, None)  # driver, CUDA
+        self._lost: NvmlUnavailable | None = None  # a GPU lost while enumerating, this collection
+        self._next_lost_reinit = 0.0  # monotonic time before which a lost GPU alone does not re-init NVML
+        self._pcie_last: dict[tuple[str, str], tuple[int, int, float | None]] = {}  # (uuid, key) -> reading
         self._lock = threading.Lock()
         # GPM keeps samples between collections; it relies on self._lock for one collection at a time.
         self.gpm = GpmSampler(nvml) if self.options.gpm else None
@@ -448,7 +446,7 @@ class GpuCollector:
         with self._lock:  # one collection at a time; the HTTP layer coalesces concurrent scrapes
             start = time.perf_counter()
             readings: list[GpuReading] = []
-            error: NvmlUnavailable | None = None
+            error: Exception | None = None
             try:
                 devices = self._device_infos()
                 error = self._lost
@@ -459,14 +457,16 @@ class GpuCollector:
                         error = exc
                         if exc.kind != "GpuIsLost":  # a lost GPU spoils only itself; anything else, all
                             break
+                    except Exception as exc:  # an answer kgpu cannot read: this GPU's series are absent
+                        log.exception("reading GPU %s failed", device.uuid)
+                        error = error or exc
             except NvmlUnavailable as exc:
                 error = exc
-            if error is not None:
-                log.warning(
-                    "NVML collection failed: %s; NVML will be re-initialised on the next scrape", error
-                )
-                self.nvml.invalidate()
-                self._devices_generation = -1
+            except Exception as exc:
+                log.exception("NVML collection failed")
+                error = exc
+            if isinstance(error, NvmlUnavailable):
+                self._recover(error)
             duration = time.perf_counter() - start
             with self.stats.lock:
                 self.stats.last_success = error is None
@@ -480,47 +480,72 @@ class GpuCollector:
                 families = dcgm if self.options.metrics == "dcgm" else families + dcgm
             return families + self._health_families()
 
+    # A GPU that stays lost after a re-initialisation re-initialises NVML again at most this often: every
+    # re-initialisation restarts the XID watcher and GPM sampling of the healthy GPUs too.
+    LOST_REINIT_INTERVAL = 60.0
+
+    def _recover(self, error: NvmlUnavailable) -> None:
+        """After a fatal NVML error: shut NVML down so that the next collection initialises it afresh."""
+        now = time.monotonic()
+        if error.kind == "GpuIsLost":
+            if now < self._next_lost_reinit:
+                log.warning(
+                    "NVML collection: %s (GPU still lost; next NVML re-initialisation attempt later)", error
+                )
+                return
+            self._next_lost_reinit = now + self.LOST_REINIT_INTERVAL
+        log.warning("NVML collection failed: %s; NVML will be re-initialised on the next scrape", error)
+        if self.gpm is not None:
+            self.gpm.close()  # free GPM buffers while the NVML session that allocated them is alive
+        self.nvml.invalidate()
+        self._devices_generation = -1
+
     def _device_infos(self) -> list[DeviceInfo]:
+        """The GPUs, read once per NVML generation. A GPU lost while being enumerated is skipped and looked for
+        again on the next collection; the others stay cached (and keep their state)."""
         nv = self.nvml
         nv.ensure_init()
-        if self._devices_generation == nv.generation:
-            return self._devices
-        driver = nv.driver_version()
-        cuda = nv.cuda_driver_version()
-        devices = []
+        if self._devices_generation != nv.generation:
+            self._devices = {}
+            self._device_count = nv.device_count()
+            self._versions = (nv.driver_version(), nv.cuda_driver_version())
+            self._devices_generation = nv.generation
         self._lost = None
-        for index in range(nv.device_count()):
-            try:
-                handle = nv.handle(index)
-                raw_uuid = nv.uuid(handle)
-            except NvmlUnavailable as exc:
-                if exc.kind != "GpuIsLost":
-                    raise
-                self._lost = exc  # skip this GPU, keep the others; the device list is re-read next time
-                continue
-            name = _na(nv.query("nvmlDeviceGetName", handle))
-            pci = nv.query("nvmlDeviceGetPciInfo", handle)
-            cc = nv.query("nvmlDeviceGetCudaComputeCapability", handle)
-            labels = {
-                "uuid": strip_uuid(raw_uuid),
-                "name": name,
-                "driver_model_current": "[N/A]",  # a Windows-only notion (WDDM/TCC)
-                "driver_model_pending": "[N/A]",
-                "vbios_version": _na(nv.query("nvmlDeviceGetVbiosVersion", handle)),
-                "driver_version": _na(driver),
-                "pci_bus_id": "[N/A]" if pci is None else as_text(pci.busId),
-                "serial": _na(nv.query("nvmlDeviceGetSerial", handle)),
-                "compute_cap": "[N/A]" if cc is None else f"{cc[0]}.{cc[1]}",
-                "pci_sub_device_id": "[N/A]" if pci is None else f"0x{int(pci.pciSubSystemId):08X}",
-                "index": str(index),
-                "cuda_version": _na(cuda),
-            }
-            device = DeviceInfo(index, handle, raw_uuid, labels["uuid"], name, labels)
-            self._read_static(device, pci)
-            devices.append(device)
-        self._devices = devices
-        self._devices_generation = nv.generation if self._lost is None else -1
-        return devices
+        for index in range(self._device_count):
+            if index not in self._devices:
+                try:
+                    self._devices[index] = self._device_info(index)
+                except NvmlUnavailable as exc:
+                    if exc.kind != "GpuIsLost":
+                        raise
+                    self._lost = exc
+        return [self._devices[i] for i in sorted(self._devices)]
+
+    def _device_info(self, index: int) -> DeviceInfo:
+        nv = self.nvml
+        driver, cuda = self._versions
+        handle = nv.handle(index)
+        raw_uuid = nv.uuid(handle)
+        name = _na(nv.query("nvmlDeviceGetName", handle))
+        pci = nv.query("nvmlDeviceGetPciInfo", handle)
+        cc = nv.query("nvmlDeviceGetCudaComputeCapability", handle)
+        labels = {
+            "uuid": strip_uuid(raw_uuid),
+            "name": name,
+            "driver_model_current": "[N/A]",  # a Windows-only notion (WDDM/TCC)
+            "driver_model_pending": "[N/A]",
+            "vbios_version": _na(nv.query("nvmlDeviceGetVbiosVersion", handle)),
+            "driver_version": _na(driver),
+            "pci_bus_id": "[N/A]" if pci is None else as_text(pci.busId),
+            "serial": _na(nv.query("nvmlDeviceGetSerial", handle)),
+            "compute_cap": "[N/A]" if cc is None else f"{cc[0]}.{cc[1]}",
+            "pci_sub_device_id": "[N/A]" if pci is None else f"0x{int(pci.pciSubSystemId):08X}",
+            "index": str(index),
+            "cuda_version": _na(cuda),
+        }
+        device = DeviceInfo(index, handle, raw_uuid, labels["uuid"], name, labels)
+        self._read_static(device, pci)
+        return device
 
     def _fill(self, fn: str, handle: Any, struct: Any) -> bool:
         """Call an NVML function that fills a struct the caller allocates (passed by reference, as the C
@@ -571,10 +596,10 @@ class GpuCollector:
                 # nvidia-smi prints the GUID's 8 significant bytes as hex; here their number (a float: the low
                 # bits of a GUID above 2**53 round)
                 put("platform_gpu_fabric_guid", int.from_bytes(_raw(info, "ibGuid", 8), "big"))
-                put("platform_slot_number", _byte(info.slotNumber))
-                put("platform_tray_index", _byte(info.trayIndex))
-                put("platform_host_id", _byte(info.hostId))
-                put("platform_module_id", _byte(info.moduleId))
+                put("platform_slot_number", _raw(info, "slotNumber", 1)[0])
+                put("platform_tray_index", _raw(info, "trayIndex", 1)[0])
+                put("platform_host_id", _raw(info, "hostId", 1)[0])
+                put("platform_module_id", _raw(info, "moduleId", 1)[0])
         gsp = nv.query("nvmlDeviceGetGspFirmwareMode", h)
         if gsp is not None:
             put("gsp_mode_current", gsp[0])
@@ -617,28 +642,32 @@ class GpuCollector:
                 plan.fabric = (fn, struct)
                 break
 
-    @staticmethod
-    def _pcie_rate(plan: ReadPlan, key: str, fv: Any) -> float | None:
+    def _pcie_rate(self, uuid: str, key: str, fv: Any) -> float | None:
         """Bytes/s between this and the previous collection from one PCIe byte-counter field value.
 
         The first reading (after start-up or re-initialisation) only sets the baseline. A counter that went
-        backwards (wrapped, or reset with the GPU) starts a new baseline with no series that time. Two
-        readings with the same timestamp repeat the last rate. The timestamps are NVML's own (microseconds).
+        backwards starts a new baseline with no series that time (a GPU reset), except a 32-bit counter, which
+        is taken to have wrapped once. A reading with the previous one's timestamp (NVML's cached value)
+        repeats the last rate. The timestamps are NVML's own (microseconds). The baselines are kept by GPU
+        uuid, so they survive an NVML re-initialisation.
         """
+        slot = (uuid, key)
         if fv.nvmlReturn != 0 or not 0 <= fv.valueType < len(_VALUE_MEMBERS):
-            plan.pcie_last.pop(key, None)
+            self._pcie_last.pop(slot, None)
             return None
         count = int(getattr(fv.value, _VALUE_MEMBERS[fv.valueType]))
         stamp = int(fv.timestamp)
-        last = plan.pcie_last.get(key)
+        last = self._pcie_last.get(slot)
+        if last is not None and stamp == last[0]:
+            return last[2]
         rate: float | None = None
-        if last is not None:
-            last_stamp, last_count, last_rate = last
-            if stamp == last_stamp and count == last_count:
-                rate = last_rate
-            elif stamp > last_stamp and count >= last_count:
-                rate = (count - last_count) * 1e6 / (stamp - last_stamp)
-        plan.pcie_last[key] = (stamp, count, rate)
+        if last is not None and stamp > last[0]:
+            moved = count - last[1]
+            if moved < 0 and _VALUE_MEMBERS[fv.valueType] == "uiVal":
+                moved += 1 << 32
+            if moved >= 0:
+                rate = moved * 1e6 / (stamp - last[0])
+        self._pcie_last[slot] = (stamp, count, rate)
         return rate
 
     def _read_more(self, d: DeviceInfo, v: dict[str, float]) -> None:
@@ -655,7 +684,7 @@ class GpuCollector:
                 if fv.nvmlReturn == 0 and 0 <= fv.valueType < len(_VALUE_MEMBERS):
                     v[key] = float(getattr(fv.value, _VALUE_MEMBERS[fv.valueType])) * factor
             for (_, key), fv in zip(plan.pcie, values[len(plan.fields) :], strict=False):
-                rate = self._pcie_rate(plan, key, fv)
+                rate = self._pcie_rate(d.uuid, key, fv)
                 if rate is not None:
                     v[key] = rate
 
@@ -727,7 +756,7 @@ class GpuCollector:
 
     def _read(self, d: DeviceInfo) -> GpuReading:
         nv, h = self.nvml, d.handle
-        v: dict[str, float] = {"index": float(d.index), "count": float(len(self._devices))}
+        v: dict[str, float] = {"index": float(d.index), "count": float(self._device_count)}
         v.update(d.static)
 
         def put(key: str, value: Any, factor: float = 1.0) -> None:

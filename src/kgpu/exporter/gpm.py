@@ -21,8 +21,9 @@ Decisions:
   while MIG is on, on drivers that only sample GPU instances); for a whole GPU it is asked again when its
   MIG mode changes. Any other non-fatal error gives no series for that collection only.
 - **Buffers.** Each entity holds two NVML sample buffers (previous and next), allocated on first use and
-  freed when NVML is re-initialised (at the first collection of the new generation), when a GPU instance
-  goes away, and in :meth:`GpmSampler.close`.
+  freed when a GPU instance goes away, in :meth:`GpmSampler.close` (which the collector calls before it
+  shuts NVML down to re-initialise it) and at exporter shutdown. Buffers of an NVML session that has ended
+  some other way are forgotten, not freed: NVML's handles die with the session.
 - **Errors.** Every call goes through the facade: fatal NVML errors raise
   :class:`~kgpu.exporter.nvml.NvmlUnavailable`, as for any other reading, and the collection fails.
 
@@ -117,10 +118,11 @@ class GpmSampler:
                 out.instances[gi] = values
         return out
 
-    def close(self) -> None:
-        """Free every sample buffer. Does not initialise NVML to do so: without it the buffers are dropped."""
+    def close(self, *, free: bool = True) -> None:
+        """Free every sample buffer (``free=False``: forget them, for buffers of an NVML session that has
+        ended). Does not initialise NVML to do so: without it the buffers are dropped."""
         for key in list(self._entities):
-            self._drop(key)
+            self._drop(key, free=free)
         self._supported.clear()
         self._off.clear()
         self._request = None
@@ -131,7 +133,7 @@ class GpmSampler:
         nv = self.nvml
         nv.ensure_init()
         if nv.generation != self._generation:
-            self.close()  # buffers of the previous NVML session
+            self.close(free=False)  # buffers of a session that has ended died with it
             self._generation = nv.generation
 
     def _device_supported(self, handle: Any, uuid: str) -> bool:
@@ -217,9 +219,9 @@ class GpmSampler:
             return None
         return _Entity(first, second)
 
-    def _drop(self, key: Key) -> None:
+    def _drop(self, key: Key, *, free: bool = True) -> None:
         entity = self._entities.pop(key, None)
-        if entity is not None:
+        if entity is not None and free:
             self._free(entity.previous)
             self._free(entity.spare)
 

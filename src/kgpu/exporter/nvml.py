@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import threading
 from types import ModuleType
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 # Errors after which NVML has to be shut down and initialised again.
 FATAL_ERRORS = (
@@ -66,6 +69,8 @@ class Nvml:
     def __init__(self, lib: ModuleType | Any | None = None) -> None:
         self._lib = lib
         self._lock = threading.RLock()
+        self._blocking_cv = threading.Condition()  # guards _initialised flips against _blocking
+        self._blocking = 0  # blocking calls (nvmlEventSetWait) in progress in other threads
         self._initialised = False
         self._fatal: tuple[type[BaseException], ...] = ()
         self._base: type[BaseException] = Exception
@@ -110,12 +115,22 @@ class Nvml:
             self._initialised = True
             self.generation += 1
 
+    # How long a shutdown waits for blocking calls in other threads to return (they wait in slices of ~1 s).
+    DRAIN_TIMEOUT = 3.0
+
     def invalidate(self) -> None:
-        """Drop our NVML reference; the next call initialises again."""
+        """Drop our NVML reference; the next call initialises again.
+
+        A blocking call in progress in another thread (the XID watcher's ``nvmlEventSetWait``) is waited for
+        first, up to :attr:`DRAIN_TIMEOUT`: NVML is not shut down under a call using one of its objects.
+        """
         with self._lock:
-            if not self._initialised:
-                return
-            self._initialised = False
+            with self._blocking_cv:
+                if not self._initialised:
+                    return
+                self._initialised = False
+                if not self._blocking_cv.wait_for(lambda: self._blocking == 0, timeout=self.DRAIN_TIMEOUT):
+                    log.warning("shutting NVML down with a blocking call still in progress")
             # shutting down a broken NVML may fail too; we re-init next time regardless
             with contextlib.suppress(Exception):
                 self.lib.nvmlShutdown()
@@ -128,6 +143,23 @@ class Nvml:
             return getattr(self.lib, fn)(*args, **kwargs)
         except self._fatal as exc:
             raise NvmlUnavailable(f"{fn}: {self._describe(exc)}", kind=self._kind(exc)) from exc
+
+    def blocking_call(self, fn: str, *args: Any) -> Any:
+        """Like :meth:`call`, for a call that may block (``nvmlEventSetWait``): :meth:`invalidate` waits for it
+        to return before shutting NVML down. Raises :class:`NvmlUnavailable` (kind ``Reinitialising``) instead
+        of starting one while NVML is being shut down, and never initialises NVML itself."""
+        with self._blocking_cv:
+            if not self._initialised:
+                raise NvmlUnavailable(f"{fn}: NVML is being re-initialised", kind="Reinitialising")
+            self._blocking += 1
+        try:
+            return getattr(self.lib, fn)(*args)
+        except self._fatal as exc:
+            raise NvmlUnavailable(f"{fn}: {self._describe(exc)}", kind=self._kind(exc)) from exc
+        finally:
+            with self._blocking_cv:
+                self._blocking -= 1
+                self._blocking_cv.notify_all()
 
     def query(self, fn: str, *args: Any, **kwargs: Any) -> Any | None:
         """Like :meth:`call`, but a field NVML cannot report (any non-fatal NVML error) is ``None``."""

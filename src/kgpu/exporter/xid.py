@@ -69,7 +69,10 @@ class XidWatcher:
     def _run(self) -> None:
         while not self._stop.is_set():
             event_set = None
+            generation = -1
             try:
+                self._nvml.ensure_init()
+                generation = self._nvml.generation  # the session the event set belongs to
                 event_set = self._register()
                 self.running = True
                 self._wait_loop(event_set)
@@ -79,9 +82,11 @@ class XidWatcher:
                 log.warning("XID watcher: %s; retrying in %.0fs", exc, self._retry_s)
             finally:
                 self.running = False
-                if event_set is not None:
+                # An event set of an NVML session that has been shut down died with it: not freed.
+                nv = self._nvml
+                if event_set is not None and nv.initialised and nv.generation == generation:
                     with contextlib.suppress(NvmlUnavailable):
-                        self._nvml.query("nvmlEventSetFree", event_set)
+                        nv.query("nvmlEventSetFree", event_set)
             self._stop.wait(self._retry_s)
 
     def _register(self) -> Any:
@@ -109,7 +114,7 @@ class XidWatcher:
             if nv.generation != generation or not nv.initialised:
                 raise NvmlUnavailable("NVML was re-initialised", kind="Reinitialised")
             try:
-                data = nv.call("nvmlEventSetWait", event_set, self._wait_ms)
+                data = nv.blocking_call("nvmlEventSetWait", event_set, self._wait_ms)
             except NvmlUnavailable:
                 raise
             except Exception as exc:
