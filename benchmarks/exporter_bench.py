@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from kgpu.exporter.app import DEFAULT_MAX_AGE  # noqa: E402
+from kgpu.exporter.server import DEFAULT_MAX_AGE  # noqa: E402
 
 
 def serve(gpus: int, metrics: str, max_age: float) -> None:

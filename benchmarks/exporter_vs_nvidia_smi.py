@@ -4,7 +4,8 @@ nvidia_gpu_exporter (seed 002's exporter) forks ``nvidia-smi --query-gpu=<fields
 scrape. With its default ``--query-field-names=AUTO`` the fields are every field ``nvidia-smi
 --help-query-gpu`` lists, which this script discovers the same way (``--fields`` overrides). It then
 
-- serves kgpu's exporter over the real NVML on localhost and times N ``GET /metrics`` (HTTP included), and
+- serves kgpu's exporter over the real NVML on localhost and times N ``GET /metrics`` (HTTP included; each
+  a fresh NVML collection, as with ``--max-age 0``), and
 - times N runs of that nvidia-smi command, as nvidia_gpu_exporter runs it,
 
 and prints both latency distributions and the ratio of medians. Target: kgpu >= 20x faster.
@@ -208,8 +209,11 @@ def main() -> None:
     fields = args.fields.split(",") if args.fields else usable_fields(nvidia_smi, discover_fields(nvidia_smi))
     query = [nvidia_smi, f"--query-gpu={','.join(fields)}", "--format=csv"]
 
+    # max_age=0: every timed scrape is a fresh NVML collection, the work nvidia-smi does on every run
     server = make_server(
-        GpuCollector(Nvml(), options=CollectorOptions(metrics=args.metrics, pods=False)), "127.0.0.1:0"
+        GpuCollector(Nvml(), options=CollectorOptions(metrics=args.metrics, pods=False)),
+        "127.0.0.1:0",
+        max_age=0,
     )
     serve_in_thread(server)
     url = server.url + "/metrics"

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import time
 import urllib.request
 
 from fakes.fake_nvml import FakeNvml, make_gpus
+from kgpu.cli.exporter_cmd import command
 from kgpu.exporter.app import ExporterConfig, run
 from kgpu.exporter.collector import CollectorOptions
-from kgpu.exporter.server import ExporterHTTPServer
+from kgpu.exporter.server import DEFAULT_MAX_AGE, ExporterHTTPServer, Scraper, make_server
 
 
 def scrape(url: str) -> str:
@@ -46,3 +48,13 @@ def test_run_serves_then_releases_nvml_buffers_on_shutdown() -> None:
     assert not fake.gpm_live  # every NVML-allocated buffer freed
     assert fake.gpm_freed
     assert sys.getswitchinterval() == before
+
+
+def test_library_and_cli_share_the_default_reuse_window() -> None:
+    """``make_server``, ``Scraper``, ``ExporterConfig`` and ``kgpu exporter --max-age`` default alike."""
+    assert DEFAULT_MAX_AGE == 1.0
+    assert inspect.signature(make_server).parameters["max_age"].default == DEFAULT_MAX_AGE
+    assert inspect.signature(Scraper).parameters["max_age"].default == DEFAULT_MAX_AGE
+    assert ExporterConfig().max_age == DEFAULT_MAX_AGE
+    (option,) = [p for p in command.params if p.name == "max_age"]
+    assert option.default == DEFAULT_MAX_AGE

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from kgpu.exporter.app import DEFAULT_MAX_AGE
+from kgpu.exporter.server import DEFAULT_MAX_AGE
 
 
 @click.command("exporter")

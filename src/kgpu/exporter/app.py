@@ -16,15 +16,10 @@ from typing import Any
 from kgpu.exporter.collector import CollectorOptions, GpuCollector
 from kgpu.exporter.nvml import Nvml
 from kgpu.exporter.podresources import DEFAULT_SOCKET, PodResources
-from kgpu.exporter.server import ExporterHTTPServer, make_server
+from kgpu.exporter.server import DEFAULT_MAX_AGE, ExporterHTTPServer, make_server
 from kgpu.exporter.xid import XidWatcher
 
 log = logging.getLogger(__name__)
-
-
-# Reuse window for collections (see kgpu.exporter.server): NVML's utilization and power figures are averages
-# over windows of up to 1 s, so collecting more often than this adds cost, not information.
-DEFAULT_MAX_AGE = 1.0
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,11 @@ Decisions:
   are averages over sampling windows of 1/6 s to 1 s (utilization; power on Ampere and newer), so a window
   of 1 s loses no information. A failed collection is never reused: the next scrape collects (and so
   re-initialises NVML) again.
-- ``/healthz`` never touches NVML: it answers whether the server is up and reports the last collection's
-  outcome in the body, so a broken driver does not make Kubernetes restart the exporter in a loop.
+- ``/healthz`` (alias ``/-/healthy``) never touches NVML: it answers whether the server is up and reports the
+  last collection's outcome in the body, so a broken driver does not make Kubernetes restart the exporter in
+  a loop. The one exception is a hung collection: an NVML call that never returns keeps every scrape at 503
+  and only a restart clears it, so once the running collection is older than ``hung_after`` seconds
+  ``/healthz`` answers 503 and the liveness probe restarts the exporter.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ from kgpu.exporter.collector import GpuCollector
 from kgpu.exporter.exposition import CONTENT_TYPE, TextWriter
 
 log = logging.getLogger(__name__)
+
+# Default reuse window (``max_age``) of collections, for the library and ``kgpu exporter --max-age`` alike:
+# NVML's utilization and power figures are averages over windows of up to 1 s, so collecting more often than
+# this adds cost, not information.
+DEFAULT_MAX_AGE = 1.0
 
 
 class _Flight:
@@ -62,17 +70,33 @@ class Scraper:
         collector: GpuCollector,
         *,
         timeout: float = 5.0,
-        max_age: float = 0.0,
+        max_age: float = DEFAULT_MAX_AGE,
+        hung_after: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.collector = collector
         self.timeout = timeout
         self.max_age = max_age  # reuse a successful collection this young (0: every scrape collects afresh)
+        # a collection running longer than this is hung: /healthz answers 503 so that the exporter is restarted
+        self.hung_after = max(30.0, 6 * timeout) if hung_after is None else hung_after
         self._clock = clock
         self._writer = TextWriter()
         self._lock = threading.Lock()
         self._flight: _Flight | None = None
         self._last: tuple[float, bytes] | None = None  # (collection start, body) of the last good one
+        self._waiting = 0  # scrapes now waiting for a collection
+
+    @property
+    def waiting(self) -> int:
+        """How many scrapes are waiting for a running collection right now."""
+        with self._lock:
+            return self._waiting
+
+    def collection_running_seconds(self) -> float:
+        """How long the current collection has been running (0 when none is)."""
+        with self._lock:
+            flight = self._flight
+        return 0.0 if flight is None else max(0.0, self._clock() - flight.started)
 
     def _start(self) -> _Flight:
         """A new collection in its own thread; the caller holds ``_lock``."""
@@ -106,10 +130,17 @@ class Scraper:
                         self._start()  # refresh ahead; this scrape is answered from ``last``
                     return last[1]
             flight = self._flight or self._start()
-        if not flight.done.wait(self.timeout if timeout is None else timeout):
+            self._waiting += 1
+        wait = self.timeout if timeout is None else timeout
+        try:
+            finished = flight.done.wait(wait)
+        finally:
+            with self._lock:
+                self._waiting -= 1
+        if not finished:
             with self.collector.stats.lock:
                 self.collector.stats.scrape_timeouts += 1
-            raise ScrapeTimeout(f"collection did not finish within {self.timeout:g}s")
+            raise ScrapeTimeout(f"collection did not finish within {wait:g}s")
         if flight.error is not None:
             raise flight.error
         assert flight.body is not None
@@ -147,20 +178,35 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self._send(200, body, CONTENT_TYPE)
         elif path in ("/healthz", "/-/healthy"):
-            stats = self.server.scraper.collector.stats
-            with stats.lock:
-                status = {
-                    "status": "ok",
-                    "last_collect_success": stats.last_success,
-                    "last_error": stats.last_error,
-                    "failed_collections": stats.failed_collections,
-                }
-            self._send(200, (json.dumps(status) + "\n").encode(), "application/json")
+            self._health()
         elif path == "/":
             page = b'<html><body><h1>kgpu exporter</h1><a href="/metrics">/metrics</a></body></html>\n'
             self._send(200, page, "text/html")
         else:
             self._send(404, b"not found\n", "text/plain; charset=utf-8")
+
+    def _health(self) -> None:
+        """200 while the server runs, whatever NVML says; 503 once the running collection is hung."""
+        scraper = self.server.scraper
+        running = scraper.collection_running_seconds()
+        hung = running > scraper.hung_after
+        stats = scraper.collector.stats
+        with stats.lock:
+            status: dict[str, Any] = {
+                "status": "collection hung" if hung else "ok",
+                "last_collect_success": stats.last_success,
+                "last_error": stats.last_error,
+                "failed_collections": stats.failed_collections,
+                "collection_running_seconds": round(running, 3),
+            }
+        if hung:
+            status["hung_after_seconds"] = scraper.hung_after
+            status["error"] = (
+                f"the current NVML collection has been running for {running:.0f}s "
+                f"(limit {scraper.hung_after:g}s); scrapes answer 503 while it runs"
+            )
+            log.warning("healthz: %s", status["error"])
+        self._send(503 if hung else 200, (json.dumps(status) + "\n").encode(), "application/json")
 
     def _send(self, code: int, body: bytes, content_type: str) -> None:
         self.send_response(code)
@@ -193,8 +239,13 @@ class ExporterHTTPServer(ThreadingHTTPServer):
 
 
 def make_server(
-    collector: GpuCollector, listen: str = ":9835", *, timeout: float = 5.0, max_age: float = 0.0
+    collector: GpuCollector,
+    listen: str = ":9835",
+    *,
+    timeout: float = 5.0,
+    max_age: float = DEFAULT_MAX_AGE,
 ) -> ExporterHTTPServer:
+    """A bound server; ``max_age=0`` collects afresh on every scrape (concurrent ones still share one)."""
     host, port = parse_listen(listen)
     return ExporterHTTPServer((host, port), Scraper(collector, timeout=timeout, max_age=max_age))
 
