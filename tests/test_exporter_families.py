@@ -502,226 +502,41 @@ def test_lost_gpu_during_a_new_call_fails_the_collection() -> None:
 
 # -- coverage of the reference scrape and of the dashboard ----------------------------------------------------
 
-# The reference scrape's families (``../shared/reference/monitoring/nvidia_gpu_exporter.h100.metrics``, a real
-# nvidia_gpu_exporter on an H100 with --processes): "name type HELP", one a line. Kept here so the test runs
-# without the shared tree; test_reference_facts_match_the_shared_files checks them against it when present.
-H100_FAMILIES = """
-nvidia_smi_accounting_buffer_size gauge accounting.buffer_size
-nvidia_smi_accounting_mode gauge accounting.mode
-nvidia_smi_c2c_mode gauge c2c.mode
-nvidia_smi_clocks_current_graphics_clock_hz gauge clocks.current.graphics [MHz]
-nvidia_smi_clocks_current_memory_clock_hz gauge clocks.current.memory [MHz]
-nvidia_smi_clocks_current_sm_clock_hz gauge clocks.current.sm [MHz]
-nvidia_smi_clocks_current_video_clock_hz gauge clocks.current.video [MHz]
-nvidia_smi_clocks_event_reasons_active gauge clocks_event_reasons.active
-nvidia_smi_clocks_event_reasons_applications_clocks_setting gauge clocks_event_reasons.applications_clocks_setting
-nvidia_smi_clocks_event_reasons_counters_hw_power_brake_slowdown_seconds gauge clocks_event_reasons_counters.hw_power_brake_slowdown [us]
-nvidia_smi_clocks_event_reasons_counters_hw_thermal_slowdown_seconds gauge clocks_event_reasons_counters.hw_thermal_slowdown [us]
-nvidia_smi_clocks_event_reasons_counters_sw_power_cap_seconds gauge clocks_event_reasons_counters.sw_power_cap [us]
-nvidia_smi_clocks_event_reasons_counters_sw_thermal_slowdown_seconds gauge clocks_event_reasons_counters.sw_thermal_slowdown [us]
-nvidia_smi_clocks_event_reasons_counters_sync_boost_seconds gauge clocks_event_reasons_counters.sync_boost [us]
-nvidia_smi_clocks_event_reasons_gpu_idle gauge clocks_event_reasons.gpu_idle
-nvidia_smi_clocks_event_reasons_hw_power_brake_slowdown gauge clocks_event_reasons.hw_power_brake_slowdown
-nvidia_smi_clocks_event_reasons_hw_slowdown gauge clocks_event_reasons.hw_slowdown
-nvidia_smi_clocks_event_reasons_hw_thermal_slowdown gauge clocks_event_reasons.hw_thermal_slowdown
-nvidia_smi_clocks_event_reasons_supported gauge clocks_event_reasons.supported
-nvidia_smi_clocks_event_reasons_sw_power_cap gauge clocks_event_reasons.sw_power_cap
-nvidia_smi_clocks_event_reasons_sw_thermal_slowdown gauge clocks_event_reasons.sw_thermal_slowdown
-nvidia_smi_clocks_event_reasons_sync_boost gauge clocks_event_reasons.sync_boost
-nvidia_smi_clocks_max_graphics_clock_hz gauge clocks.max.graphics [MHz]
-nvidia_smi_clocks_max_memory_clock_hz gauge clocks.max.memory [MHz]
-nvidia_smi_clocks_max_sm_clock_hz gauge clocks.max.sm [MHz]
-nvidia_smi_command_exit_code gauge Exit code of the most recent nvidia-smi run
-nvidia_smi_compute_app_info gauge A metric with a constant '1' value labeled by the identity of a process with a compute context on a GPU.
-nvidia_smi_compute_app_used_memory_bytes gauge GPU memory used by the process. Absent when the driver cannot report it (e.g. Windows WDDM).
-nvidia_smi_compute_apps gauge Number of processes with a compute context on the GPU.
-nvidia_smi_compute_apps_last_collect_success gauge Whether the most recent per-process collection succeeded (1) or not (0)
-nvidia_smi_compute_cap gauge compute_cap
-nvidia_smi_compute_mode gauge compute_mode
-nvidia_smi_count gauge count
-nvidia_smi_display_active gauge display_active
-nvidia_smi_display_attached gauge display_attached
-nvidia_smi_ecc_errors_corrected_aggregate_device_memory gauge ecc.errors.corrected.aggregate.device_memory
-nvidia_smi_ecc_errors_corrected_aggregate_dram gauge ecc.errors.corrected.aggregate.dram
-nvidia_smi_ecc_errors_corrected_aggregate_sram gauge ecc.errors.corrected.aggregate.sram
-nvidia_smi_ecc_errors_corrected_aggregate_total gauge ecc.errors.corrected.aggregate.total
-nvidia_smi_ecc_errors_corrected_volatile_device_memory gauge ecc.errors.corrected.volatile.device_memory
-nvidia_smi_ecc_errors_corrected_volatile_dram gauge ecc.errors.corrected.volatile.dram
-nvidia_smi_ecc_errors_corrected_volatile_sram gauge ecc.errors.corrected.volatile.sram
-nvidia_smi_ecc_errors_corrected_volatile_total gauge ecc.errors.corrected.volatile.total
-nvidia_smi_ecc_errors_uncorrected_aggregate_device_memory gauge ecc.errors.uncorrected.aggregate.device_memory
-nvidia_smi_ecc_errors_uncorrected_aggregate_dram gauge ecc.errors.uncorrected.aggregate.dram
-nvidia_smi_ecc_errors_uncorrected_aggregate_sram gauge ecc.errors.uncorrected.aggregate.sram
-nvidia_smi_ecc_errors_uncorrected_aggregate_sram_l2 gauge ecc.errors.uncorrected.aggregate.sram.l2
-nvidia_smi_ecc_errors_uncorrected_aggregate_sram_mcu gauge ecc.errors.uncorrected.aggregate.sram.mcu
-nvidia_smi_ecc_errors_uncorrected_aggregate_sram_other gauge ecc.errors.uncorrected.aggregate.sram.other
-nvidia_smi_ecc_errors_uncorrected_aggregate_sram_parity gauge ecc.errors.uncorrected.aggregate.sram.parity
-nvidia_smi_ecc_errors_uncorrected_aggregate_sram_pcie gauge ecc.errors.uncorrected.aggregate.sram.pcie
-nvidia_smi_ecc_errors_uncorrected_aggregate_sram_secded gauge ecc.errors.uncorrected.aggregate.sram.secded
-nvidia_smi_ecc_errors_uncorrected_aggregate_sram_sm gauge ecc.errors.uncorrected.aggregate.sram.sm
-nvidia_smi_ecc_errors_uncorrected_aggregate_sram_threshold_exceeded gauge ecc.errors.uncorrected.aggregate.sram.thresholdExceeded
-nvidia_smi_ecc_errors_uncorrected_aggregate_total gauge ecc.errors.uncorrected.aggregate.total
-nvidia_smi_ecc_errors_uncorrected_volatile_device_memory gauge ecc.errors.uncorrected.volatile.device_memory
-nvidia_smi_ecc_errors_uncorrected_volatile_dram gauge ecc.errors.uncorrected.volatile.dram
-nvidia_smi_ecc_errors_uncorrected_volatile_sram gauge ecc.errors.uncorrected.volatile.sram
-nvidia_smi_ecc_errors_uncorrected_volatile_sram_parity gauge ecc.errors.uncorrected.volatile.sram.parity
-nvidia_smi_ecc_errors_uncorrected_volatile_sram_secded gauge ecc.errors.uncorrected.volatile.sram.secded
-nvidia_smi_ecc_errors_uncorrected_volatile_total gauge ecc.errors.uncorrected.volatile.total
-nvidia_smi_ecc_mode_current gauge ecc.mode.current
-nvidia_smi_ecc_mode_pending gauge ecc.mode.pending
-nvidia_smi_edpp_multiplier_ratio gauge edpp_multiplier [%]
-nvidia_smi_encoder_stats_average_fps gauge encoder.stats.averageFps
-nvidia_smi_encoder_stats_average_latency gauge encoder.stats.averageLatency
-nvidia_smi_encoder_stats_session_count gauge encoder.stats.sessionCount
-nvidia_smi_enforced_power_limit_watts gauge enforced.power.limit [W]
-nvidia_smi_fabric_clique_id gauge fabric.cliqueId
-nvidia_smi_fabric_state gauge fabric.state
-nvidia_smi_failed_scrapes_total counter Number of failed collections
-nvidia_smi_gpu_info gauge A metric with a constant '1' value labeled by gpu uuid, name, driver_model_current, driver_model_pending, vbios_version, driver_version, pci_bus_id, serial, compute_cap, pci_sub_device_id, index, cuda_version.
-nvidia_smi_gpu_recovery_action gauge gpu_recovery_action
-nvidia_smi_gsp_mode_current gauge gsp.mode.current
-nvidia_smi_gsp_mode_default gauge gsp.mode.default
-nvidia_smi_index gauge index
-nvidia_smi_inforom_ecc gauge inforom.ecc
-nvidia_smi_inforom_oem gauge inforom.oem
-nvidia_smi_last_collect_success gauge Whether the most recent collection succeeded (1) or not (0)
-nvidia_smi_memory_free_bytes gauge memory.free [MiB]
-nvidia_smi_memory_reserved_bytes gauge memory.reserved [MiB]
-nvidia_smi_memory_total_bytes gauge memory.total [MiB]
-nvidia_smi_memory_used_bytes gauge memory.used [MiB]
-nvidia_smi_mig_mode_current gauge mig.mode.current
-nvidia_smi_mig_mode_pending gauge mig.mode.pending
-nvidia_smi_pci_base_class gauge pci.baseClass
-nvidia_smi_pci_bus gauge pci.bus
-nvidia_smi_pci_device gauge pci.device
-nvidia_smi_pci_device_id gauge pci.device_id
-nvidia_smi_pci_domain gauge pci.domain
-nvidia_smi_pci_sub_class gauge pci.subClass
-nvidia_smi_pci_sub_device_id gauge pci.sub_device_id
-nvidia_smi_pcie_link_gen_current gauge pcie.link.gen.current
-nvidia_smi_pcie_link_gen_gpucurrent gauge pcie.link.gen.gpucurrent
-nvidia_smi_pcie_link_gen_gpumax gauge pcie.link.gen.gpumax
-nvidia_smi_pcie_link_gen_max gauge pcie.link.gen.max
-nvidia_smi_pcie_link_width_current gauge pcie.link.width.current
-nvidia_smi_pcie_link_width_max gauge pcie.link.width.max
-nvidia_smi_persistence_mode gauge persistence_mode
-nvidia_smi_platform_gpu_fabric_guid gauge platform.gpu_fabric_guid
-nvidia_smi_platform_host_id gauge platform.host_id
-nvidia_smi_platform_module_id gauge platform.module_id
-nvidia_smi_platform_slot_number gauge platform.slot_number
-nvidia_smi_platform_tray_index gauge platform.tray_index
-nvidia_smi_power_default_limit_watts gauge power.default_limit [W]
-nvidia_smi_power_draw_average_watts gauge power.draw.average [W]
-nvidia_smi_power_draw_instant_watts gauge power.draw.instant [W]
-nvidia_smi_power_draw_watts gauge power.draw [W]
-nvidia_smi_power_limit_watts gauge power.limit [W]
-nvidia_smi_power_max_limit_watts gauge power.max_limit [W]
-nvidia_smi_power_min_limit_watts gauge power.min_limit [W]
-nvidia_smi_protected_memory_free_bytes gauge protected_memory.free [MiB]
-nvidia_smi_protected_memory_total_bytes gauge protected_memory.total [MiB]
-nvidia_smi_protected_memory_used_bytes gauge protected_memory.used [MiB]
-nvidia_smi_pstate gauge pstate
-nvidia_smi_remapped_rows_correctable gauge remapped_rows.correctable
-nvidia_smi_remapped_rows_failure gauge remapped_rows.failure
-nvidia_smi_remapped_rows_histogram_high gauge remapped_rows.histogram.high
-nvidia_smi_remapped_rows_histogram_low gauge remapped_rows.histogram.low
-nvidia_smi_remapped_rows_histogram_max gauge remapped_rows.histogram.max
-nvidia_smi_remapped_rows_histogram_none gauge remapped_rows.histogram.none
-nvidia_smi_remapped_rows_histogram_partial gauge remapped_rows.histogram.partial
-nvidia_smi_remapped_rows_pending gauge remapped_rows.pending
-nvidia_smi_remapped_rows_uncorrectable gauge remapped_rows.uncorrectable
-nvidia_smi_serial gauge serial
-nvidia_smi_temperature_gpu gauge temperature.gpu
-nvidia_smi_temperature_gpu_tlimit gauge temperature.gpu.tlimit
-nvidia_smi_temperature_memory gauge temperature.memory
-nvidia_smi_utilization_decoder_ratio gauge utilization.decoder [%]
-nvidia_smi_utilization_encoder_ratio gauge utilization.encoder [%]
-nvidia_smi_utilization_gpu_ratio gauge utilization.gpu [%]
-nvidia_smi_utilization_jpeg_ratio gauge utilization.jpeg [%]
-nvidia_smi_utilization_memory_ratio gauge utilization.memory [%]
-nvidia_smi_utilization_ofa_ratio gauge utilization.ofa [%]
-"""
-H100 = {line.split(" ", 2)[0]: tuple(line.split(" ", 2)[1:]) for line in H100_FAMILIES.strip().splitlines()}
-
-# What dashboard 14574 (v1.2.0 and head, ``grafana-14574.exprs.txt``) queries: metric names, and the
-# ``__name__=~`` regexes of its ECC panels.
-DASHBOARD_NAMES = {
-    "nvidia_smi_clocks_current_graphics_clock_hz",
-    "nvidia_smi_clocks_current_memory_clock_hz",
-    "nvidia_smi_clocks_current_sm_clock_hz",
-    "nvidia_smi_clocks_current_video_clock_hz",
-    "nvidia_smi_clocks_event_reasons_applications_clocks_setting",
-    "nvidia_smi_clocks_event_reasons_gpu_idle",
-    "nvidia_smi_clocks_event_reasons_hw_power_brake_slowdown",
-    "nvidia_smi_clocks_event_reasons_hw_thermal_slowdown",
-    "nvidia_smi_clocks_event_reasons_sw_power_cap",
-    "nvidia_smi_clocks_event_reasons_sw_thermal_slowdown",
-    "nvidia_smi_clocks_event_reasons_sync_boost",
-    "nvidia_smi_clocks_max_graphics_clock_hz",
-    "nvidia_smi_clocks_max_memory_clock_hz",
-    "nvidia_smi_clocks_throttle_reasons_applications_clocks_setting",
-    "nvidia_smi_clocks_throttle_reasons_gpu_idle",
-    "nvidia_smi_clocks_throttle_reasons_hw_power_brake_slowdown",
-    "nvidia_smi_clocks_throttle_reasons_hw_thermal_slowdown",
-    "nvidia_smi_clocks_throttle_reasons_sw_power_cap",
-    "nvidia_smi_clocks_throttle_reasons_sw_thermal_slowdown",
-    "nvidia_smi_clocks_throttle_reasons_sync_boost",
-    "nvidia_smi_compute_app_info",
-    "nvidia_smi_compute_app_used_memory_bytes",
-    "nvidia_smi_compute_apps_last_collect_success",
-    "nvidia_smi_compute_mode",
-    "nvidia_smi_ecc_errors_uncorrected_aggregate_total",
-    "nvidia_smi_energy_joules_total",
-    "nvidia_smi_enforced_power_limit_watts",
-    "nvidia_smi_fabric_state",
-    "nvidia_smi_fan_speed_ratio",
-    "nvidia_smi_gpu_info",
-    "nvidia_smi_gpu_recovery_action",
-    "nvidia_smi_index",
-    "nvidia_smi_memory_total_bytes",
-    "nvidia_smi_memory_used_bytes",
-    "nvidia_smi_mig_info",
-    "nvidia_smi_mig_memory_used_bytes",
-    "nvidia_smi_mig_sm_activity_ratio",
-    "nvidia_smi_mig_tensor_activity_ratio",
-    "nvidia_smi_pcie_throughput_rx_bytes_per_second",
-    "nvidia_smi_pcie_throughput_tx_bytes_per_second",
-    "nvidia_smi_power_default_limit_watts",
-    "nvidia_smi_power_draw_watts",
-    "nvidia_smi_power_limit_watts",
-    "nvidia_smi_pstate",
-    "nvidia_smi_temperature_gpu",
-    "nvidia_smi_utilization_gpu_ratio",
-    "nvidia_smi_utilization_memory_ratio",
-    "nvidia_smi_xid_errors_total",
-    "nvidia_smi_xid_last_timestamp_seconds",
-}
-DASHBOARD_REGEXES = {
-    "nvidia_smi_ecc_errors_uncorrected_.+",
-    "nvidia_smi_ecc_errors_uncorrected_aggregate_.+",
-}
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "monitoring"
+REFERENCE = Path(__file__).resolve().parent / "fixtures" / "monitoring"  # see its SOURCES.md
 
 
-def test_reference_facts_match_the_shared_files() -> None:
-    """The lists above are the reference files' facts, when the shared tree is there to compare with."""
-    scrape_file, exprs_file = SHARED / "nvidia_gpu_exporter.h100.metrics", SHARED / "grafana-14574.exprs.txt"
-    if not scrape_file.exists() or not exprs_file.exists():
-        pytest.skip("no ../shared/reference/monitoring next to the checkout")
-    text = scrape_file.read_text()
+def _reference_families() -> dict[str, tuple[str, str]]:
+    """The reference H100 scrape (nvidia_gpu_exporter with --processes): family -> (type, HELP)."""
+    text = (REFERENCE / "nvidia_gpu_exporter.h100.metrics").read_text()
     helps = dict(re.findall(r"^# HELP (\S+) (.*)$", text, re.M))
-    assert {n: (t, helps[n]) for n, t in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M)} == H100
+    return {name: (mtype, helps[name]) for name, mtype in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M)}
+
+
+def _dashboard_queries() -> tuple[set[str], set[str]]:
+    """What dashboard 14574 (v1.2.0 and head) queries: metric names, and its ECC panels' ``__name__=~``."""
     lines, section = [], ""
-    for line in exprs_file.read_text().splitlines():
+    for line in (REFERENCE / "grafana-14574.exprs.txt").read_text().splitlines():
         if line.startswith("====="):
             section = line
         elif "14574" in section:  # both versions of dashboard 14574, not the DCGM dashboard
             lines.append(line)
     body = "\n".join(lines)
-    assert set(re.findall(r'__name__=~"([^"]+)"', body)) == DASHBOARD_REGEXES
+    regexes = set(re.findall(r'__name__=~"([^"]+)"', body))
     unquoted = re.sub(r'"[^"]*"', '""', body)  # metric names are never quoted; regexes and label values are
-    assert set(re.findall(r"\bnvidia_smi_[a-z0-9_]+", unquoted)) == DASHBOARD_NAMES
+    return set(re.findall(r"\bnvidia_smi_[a-z0-9_]+", unquoted)), regexes
+
+
+H100 = _reference_families()
+DASHBOARD_NAMES, DASHBOARD_REGEXES = _dashboard_queries()
+
+
+def test_reference_files_hold_what_the_checks_below_rely_on() -> None:
+    assert len(H100) > 130 and H100["nvidia_smi_temperature_gpu"] == ("gauge", "temperature.gpu")
+    assert {"nvidia_smi_gpu_recovery_action", "nvidia_smi_mig_sm_activity_ratio"} <= DASHBOARD_NAMES
+    assert {
+        "nvidia_smi_ecc_errors_uncorrected_.+",
+        "nvidia_smi_ecc_errors_uncorrected_aggregate_.+",
+    } == DASHBOARD_REGEXES
 
 
 def exposed_names(text: str) -> set[str]:
