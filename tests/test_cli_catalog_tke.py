@@ -163,7 +163,7 @@ def test_catalog_tke_specs():
 
 
 def test_tke_match_flags_auto():
-    result = run("tke", "match", "--gpu-type", "T4,V100", "--gpus", "1", "--cpu", "6", "--memory", "32Gi")
+    result = run("tke", "match", "--gpu-type", "T4,V100", "--gpus", "1", "--cpu", "6", "--memory", "32Gi", "-o", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
         "gpu_type": "T4",
@@ -176,7 +176,7 @@ def test_tke_match_flags_auto():
 
 def test_tke_match_flags_explicit_mismatch_exits_1():
     result = run(
-        "tke", "match", "--gpu-type", "V100", "--gpus", "1", "--cpu", "6", "--memory", "40Gi", "--explicit"
+        "tke", "match", "--gpu-type", "V100", "--gpus", "1", "--cpu", "6", "--memory", "40Gi", "--explicit", "-o", "json"
     )
     assert result.exit_code == 1
     error = json.loads(result.stdout)["error"]
@@ -185,7 +185,7 @@ def test_tke_match_flags_explicit_mismatch_exits_1():
 
 def test_tke_match_flags_explicit_ok():
     result = run(
-        "tke", "match", "--gpu-type", "V100", "--gpus", "1", "--cpu", "8", "--memory", "40Gi", "--explicit"
+        "tke", "match", "--gpu-type", "V100", "--gpus", "1", "--cpu", "8", "--memory", "40Gi", "--explicit", "-o", "json"
     )
     assert result.exit_code == 0
     assert json.loads(result.stdout)["mode"] == "explicit"
@@ -204,7 +204,7 @@ def test_tke_match_needs_input():
 def test_tke_match_pod_file(tmp_path: Path):
     pod = tmp_path / "pod.yaml"
     pod.write_text(POD_V100)
-    result = run("tke", "match", "-f", str(pod))
+    result = run("tke", "match", "-f", str(pod), "-o", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
         "object": "Pod default/tensorflow-training-v100",
@@ -222,7 +222,7 @@ def test_tke_match_several_documents(tmp_path: Path):
     path.write_text(
         DEPLOYMENT_T4 + "---\n" + JOB_BAD_MEM + "---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
     )
-    result = run("tke", "match", "-f", str(path))
+    result = run("tke", "match", "-f", str(path), "-o", "json")
     assert result.exit_code == 1
     first, second = json.loads(result.stdout)
     assert first == {
@@ -240,7 +240,7 @@ def test_tke_match_several_documents(tmp_path: Path):
 def test_tke_match_table(tmp_path: Path):
     pod = tmp_path / "pod.yaml"
     pod.write_text(POD_V100)
-    result = run("tke", "match", "-f", str(pod), "-o", "table")
+    result = run("tke", "match", "-f", str(pod))  # a table by default, like every other verb
     assert result.exit_code == 0
     assert "V100" in result.stdout.splitlines()[2] and "40Gi" in result.stdout.splitlines()[2]
 
@@ -257,7 +257,7 @@ def test_tke_match_json_pod(tmp_path: Path):
             }
         )
     )
-    result = run("tke", "match", "-f", str(pod))
+    result = run("tke", "match", "-f", str(pod), "-o", "json")
     assert result.exit_code == 0 and json.loads(result.stdout)["gpu_count"] == 2
 
 

@@ -14,7 +14,7 @@ from kgpu.model.profile import TEMPLATES, load_profile_text, template_text
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_init_writes_a_commented_loadable_profile(tmp_path: Path, template: str) -> None:
     out = tmp_path / "kgpu.yaml"
-    result = CliRunner().invoke(cli, ["init", "--template", template, "-o", str(out)])
+    result = CliRunner().invoke(cli, ["init", "--template", template, "-f", str(out)])
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert text == template_text(template)
@@ -25,23 +25,23 @@ def test_init_writes_a_commented_loadable_profile(tmp_path: Path, template: str)
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     out = tmp_path / "kgpu.yaml"
     out.write_text("mine\n")
-    result = CliRunner().invoke(cli, ["init", "-t", "onprem", "-o", str(out)])
+    result = CliRunner().invoke(cli, ["init", "-t", "onprem", "-f", str(out)])
     assert result.exit_code == 2
     assert "--force" in result.output
     assert out.read_text() == "mine\n"
-    result = CliRunner().invoke(cli, ["init", "-t", "onprem", "-o", str(out), "--force"])
+    result = CliRunner().invoke(cli, ["init", "-t", "onprem", "-f", str(out), "--force"])
     assert result.exit_code == 0
     assert out.read_text() == template_text("onprem")
 
 
 def test_init_unknown_template_is_a_usage_error(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["init", "-t", "eks-karpentr", "-o", str(tmp_path / "x.yaml")])
+    result = CliRunner().invoke(cli, ["init", "-t", "eks-karpentr", "-f", str(tmp_path / "x.yaml")])
     assert result.exit_code == 2
     assert not (tmp_path / "x.yaml").exists()
 
 
 def test_init_to_stdout() -> None:
-    result = CliRunner().invoke(cli, ["init", "-t", "tke-supernode", "-o", "-"])
+    result = CliRunner().invoke(cli, ["init", "-t", "tke-supernode", "-o", "yaml"])
     assert result.exit_code == 0
     assert "gpuTypes: [T4, V100]" in result.output
 

@@ -84,7 +84,19 @@ def test_cli_bad_profile_exits_two_naming_the_field(tmp_path: Path) -> None:
     assert "pools[0].requirements.gpuNames[0]" in res.output and "a10g" in res.output
 
 
-def test_cli_compare_table() -> None:
+def test_cli_compare_table_exits_1_when_some_template_cannot_run_a_pod() -> None:
+    """The examples need GPUs the on-prem and TKE templates lack: a result at error level, exit 1."""
     res = CliRunner().invoke(cli, ["plan", "--compare"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output
     assert "eks-eksctl" in res.output and "tke-supernode" in res.output
+
+
+def test_cli_compare_exits_0_when_every_template_runs_everything(monkeypatch) -> None:
+    from kgpu.sim import plan as planner
+
+    rows = [{"template": "eks-karpenter", "scheduled": 1, "unschedulable": 0, "new_nodes": 1, "hourly_cost": 0.1,
+             "baseline_cost": 0.0, "all_on_demand": 0.2, "unpriced_nodes": 0}]
+    monkeypatch.setattr(planner, "compare", lambda work: rows)
+    res = CliRunner().invoke(cli, ["plan", "--compare", "-o", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output) == {"compare": rows}

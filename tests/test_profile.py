@@ -63,7 +63,7 @@ def test_render_bad_profile_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "kgpu.yaml"
     path.write_text(BAD)
     out = tmp_path / "manifests"
-    result = CliRunner().invoke(cli, ["render", "-f", str(path), "-o", str(out)])
+    result = CliRunner().invoke(cli, ["render", "-f", str(path), "--output-dir", str(out)])
     assert result.exit_code == 2
     assert "pools[0].taints[0].effect" in result.output
     assert not out.exists()
@@ -81,7 +81,7 @@ def test_render_inconsistent_profile_exits_1_listing_every_problem(tmp_path: Pat
     path.write_text(text)
     out = tmp_path / "manifests"
     out.mkdir()
-    result = CliRunner().invoke(cli, ["render", "-f", str(path), "-o", str(out)])
+    result = CliRunner().invoke(cli, ["render", "-f", str(path), "--output-dir", str(out)])
     assert result.exit_code == 1
     for zone in "abc":
         assert f"error: node group gpu-spot-ng-{zone}: tags: missing" in result.output
@@ -90,7 +90,7 @@ def test_render_inconsistent_profile_exits_1_listing_every_problem(tmp_path: Pat
 
 def test_render_writes_every_target_file_validated(tmp_path: Path) -> None:
     out = tmp_path / "manifests"
-    result = CliRunner().invoke(cli, ["render", "--template", "onprem", "-o", str(out), "--validate"])
+    result = CliRunner().invoke(cli, ["render", "--template", "onprem", "--output-dir", str(out), "--validate"])
     assert result.exit_code == 0, result.output
     names = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert {"device-plugin.yaml", "workloads.yaml", "onprem.yaml", "rbac.yaml"} <= names

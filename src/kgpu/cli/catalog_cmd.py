@@ -8,13 +8,23 @@ from typing import Any
 
 import click
 
-from kgpu.cli.output import emit_json, handle_input_errors, output_option, table
+from kgpu.cli.output import PATH, emit, examples, handle_input_errors, output_option, table
 from kgpu.errors import InputError
 
 DEFAULT_REGION = "us-east-1"
 
 
-@click.command(name="catalog")
+@click.command(
+    name="catalog",
+    epilog=examples(
+        ("every AWS GPU instance type in us-west-2, cheapest first", "kgpu catalog --region us-west-2"),
+        (
+            "8-GPU A100 machines, with architecture and every zone",
+            "kgpu catalog --gpu A100 --min-gpus 8 -o wide",
+        ),
+        ("TKE super-node T4 specs as YAML", "kgpu catalog --provider tke --gpu T4 -o yaml"),
+    ),
+)
 @click.option(
     "--gpu",
     "gpu",
@@ -43,10 +53,11 @@ DEFAULT_REGION = "us-east-1"
     "-f",
     "file",
     metavar="PATH",
+    type=PATH,
     default=None,
     help="Overrides: YAML list (or CSV) with the catalog's columns; changes prices or adds types.",
 )
-@output_option("table", "json")
+@output_option("table", "wide", "json", "yaml", "name")
 @handle_input_errors
 def command(
     gpu: str | None, min_gpus: int, region: str | None, provider: str, file: str | None, output: str
@@ -138,28 +149,38 @@ def _aws(gpu: str | None, min_gpus: int, region: str, file: str | None, output: 
             r["instance_type"],
         )
     )
-    if output == "json":
-        emit_json(rows)
-        return
-    click.echo(
-        table(
-            ["TYPE", "GPU", "GPUS", "GPU MEM", "VCPU", "MEMORY", "SPOT $/H", "ON-DEMAND $/H", "ZONES"],
-            [
-                (
-                    r["instance_type"],
-                    r["gpu_display_name"] or "-",
-                    r["gpu_count"],
-                    _gib(r["gpu_memory_mib"]) if r["gpu_count"] else "-",
-                    r["vcpus"],
-                    _gib(r["memory_mib"]),
-                    _price(r["spot_usd_per_hour"]),
-                    _price(r["on_demand_usd_per_hour"]),
-                    len(r["zones"]),
-                )
-                for r in rows
-            ],
-            title=f"AWS {region}: {len(rows)} instance type(s), cheapest first (spot = median over zones)",
-        )
+    title = f"AWS {region}: {len(rows)} instance type(s), cheapest first (spot = median over zones)"
+
+    def render(rows: list[dict[str, Any]], wide: bool = False) -> str:
+        headers = ["TYPE", "GPU", "GPUS", "GPU MEM", "VCPU", "MEMORY", "SPOT $/H", "ON-DEMAND $/H", "ZONES"]
+        if wide:
+            headers[7:7] = ["SPOT MIN $/H"]
+            headers += ["ARCH"]
+        body = []
+        for r in rows:
+            cells: list[Any] = [
+                r["instance_type"],
+                r["gpu_display_name"] or "-",
+                r["gpu_count"],
+                _gib(r["gpu_memory_mib"]) if r["gpu_count"] else "-",
+                r["vcpus"],
+                _gib(r["memory_mib"]),
+                _price(r["spot_usd_per_hour"]),
+                _price(r["on_demand_usd_per_hour"]),
+                ",".join(r["zones"]) if wide else len(r["zones"]),
+            ]
+            if wide:
+                cells[7:7] = [_price(r["spot_min_usd_per_hour"])]
+                cells.append(r["arch"])
+            body.append(cells)
+        return table(headers, body, title=title)
+
+    emit(
+        rows,
+        output,
+        render,
+        wide=lambda rows: render(rows, wide=True),
+        names=lambda rows: [f"instancetype/{r['instance_type']}" for r in rows],
     )
 
 
@@ -202,11 +223,10 @@ def _tke(gpu: str | None, min_gpus: int, output: str) -> None:
                     "usd_per_hour": None,
                 }
             )
-    if output == "json":
-        emit_json(rows)
-        return
-    click.echo(
-        table(
+    emit(
+        rows,
+        output,
+        lambda rows: table(
             ["GPU TYPE", "MODEL", "GPUS", "GPU MEM", "CUDA", "CPU CORES", "MEMORY GiB"],
             [
                 (
@@ -221,5 +241,6 @@ def _tke(gpu: str | None, min_gpus: int, output: str) -> None:
                 for r in rows
             ],
             title=f"TKE super-node GPU specs: {len(rows)} row(s) (no prices: the TKE guide gives none)",
-        )
+        ),
+        names=lambda rows: list(dict.fromkeys(f"gputype/{r['gpu_type']}" for r in rows)),
     )

@@ -6,10 +6,17 @@ import logging
 
 import click
 
+from kgpu.cli.output import examples
 from kgpu.exporter.server import DEFAULT_MAX_AGE
 
 
-@click.command("exporter")
+@click.command(
+    "exporter",
+    epilog=examples(
+        ("nvidia_gpu_exporter's port and names", "kgpu exporter"),
+        ("DCGM exporter's names too, on another port", "kgpu exporter --listen :9400 --metrics all"),
+    ),
+)
 @click.option(
     "--listen", default=":9835", show_default=True, help="HOST:PORT to serve /metrics and /healthz on."
 )

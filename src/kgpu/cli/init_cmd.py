@@ -7,12 +7,27 @@ from pathlib import Path
 import click
 
 from kgpu.cli.files import write_atomic
-from kgpu.cli.output import handle_input_errors
+from kgpu.cli.output import PATH, deprecated, emit, examples, handle_input_errors
 from kgpu.errors import InputError
 from kgpu.model.profile import DEFAULT_TEMPLATE, TEMPLATES
 
+FORMATS = ("yaml", "json")
 
-@click.command("init")
+
+@click.command(
+    "init",
+    epilog=examples(
+        (
+            "kgpu.yaml for EKS + Karpenter, then its manifests",
+            "kgpu init && kgpu render --output-dir manifests/",
+        ),
+        (
+            "eksctl spot node groups + cluster-autoscaler, to another file",
+            "kgpu init -t eks-eksctl -f clusters/dev.yaml",
+        ),
+        ("look at the on-prem template without writing anything", "kgpu init -t onprem -o yaml | less"),
+    ),
+)
 @click.option(
     "-t",
     "--template",
@@ -23,16 +38,24 @@ from kgpu.model.profile import DEFAULT_TEMPLATE, TEMPLATES
     help="Which seed cluster to start from.",
 )
 @click.option(
+    "-f",
+    "--file",
+    "file",
+    type=PATH,
+    default=None,
+    help="Profile file to write ('-' for standard output).  [default: kgpu.yaml]",
+)
+@click.option(
     "-o",
     "--output",
     "output",
-    default="kgpu.yaml",
-    show_default=True,
-    help="Profile file to write ('-' for stdout).",
+    metavar="FORMAT",
+    default=None,
+    help="Print the profile instead of writing a file: yaml (with its comments) or json.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @handle_input_errors
-def command(template: str, output: str, force: bool) -> None:
+def command(template: str, file: str | None, output: str | None, force: bool) -> None:
     """Write a commented cluster profile (kgpu.yaml) from a template.
 
     Templates: eks-karpenter (Karpenter NodePools), eks-eksctl (eksctl spot node groups +
@@ -41,15 +64,25 @@ def command(template: str, output: str, force: bool) -> None:
     """
     from kgpu.model.profile import builtin_profile, template_text
 
+    if output is not None and output.lower() not in FORMATS:
+        deprecated(f"-o {output} (a file name)", f"-f {output}")
+        if file is not None:
+            raise click.UsageError("give the file once: -f FILE")
+        file, output = output, None
     text = template_text(template)
-    builtin_profile(template)  # a template that does not load is a bug: fail before writing
-    if output == "-":
+    profile = builtin_profile(template)  # a template that does not load is a bug: fail before writing
+    if output is not None and output.lower() == "json":
+        emit(profile.model_dump(mode="json", by_alias=True, exclude_none=True), "json", str)
+        return
+    if output is not None or file == "-":
         click.echo(text, nl=False)
         return
-    path = Path(output)
+    path = Path(file or "kgpu.yaml")
     if path.exists() and not force:
         raise InputError("file exists, not overwriting", where=str(path), hint="use --force to replace it")
     if path.is_dir():
         raise InputError("is a directory", where=str(path))
     write_atomic(path, text)
-    click.echo(f"wrote {path} (template {template}); next: kgpu render -f {path} -o manifests/", err=True)
+    click.echo(
+        f"wrote {path} (template {template}); next: kgpu render -f {path} --output-dir manifests/", err=True
+    )

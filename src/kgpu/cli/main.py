@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from typing import Any
 
@@ -27,8 +28,35 @@ VERBS: dict[str, tuple[str, str]] = {
     "catalog": ("kgpu.cli.catalog_cmd", "GPU instance types and TKE GPU specs with prices."),
     "tke": ("kgpu.cli.tke_cmd", "Tencent TKE super-node helpers (GPU spec matching)."),
     "node-check": ("kgpu.cli.nodecheck_cmd", "Check a GPU host's driver, CUDA, toolkit and runtime set-up."),
-    "exporter": ("kgpu.cli.exporter_cmd", "Serve NVML GPU metrics for Prometheus (nvidia_gpu_exporter names)."),
+    "exporter": (
+        "kgpu.cli.exporter_cmd",
+        "Serve NVML GPU metrics for Prometheus (nvidia_gpu_exporter names).",
+    ),
+    "completion": ("kgpu.cli.completion_cmd", "Shell completion script for bash, zsh or fish."),
 }
+
+# How kubectl runs a plugin: argv[0] is the path of `kubectl-gpu`; usage and examples then say `kubectl gpu`.
+PLUGIN_NAMES = ("kubectl-gpu", "kubectl_gpu", "kubectl_complete-gpu")
+
+
+def prog_name(argv0: str | None = None) -> str:
+    base = os.path.basename(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "kgpu"))
+    return "kubectl gpu" if base in PLUGIN_NAMES else "kgpu"
+
+
+def _as_prog(command: click.Command, prog: str) -> None:
+    """Help texts are written as `kgpu ...`; say `kubectl gpu ...` when run as the kubectl plugin."""
+    for attr in ("help", "epilog"):
+        original = command.__dict__.setdefault(f"_kgpu_{attr}", getattr(command, attr))
+        if original:
+            setattr(
+                command,
+                attr,
+                original.replace("kgpu ", "kubectl gpu ") if prog == "kubectl gpu" else original,
+            )
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _as_prog(sub, prog)
 
 
 class LazyGroup(click.Group):
@@ -46,6 +74,7 @@ class LazyGroup(click.Group):
                 return None
             raise
         command: click.Command = module.command
+        _as_prog(command, ctx.find_root().info_name or "kgpu")
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -55,7 +84,9 @@ class LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
+)
 @click.version_option(__version__, "--version", prog_name="kgpu")
 def cli() -> None:
     """kgpu: run GPU workloads on Kubernetes correctly, cheaply and observably.
@@ -67,7 +98,9 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     try:
-        return cli.main(args=argv, prog_name="kgpu", standalone_mode=True)
+        prog = prog_name()
+        _as_prog(cli, prog)
+        return cli.main(args=argv, prog_name=prog, standalone_mode=True)
     except InputError as exc:  # raised outside a command's own handling
         fail_input(exc)
     except BrokenPipeError:

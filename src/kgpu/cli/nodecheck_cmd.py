@@ -6,10 +6,16 @@ import sys
 
 import click
 
-from kgpu.cli.output import ExitCode, emit_json, output_option, table
+from kgpu.cli.output import ExitCode, emit, examples, headers_wanted, output_option, table
 
 
-@click.command("node-check")
+@click.command(
+    "node-check",
+    epilog=examples(
+        ("on the GPU host itself", "kgpu node-check"),
+        ("a host's root mounted into a debug pod, as JSON", "kgpu node-check --root /host -o json"),
+    ),
+)
 @click.option(
     "--root",
     type=click.Path(exists=True, file_okay=False),
@@ -17,25 +23,28 @@ from kgpu.cli.output import ExitCode, emit_json, output_option, table
     show_default=True,
     help="Filesystem root to inspect (a mounted host root, or a fixture tree).",
 )
-@output_option("table", "json")
+@output_option("table", "json", "yaml")
 def command(root: str, output: str) -> None:
     """Check the NVIDIA driver, GPUs, CUDA, container toolkit, containerd/docker runtime, kubelet and
     persistence mode; print the fix for every failing check. Exit 1 if any check fails."""
     from kgpu.exporter.nodecheck import FAIL, failed, run_checks
 
     checks = run_checks(root)
-    if output == "json":
-        emit_json({"root": root, "ok": not failed(checks), "checks": [c.as_dict() for c in checks]})
+    if output != "table":
+        emit({"root": root, "ok": not failed(checks), "checks": [c.as_dict() for c in checks]}, output, str)
     else:
         click.echo(
             table(["CHECK", "STATUS", "DETAIL"], [(c.name, c.status.upper(), c.detail) for c in checks])
         )
-        for c in checks:
+        for c in checks if headers_wanted() else ():
             if c.fix:
                 click.echo(
                     f"\n{c.status.upper()} {c.name}: how to fix\n"
                     + "\n".join("  " + ln for ln in c.fix.splitlines())
                 )
         bad = [c.name for c in checks if c.status == FAIL]
-        click.echo("\n" + (f"{len(bad)} check(s) failed: {', '.join(bad)}" if bad else "all checks passed"))
+        if headers_wanted():
+            click.echo(
+                "\n" + (f"{len(bad)} check(s) failed: {', '.join(bad)}" if bad else "all checks passed")
+            )
     sys.exit(ExitCode.FINDINGS if failed(checks) else ExitCode.OK)

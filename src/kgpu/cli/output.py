@@ -1,14 +1,24 @@
-"""Output formats and exit codes shared by every verb.
+"""Output formats, colour, help examples and exit codes shared by every verb.
 
-Every verb renders its result either for people (an aligned table) or for scripts (JSON/YAML); the choice
-is the shared ``-o/--output`` option. Exit codes follow one rule everywhere: 0 all good, 1 a result at
-error level (an unschedulable pod, a failed check), 2 bad input.
+``-o/--output`` means one thing everywhere, as in kubectl: the output format. ``table`` (the default) and
+``wide`` are for people, ``json`` and ``yaml`` for scripts, ``name`` prints ``kind/name`` one per line.
+``--no-headers`` drops table headers and titles; ``--color=auto|always|never`` (auto: only on a terminal,
+and never when ``NO_COLOR`` is set) decides whether tables and charts are coloured. Files and directories
+have their own flags (``--output-dir``, ``--file``), never ``-o``.
+
+Exit codes follow one rule everywhere: 0 all good, 1 a result at error level (an unschedulable pod, a failed
+check), 2 bad input.
+
+JSON goes through msgspec and YAML through libyaml's emitter (``CSafeDumper``, the same bytes as PyYAML's
+pure-Python ``SafeDumper``): a 50,000-pod result prints in a fraction of the time ``json.dumps`` and the
+pure-Python dumper take.
 """
 
 from __future__ import annotations
 
 import enum
-import json
+import functools
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn, TypeVar
@@ -19,6 +29,13 @@ from kgpu.errors import InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+FORMATS: tuple[str, ...] = ("table", "wide", "json", "yaml", "name")
+COLOR_MODES = ("auto", "always", "never")
+# Type of every option naming a file or directory: shells complete paths for it; '-' is standard input.
+PATH = click.Path(allow_dash=True)
+_META_NO_HEADERS = "kgpu.no_headers"
+_META_COLOR = "kgpu.color"
+
 
 class ExitCode(enum.IntEnum):
     OK = 0
@@ -26,18 +43,124 @@ class ExitCode(enum.IntEnum):
     INPUT = 2  # bad input or usage
 
 
-def output_option(*choices: str, default: str = "table") -> Callable[[F], F]:
-    """The shared ``-o/--output`` option."""
-    formats = choices or ("table", "json")
+# --- options ----------------------------------------------------------------------------------------------
+
+
+def _store_meta(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            ctx.meta[key] = value
+
+    return callback
+
+
+def color_option(fn: F) -> F:
+    """``--color=auto|always|never`` (stored for :func:`color_enabled`, not passed to the command)."""
     return click.option(
-        "-o",
-        "--output",
-        "output",
-        type=click.Choice(formats),
-        default=default,
-        show_default=True,
-        help="table for people, json/yaml for scripts.",
-    )
+        "--color",
+        type=click.Choice(COLOR_MODES),
+        default=None,
+        expose_value=False,
+        is_eager=True,
+        callback=_store_meta(_META_COLOR),
+        help="Colour tables and charts: auto (on a terminal, unless NO_COLOR is set), always, never.",
+    )(fn)
+
+
+def no_headers_option(fn: F) -> F:
+    """``--no-headers`` (stored for :func:`table`, not passed to the command)."""
+    return click.option(
+        "--no-headers",
+        is_flag=True,
+        default=None,
+        expose_value=False,
+        is_eager=True,
+        callback=_store_meta(_META_NO_HEADERS),
+        help="Print tables without headers or titles (for grep, awk, wc).",
+    )(fn)
+
+
+def output_option(*choices: str, default: str = "table") -> Callable[[F], F]:
+    """The shared ``-o/--output FORMAT`` option, plus ``--no-headers`` and ``--color`` for table formats.
+
+    The command receives ``output`` (one of ``choices``); headers and colour are read back through
+    :func:`table`, :func:`color_enabled` and :func:`echo`.
+    """
+    formats = choices or ("table", "json", "yaml")
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ValueError(f"unknown output formats {sorted(unknown)}")
+    listed = ", ".join(f"{f} (default)" if f == default else f for f in formats)
+
+    def decorate(fn: F) -> F:
+        if "table" in formats or "wide" in formats:
+            fn = color_option(no_headers_option(fn))
+        return click.option(
+            "-o",
+            "--output",
+            "output",
+            type=click.Choice(formats, case_sensitive=False),
+            default=default,
+            metavar="FORMAT",
+            help=f"Output format: {listed}.",
+        )(fn)
+
+    return decorate
+
+
+def _meta(key: str) -> Any:
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(key)
+
+
+def headers_wanted() -> bool:
+    return not _meta(_META_NO_HEADERS)
+
+
+def color_enabled(err: bool = False) -> bool:
+    """--color always/never wins; auto (the default) colours a terminal unless NO_COLOR is set."""
+    mode = _meta(_META_COLOR) or "auto"
+    if mode == "always":
+        return True
+    if mode == "never" or os.environ.get("NO_COLOR"):
+        return False
+    stream = sys.stderr if err else sys.stdout
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def style(text: str, fg: str | None = None, bold: bool = False, dim: bool = False) -> str:
+    """``text`` in colour when colour is on for stdout, else unchanged."""
+    if not color_enabled():
+        return text
+    return click.style(text, fg=fg, bold=bold, dim=dim)
+
+
+PHASE_COLORS = {"Scheduled": "green", "Provisioned": "cyan", "Unschedulable": "red"}
+
+
+def phase(text: str) -> str:
+    """A pod phase, coloured by outcome."""
+    return style(text, fg=PHASE_COLORS.get(text))
+
+
+def echo(text: str = "", err: bool = False, nl: bool = True) -> None:
+    """click.echo that keeps colour when --color=always sends it into a pipe."""
+    click.echo(text, err=err, nl=nl, color=color_enabled(err))
+
+
+def warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+def deprecated(old: str, new: str) -> None:
+    """One line on stderr for a spelling kept for one more release."""
+    click.echo(f"warning: {old} is deprecated and will be removed in the next release; use {new}", err=True)
+
+
+# --- failures ---------------------------------------------------------------------------------------------
 
 
 def fail_input(exc: InputError) -> NoReturn:
@@ -45,49 +168,8 @@ def fail_input(exc: InputError) -> NoReturn:
     sys.exit(ExitCode.INPUT)
 
 
-def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str, ensure_ascii=False))
-
-
-def emit_yaml(data: Any) -> None:
-    import yaml
-
-    click.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), nl=False)
-
-
-def emit(data: Any, output: str, render_table: Callable[[Any], str]) -> None:
-    """Print a result in the chosen format: JSON or YAML for scripts, the verb's table for people."""
-    if output == "json":
-        emit_json(data)
-    elif output == "yaml":
-        emit_yaml(data)
-    else:
-        click.echo(render_table(data))
-
-
-def summary_line(summary: dict[str, Any]) -> str:
-    """'14 scheduled, 0 unschedulable, 16 new nodes': the integer counts of a result's summary."""
-    return ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in summary.items() if isinstance(v, int) and not isinstance(v, bool))
-
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None) -> str:
-    """A plain aligned text table (no colours, stable for tests and pipes)."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = []
-    if title:
-        lines.append(title)
-    for n, row in enumerate(cells):
-        line = "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip()
-        lines.append(line)
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def handle_input_errors(fn: F) -> F:
     """Turn an InputError escaping a command into one line on stderr and exit 2."""
-    import functools
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -97,3 +179,125 @@ def handle_input_errors(fn: F) -> F:
             fail_input(exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+def require_extra(module: str, extra: str, what: str) -> None:
+    """Exit 2 with the pip line to run when an optional dependency (a ``kgpu[extra]``) is missing."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        click.echo(
+            f"error: {what} needs the '{extra}' extra ({module} is not installed): "
+            f"pip install 'kgpu[{extra}]'  (pipx: pipx install --force 'kgpu[{extra}]')",
+            err=True,
+        )
+        sys.exit(ExitCode.INPUT)
+
+
+# --- emitters ---------------------------------------------------------------------------------------------
+
+
+def to_json(data: Any) -> str:
+    """Indented JSON, non-ASCII kept readable; anything msgspec cannot encode becomes its str()."""
+    import msgspec
+
+    return msgspec.json.format(msgspec.json.encode(data, enc_hook=str), indent=2).decode("utf-8")
+
+
+def to_yaml(data: Any) -> str:
+    """Block-style YAML in the data's key order, via libyaml when PyYAML has it (same bytes, faster)."""
+    import yaml
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text: str = yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return text
+
+
+def emit_json(data: Any) -> None:
+    click.echo(to_json(data))
+
+
+def emit_yaml(data: Any) -> None:
+    click.echo(to_yaml(data), nl=False)
+
+
+def emit(
+    data: Any,
+    output: str,
+    render_table: Callable[[Any], str],
+    *,
+    wide: Callable[[Any], str] | None = None,
+    names: Callable[[Any], Iterable[str]] | None = None,
+) -> None:
+    """Print a result in the chosen format: JSON or YAML for scripts, the verb's table for people."""
+    output = output.lower()
+    if output == "json":
+        emit_json(data)
+    elif output == "yaml":
+        emit_yaml(data)
+    elif output == "name":
+        if names is None:
+            raise click.UsageError("-o name is not available here")
+        for name in names(data):
+            click.echo(name)
+    elif output == "wide" and wide is not None:
+        echo(wide(data))
+    else:
+        echo(render_table(data))
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """'14 scheduled, 0 unschedulable, 16 new nodes': the integer counts of a result's summary."""
+    return ", ".join(
+        f"{v} {k.replace('_', ' ')}"
+        for k, v in summary.items()
+        if isinstance(v, int) and not isinstance(v, bool)
+    )
+
+
+def _visible_len(text: str) -> int:
+    return len(click.unstyle(text)) if "\x1b" in text else len(text)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None) -> str:
+    """An aligned text table; ``--no-headers`` drops the title, the header and its rule.
+
+    Cells may carry colour (from :func:`style`): widths are measured without the escape codes.
+    """
+    body = [["" if c is None else str(c) for c in row] for row in rows]
+    head = [str(h) for h in headers]
+    cells = [head, *body]
+    widths = [max(_visible_len(r[i]) for r in cells) for i in range(len(head))]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(c + " " * (widths[i] - _visible_len(c)) for i, c in enumerate(row)).rstrip()
+
+    if not headers_wanted():
+        return "\n".join(line(r) for r in body)
+    lines = [title] if title else []
+    lines.append(line(head))
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend(line(r) for r in body)
+    return "\n".join(lines)
+
+
+# --- help -------------------------------------------------------------------------------------------------
+
+
+def examples(*pairs: tuple[str, str]) -> str:
+    """A help epilog of (what it does, command line) pairs, printed verbatim after the options.
+
+    Command lines start with ``kgpu``; invoked as ``kubectl gpu`` the CLI rewrites them (see main).
+    """
+    lines = ["Examples:", ""]
+    for n, (what, cmd) in enumerate(pairs):
+        if n:
+            lines.append("")
+        lines.append("\b")
+        lines.append(f"  # {what}")
+        lines.append(f"  {cmd}")
+    return "\n".join(lines)

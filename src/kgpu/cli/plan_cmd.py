@@ -8,23 +8,39 @@ from typing import Any
 import click
 
 from kgpu.cli.output import (
+    PATH,
     ExitCode,
     emit,
-    emit_json,
-    emit_yaml,
+    examples,
     handle_input_errors,
+    headers_wanted,
     output_option,
+    phase,
     summary_line,
     table,
 )
 
 
-@click.command(name="plan")
+@click.command(
+    name="plan",
+    epilog=examples(
+        ("the built-in EKS + Karpenter profile and the example GPU workloads", "kgpu plan"),
+        (
+            "your profile and your workloads, every pod on its own line",
+            "kgpu plan -f kgpu.yaml -w k8s/ -o wide",
+        ),
+        (
+            "the same workloads on every built-in template, cheapest first",
+            "kgpu plan -w train.yaml --compare",
+        ),
+    ),
+)
 @click.option(
     "--profile",
     "-f",
     "profile",
     metavar="PATH",
+    type=PATH,
     default=None,
     help="Cluster profile (kgpu.yaml). Default: the built-in eks-karpenter template.",
 )
@@ -34,12 +50,13 @@ from kgpu.cli.output import (
     "workload",
     multiple=True,
     metavar="PATH",
+    type=PATH,
     help="Workload manifests. Default: the profile's `workloads`, else the built-in seed examples.",
 )
 @click.option(
     "--compare", is_flag=True, help="Plan the same workloads on every built-in template, side by side."
 )
-@output_option("table", "json", "yaml")
+@output_option("table", "wide", "json", "yaml", "name")
 @handle_input_errors
 def command(profile: str | None, workload: tuple[str, ...], compare: bool, output: str) -> None:
     """Place the workloads on the profile's capacity, provision what is missing, and price it.
@@ -48,7 +65,8 @@ def command(profile: str | None, workload: tuple[str, ...], compare: bool, outpu
     on-demand), and warnings: GPU pools without a taint, workloads that cannot run anywhere and why,
     empty GPU nodes that stay up.
 
-    Exit status: 0 every pod runs, 1 some pod cannot run anywhere, 2 bad input.
+    Exit status: 0 every pod runs, 1 some pod cannot run anywhere (with --compare: on some template),
+    2 bad input.
     """
     from kgpu.cli.files import load_objects
     from kgpu.cli.profile_io import load_profile_file
@@ -62,15 +80,22 @@ def command(profile: str | None, workload: tuple[str, ...], compare: bool, outpu
     work = load_objects(paths) if paths else None
     if compare:
         rows = planner.compare(work)
-        if output == "json":
-            emit_json({"compare": rows})
-        elif output == "yaml":
-            emit_yaml({"compare": rows})
-        else:
-            click.echo(render_compare(rows))
-        raise SystemExit(ExitCode.OK)
+        emit(
+            {"compare": rows},
+            output,
+            render_compare,
+            names=lambda d: [f"template/{r['template']}" for r in d["compare"]],
+        )
+        failing = any(r.get("unschedulable") for r in rows)
+        raise SystemExit(ExitCode.FINDINGS if failing else ExitCode.OK)
     result = planner.plan(prof, work)
-    emit(result.as_dict(), output, render_table)
+    emit(
+        result.as_dict(),
+        output,
+        render_table,
+        wide=render_wide,
+        names=lambda d: [f"pod/{p['name']}" for p in d["pods"]],
+    )
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
 
 
@@ -84,25 +109,69 @@ def _group(pod: dict[str, Any]) -> str:
     return base if idx.isdigit() else name
 
 
+def _where(pod: dict[str, Any]) -> str:
+    if pod.get("instance_type"):
+        return f"{pod['pool']}: {pod['instance_type']} {pod['capacity_type']} {pod['zone']}"
+    return pod["node"] or pod.get("pool") or "-"
+
+
+def render_wide(data: dict[str, Any]) -> str:
+    """Every pod on its own line, with its node's name, pool, instance type, capacity type and zone."""
+    rows = [
+        (
+            p["namespace"],
+            p["name"],
+            phase(p["phase"]),
+            p["node"] or "-",
+            p.get("pool") or "-",
+            p.get("instance_type") or "-",
+            p.get("capacity_type") or "-",
+            p.get("zone") or "-",
+            p["reason"] or "",
+        )
+        for p in data["pods"]
+    ]
+    text = table(
+        ("NAMESPACE", "POD", "PHASE", "NODE", "POOL", "INSTANCE TYPE", "CAPACITY", "ZONE", "REASON"), rows
+    )
+    if not headers_wanted():
+        return text
+    return "\n".join([f"Plan for profile {data['profile']}", "", text, "", *_footer(data)])
+
+
 def render_table(data: dict[str, Any]) -> str:
-    out = [f"Plan for profile {data['profile']}", ""]
+    if not headers_wanted():
+        return _placements(data)[0]
+    text, reasons = _placements(data)
+    out = [f"Plan for profile {data['profile']}", "", text]
+    out += _details(data)
+    if reasons:
+        out.append("")
+        out.append("Why pods cannot run")
+        out.extend(f"[{n}] {r}" for r, n in reasons.items())
+    out += _footer(data)
+    return "\n".join(out)
+
+
+def _placements(data: dict[str, Any]) -> tuple[str, dict[str, int]]:
+    """The placements grouped by workload, and the footnoted reasons."""
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for pod in data["pods"]:
-        where = pod.get("pool") or ""
-        if pod.get("instance_type"):
-            where = f"{pod['pool']}: {pod['instance_type']} {pod['capacity_type']} {pod['zone']}"
-        elif pod["node"]:
-            where = pod["node"]
-        groups.setdefault((pod["namespace"], _group(pod), pod["phase"], where), []).append(pod)
+        groups.setdefault((pod["namespace"], _group(pod), pod["phase"], _where(pod)), []).append(pod)
     rows = []
     reasons: dict[str, int] = {}
-    for (ns, base, phase, where), pods in groups.items():
+    for (ns, base, ph, where), pods in groups.items():
         label = pods[0]["name"] if len(pods) == 1 else f"{base} (x{len(pods)})"
         note = ""
         if pods[0]["reason"]:
             note = f"[{reasons.setdefault(pods[0]['reason'], len(reasons) + 1)}]"
-        rows.append((ns, label, phase, where or "-", note))
-    out.append(table(("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY"), rows, title="Placements"))
+        rows.append((ns, label, phase(ph), where or "-", note))
+    return table(("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY"), rows, title="Placements"), reasons
+
+
+def _details(data: dict[str, Any]) -> list[str]:
+    """New nodes, cost and scale-to-zero sections."""
+    out: list[str] = []
     new_nodes = data.get("new_nodes", [])
     if new_nodes:
         out.append("")
@@ -151,20 +220,22 @@ def render_table(data: dict[str, Any]) -> str:
         out.append(
             table(("EMPTY GPU NODE", "POOL", "REMOVED BY", "AFTER", "WHY"), rows2, title="Scale to zero")
         )
-    if reasons:
-        out.append("")
-        out.append("Why pods cannot run")
-        out.extend(f"[{n}] {r}" for r, n in reasons.items())
+    return out
+
+
+def _footer(data: dict[str, Any]) -> list[str]:
+    out: list[str] = []
     if data.get("warnings"):
         out.append("")
         out.append("Warnings")
         out.extend(f"- {w}" for w in data["warnings"])
     out.append("")
     out.append(summary_line(data["summary"]))
-    return "\n".join(out)
+    return out
 
 
-def render_compare(rows: list[dict[str, Any]]) -> str:
+def render_compare(data: dict[str, Any]) -> str:
+    rows: list[dict[str, Any]] = data["compare"]
     body = []
     notes = []
     for r in rows:
@@ -187,6 +258,6 @@ def render_compare(rows: list[dict[str, Any]]) -> str:
         body,
         title="Same workloads on every built-in template",
     )
-    if notes:
+    if notes and headers_wanted():
         text += "\n\n" + "\n".join(notes)
     return text

@@ -7,21 +7,37 @@ from pathlib import Path
 
 import click
 
-from kgpu.cli.output import ExitCode, handle_input_errors
+from kgpu.cli.output import PATH, ExitCode, emit, examples, handle_input_errors, output_option
 from kgpu.errors import InputError
 
 
-@click.group("profile")
+@click.group(
+    "profile",
+    epilog=examples(
+        ("check a profile, every error with its field path", "kgpu profile validate -f kgpu.yaml"),
+        ("the JSON Schema, for editors", "kgpu profile schema > kgpu.schema.json"),
+    ),
+)
 def command() -> None:
     """Inspect cluster profiles (JSON Schema, validation)."""
 
 
-@command.command("schema")
-def schema() -> None:
+@command.command(
+    "schema",
+    epilog=examples(
+        ("for editors (yaml-language-server) and CI", "kgpu profile schema > kgpu.schema.json"),
+        ("as YAML", "kgpu profile schema -o yaml"),
+    ),
+)
+@output_option("json", "yaml", default="json")
+def schema(output: str) -> None:
     """Print the profile's JSON Schema (for editors and CI)."""
     from kgpu.model.profile import profile_json_schema
 
-    click.echo(json.dumps(profile_json_schema(), indent=2, sort_keys=True))
+    if output == "json":
+        click.echo(json.dumps(profile_json_schema(), indent=2, sort_keys=True))
+    else:
+        emit(profile_json_schema(), output, str)
 
 
 def read_profile_file(path: str) -> str:
@@ -35,8 +51,16 @@ def read_profile_file(path: str) -> str:
         raise InputError(f"cannot read: {exc}", where=path) from None
 
 
-@command.command("validate")
-@click.option("-f", "--file", "path", default="kgpu.yaml", show_default=True, help="Profile to check.")
+@command.command(
+    "validate",
+    epilog=examples(
+        ("the profile in this directory", "kgpu profile validate"),
+        ("a profile elsewhere, in CI", "kgpu profile validate -f clusters/prod/kgpu.yaml"),
+    ),
+)
+@click.option(
+    "-f", "--file", "path", type=PATH, default="kgpu.yaml", show_default=True, help="Profile to check."
+)
 @handle_input_errors
 def validate(path: str) -> None:
     """Check a profile and print every error with its field path (exit 2 if any)."""

@@ -6,17 +6,66 @@ from typing import Any
 
 import click
 
-from kgpu.cli.output import ExitCode, emit, handle_input_errors, output_option, summary_line, table
+from kgpu.cli.output import (
+    PATH,
+    ExitCode,
+    emit,
+    examples,
+    handle_input_errors,
+    headers_wanted,
+    output_option,
+    phase,
+    summary_line,
+    table,
+    warn,
+)
 
 
-@click.command(name="simulate")
-@click.option("--cluster", "-c", "cluster", multiple=True, metavar="PATH",
-              help="Nodes and running pods: YAML/JSON files, directories, or `kubectl get nodes,pods -A -o json`.")
-@click.option("--workload", "-w", "workload", multiple=True, metavar="PATH",
-              help="Workloads to place: Pod, Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, RayCluster.")
-@click.option("--profile", "-f", "profile", metavar="PATH", default=None,
-              help="A cluster profile (kgpu.yaml): its pools provision nodes for pods that fit nowhere.")
-@output_option("table", "json", "yaml")
+@click.command(
+    name="simulate",
+    epilog=examples(
+        (
+            "the repository's example cluster and workloads",
+            "kgpu simulate -c examples/cluster -w examples/workloads",
+        ),
+        (
+            "a live cluster's nodes and pods, plus a new job, as JSON",
+            "kubectl get nodes,pods -A -o json > snap.json && kgpu simulate -c snap.json -w train.yaml -o json",
+        ),
+        (
+            "let a profile's pools provision nodes for what does not fit",
+            "kgpu simulate -f kgpu.yaml -w train.yaml",
+        ),
+    ),
+)
+@click.option(
+    "--cluster",
+    "-c",
+    "cluster",
+    multiple=True,
+    metavar="PATH",
+    type=PATH,
+    help="Nodes and running pods: YAML/JSON files, directories, or `kubectl get nodes,pods -A -o json`.",
+)
+@click.option(
+    "--workload",
+    "-w",
+    "workload",
+    multiple=True,
+    metavar="PATH",
+    type=PATH,
+    help="Workloads to place: Pod, Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, RayCluster.",
+)
+@click.option(
+    "--profile",
+    "-f",
+    "profile",
+    metavar="PATH",
+    default=None,
+    type=PATH,
+    help="A cluster profile (kgpu.yaml): its pools provision nodes for pods that fit nowhere.",
+)
+@output_option("table", "wide", "json", "yaml", "name")
 @handle_input_errors
 def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | None, output: str) -> None:
     """Place pods on a cluster the way kube-scheduler would.
@@ -47,11 +96,42 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
             objects.nodes.extend(baseline_nodes(prof))
     result = simulate(objects, work, provisioner=provisioner)
     data = result.as_dict()
-    emit(data, output, render_table)
-    if output == "table":
+    emit(data, output, render_table, wide=render_wide, names=pod_names)
+    if output in ("table", "wide"):
         for warning in result.warnings:
-            click.echo(f"warning: {warning}", err=True)
+            warn(warning)
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
+
+
+def pod_names(data: dict[str, Any]) -> list[str]:
+    """-o name: `pod/NAME`, as kubectl prints it."""
+    return [f"pod/{p['name']}" for p in data["pods"]]
+
+
+def render_wide(data: dict[str, Any]) -> str:
+    """One row per pod with the provisioned node's pool, instance type, capacity type and zone."""
+    rows = [
+        (
+            p["namespace"],
+            p["name"],
+            phase(p["phase"]),
+            p["node"] or "-",
+            p.get("pool") or "-",
+            p.get("instance_type") or "-",
+            p.get("capacity_type") or "-",
+            p.get("zone") or "-",
+            p["reason"] or "",
+        )
+        for p in data["pods"]
+    ]
+    out = [
+        table(
+            ("NAMESPACE", "POD", "PHASE", "NODE", "POOL", "INSTANCE TYPE", "CAPACITY", "ZONE", "REASON"), rows
+        )
+    ]
+    if headers_wanted():
+        out += ["", summary_line(data["summary"])]
+    return "\n".join(out)
 
 
 def _group_name(pod: dict[str, Any]) -> str:
@@ -69,17 +149,21 @@ def render_table(data: dict[str, Any]) -> str:
         groups.setdefault(key, []).append(pod["name"])
     rows = []
     reasons: dict[str, int] = {}
-    for (ns, base, phase, node, reason), names in groups.items():
+    for (ns, base, ph, node, reason), names in groups.items():
         label = names[0] if len(names) == 1 else f"{base} (x{len(names)})"
         note = ""
         if reason:
             note = f"[{reasons.setdefault(reason, len(reasons) + 1)}]"
-        extra: dict[str, Any] = next((p for p in data["pods"] if p["name"] == names[0] and p["namespace"] == ns), {})
+        extra: dict[str, Any] = next(
+            (p for p in data["pods"] if p["name"] == names[0] and p["namespace"] == ns), {}
+        )
         where = node or "-"
         if extra.get("instance_type"):
             where = f"{node} ({extra['instance_type']} {extra.get('capacity_type', '')})".replace(" )", ")")
-        rows.append((ns, label, phase, where, note))
+        rows.append((ns, label, phase(ph), where, note))
     out = [table(("NAMESPACE", "POD", "PHASE", "NODE", "WHY"), rows)]
+    if not headers_wanted():  # rows only, for grep and wc
+        return out[0]
     if reasons:
         out.append("")
         for reason, n in reasons.items():

@@ -8,24 +8,44 @@ from typing import Any
 
 import click
 
-from kgpu.cli.output import ExitCode, emit_json, handle_input_errors, output_option, table
+from kgpu.cli.output import PATH, ExitCode, emit, examples, handle_input_errors, output_option, table
 from kgpu.errors import InputError
 
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "ReplicationController")
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 
 
-@click.group(name="tke")
+@click.group(
+    name="tke",
+    epilog=examples(
+        ("which spec a pod gets", "kgpu tke match --gpu-type T4 --gpus 1 --cpu 4 --memory 16Gi"),
+        ("every pod template in a manifest", "kgpu tke match -f deploy.yaml"),
+    ),
+)
 def command() -> None:
     """Tencent TKE super-node helpers."""
 
 
-@command.command(name="match")
+@command.command(
+    name="match",
+    epilog=examples(
+        (
+            "a T4 (else V100) pod asking for 1 GPU, 6 cores, 32Gi",
+            "kgpu tke match --gpu-type T4,V100 --gpus 1 --cpu 6 --memory 32Gi",
+        ),
+        ("every pod template in a file, as JSON", "kgpu tke match -f deploy.yaml -o json"),
+        (
+            "check explicit gpu-count/cpu/mem annotations",
+            "kgpu tke match --gpu-type V100 --gpus 1 --cpu 8 --memory 40Gi --explicit",
+        ),
+    ),
+)
 @click.option(
     "--file",
     "-f",
     "file",
     metavar="PATH",
+    type=PATH,
     default=None,
     help="Pod or workload manifests (YAML/JSON, several documents, '-' for stdin).",
 )
@@ -47,7 +67,7 @@ def command() -> None:
     default=False,
     help="Treat --gpus/--cpu/--memory as the gpu-count/cpu/mem annotations (方式 A).",
 )
-@output_option("json", "table", default="json")
+@output_option("table", "json", "yaml")
 @handle_input_errors
 def match(
     file: str | None,
@@ -64,8 +84,8 @@ def match(
     larger of requests and limits is rounded up to the smallest spec of the first GPU type in the priority
     list that holds it.
 
-    Exit status: 0 every pod matched, 1 some pod has no spec (prints {"error": {"code", "message"}}),
-    2 bad input.
+    Exit status: 0 every pod matched, 1 some pod has no spec (-o json prints
+    {"error": {"code", "message"}} for it), 2 bad input.
     """
     from kgpu.catalog.tke import TkeMatchError
     from kgpu.sim.tke import match_pod_spec
@@ -99,10 +119,10 @@ def match(
             entry["error"] = exc.as_dict()
         results.append(entry)
 
-    if output == "json":
-        emit_json(results[0] if len(results) == 1 else results)
-    else:
+    if output == "table":
         _emit_table(results)
+    else:
+        emit(results[0] if len(results) == 1 else results, output, str)
     if failed:
         sys.exit(ExitCode.FINDINGS)
 

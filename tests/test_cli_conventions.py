@@ -1,0 +1,180 @@
+"""kubectl's conventions on every verb: -o FORMAT, --no-headers, --color, help examples, `kubectl gpu`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kgpu.cli import output
+from kgpu.cli.main import VERBS, cli
+
+
+def run(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def _all_commands() -> list[tuple[str, click.Command]]:
+    ctx = click.Context(cli)
+    out: list[tuple[str, click.Command]] = []
+    for name in VERBS:
+        cmd = cli.get_command(ctx, name)
+        if cmd is None:
+            continue
+        out.append((name, cmd))
+        if isinstance(cmd, click.Group):
+            out.extend((f"{name} {sub}", c) for sub, c in cmd.commands.items())
+    return out
+
+
+@pytest.mark.parametrize("verb", [name for name, _ in _all_commands()])
+def test_every_verb_help_ends_with_two_or_three_real_examples(verb: str):
+    res = run(*verb.split(), "--help")
+    assert res.exit_code == 0, res.output
+    tail = res.output.split("Examples:")[-1]
+    assert "Examples:" in res.output and "Options:" not in tail
+    commands = [ln.strip() for ln in tail.splitlines() if ln.strip().startswith("kgpu ")]
+    assert 2 <= len(commands) <= 3, tail
+    assert all(c.startswith(f"kgpu {verb.split()[0]}") or "kgpu " in c for c in commands)
+
+
+def test_examples_run_as_written():
+    """The examples without files of their own (built-in profile and templates) work as printed."""
+    for line in (
+        "kgpu plan",
+        "kgpu render --template onprem -o name",
+        "kgpu catalog --region us-west-2",
+        "kgpu catalog --provider tke --gpu T4 -o yaml",
+        "kgpu profile schema -o yaml",
+    ):
+        res = run(*line.split()[1:])
+        assert res.exit_code == 0, (line, res.output)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("plan",),
+        ("catalog",),
+        ("catalog", "--provider", "tke"),
+        ("tke", "match", "--gpu-type", "T4", "--gpus", "1"),
+        ("simulate", "-c", "examples/cluster", "-w", "examples/workloads"),
+    ],
+)
+def test_json_and_yaml_agree_and_table_is_the_default(args: tuple[str, ...]):
+    as_json = run(*args, "-o", "json")
+    as_yaml = run(*args, "-o", "yaml")
+    default = run(*args)
+    assert as_json.exit_code == as_yaml.exit_code == default.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout) == yaml.safe_load(as_yaml.stdout)
+    assert not default.stdout.lstrip().startswith(("{", "["))
+    assert "----" in default.stdout  # a table's header rule
+
+
+def test_output_format_is_case_insensitive_and_rejects_unknown():
+    assert run("catalog", "-o", "JSON").exit_code == 0
+    bad = run("catalog", "-o", "xml")
+    assert bad.exit_code == 2 and "xml" in bad.output
+
+
+def test_no_headers_prints_rows_only():
+    with_headers = run("simulate", "-c", "examples/cluster", "-w", "examples/workloads").stdout.splitlines()
+    rows = run(
+        "simulate", "-c", "examples/cluster", "-w", "examples/workloads", "--no-headers"
+    ).stdout.splitlines()
+    assert with_headers[0].split()[:2] == ["NAMESPACE", "POD"]
+    assert rows == with_headers[2 : 2 + len(rows)]
+    assert all(r.startswith("default ") for r in rows)
+    cat = run("catalog", "--gpu", "T4", "--no-headers").stdout.splitlines()
+    assert cat and all(line.split()[0].startswith("g4dn.") for line in cat)
+
+
+def test_wide_adds_columns_and_one_row_per_pod():
+    res = run("plan", "-o", "wide")
+    header = next(ln for ln in res.stdout.splitlines() if ln.startswith("NAMESPACE"))
+    assert header.split()[:4] == ["NAMESPACE", "POD", "PHASE", "NODE"] and "ZONE" in header
+    assert res.stdout.count("cuda-vector-add-") == 10
+    cat = run("catalog", "--gpu", "T4", "-o", "wide").stdout
+    assert "ARCH" in cat and "us-east-1a" in cat
+
+
+def test_name_output_is_kind_slash_name():
+    names = run("simulate", "-c", "examples/cluster", "-w", "examples/workloads", "-o", "name").stdout.split()
+    assert names[0] == "pod/pytorch-training-0" and len(names) == 14
+    assert run("catalog", "--gpu", "T4", "-o", "name").stdout.split()[0].startswith("instancetype/g4dn.")
+    assert run("plan", "--compare", "-o", "name").stdout.split()[0] == "template/eks-karpenter"
+
+
+def test_color_always_never_and_no_color():
+    always = run("plan", "--color", "always")
+    assert "\x1b[" in always.stdout
+    assert "\x1b[" not in run("plan", "--color", "never").stdout
+    assert "\x1b[" not in run("plan").stdout  # not a terminal
+    assert "\x1b[" in run("plan", "--color=always", env={"NO_COLOR": "1"}).stdout  # the flag wins
+
+
+def test_color_auto_follows_the_terminal_and_no_color(monkeypatch):
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdout", Tty())
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert output.color_enabled()
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not output.color_enabled()
+
+
+def test_table_widths_ignore_colour_codes():
+    text = output.table(("A", "B"), [(click.style("xx", fg="red"), "1"), ("yyyy", "2")])
+    plain = click.unstyle(text).splitlines()
+    assert plain[2].index("1") == plain[3].index("2")
+
+
+def test_yaml_uses_libyaml_with_the_pure_python_bytes():
+    data = run("plan", "-o", "json").stdout
+    loaded = json.loads(data)
+    assert output.to_yaml(loaded) == yaml.dump(
+        loaded, Dumper=yaml.SafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True
+    )
+    assert yaml.__with_libyaml__
+
+
+def test_json_keeps_non_ascii_and_stringifies_unknown_types():
+    from fractions import Fraction
+
+    text = output.to_json({"name": "训练", "q": Fraction(1, 2), "f": 0.1})
+    assert "训练" in text and json.loads(text) == {"name": "训练", "q": "1/2", "f": 0.1}
+
+
+def test_invoked_as_kubectl_gpu_usage_and_examples_say_kubectl_gpu(tmp_path):
+    code = (
+        "import sys; sys.argv[0] = '/usr/local/bin/kubectl-gpu'; from kgpu.cli.main import main; "
+        "main(['plan', '--help'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("Usage: kubectl gpu plan [OPTIONS]")
+    assert "\n    kubectl gpu plan -f kgpu.yaml" in out and "  kgpu plan" not in out
+    code2 = "import sys; sys.argv[0] = 'kgpu'; from kgpu.cli.main import main; main(['plan', '--help'])"
+    assert subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True).stdout.startswith(
+        "Usage: kgpu plan"
+    )
+
+
+def test_require_extra_names_the_extra():
+    with pytest.raises(SystemExit) as exc:
+        output.require_extra("kgpu_no_such_module", "exporter", "kgpu exporter")
+    assert exc.value.code == 2
+
+
+def test_require_extra_message(capsys):
+    with pytest.raises(SystemExit):
+        output.require_extra("kgpu_no_such_module", "validate", "kgpu render --validate")
+    err = capsys.readouterr().err
+    assert err.startswith("error: kgpu render --validate needs the 'validate' extra")
+    assert "pip install 'kgpu[validate]'" in err

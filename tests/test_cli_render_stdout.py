@@ -1,0 +1,108 @@
+"""`kgpu render | kubectl apply -f -` and `kgpu render --output-dir DIR` for GitOps; old spellings warn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kgpu.cli.main import cli
+from kgpu.model.profile import TEMPLATES
+from kgpu.render.sort import rank
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def _ids(docs: list[dict]) -> list[tuple]:
+    return [(d["apiVersion"], d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs]
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_stdout_holds_only_cluster_objects_in_apply_order(template: str):
+    res = run("render", "--template", template)
+    assert res.exit_code == 0, res.output
+    docs = [d for d in yaml.safe_load_all(res.stdout) if d is not None]
+    assert docs
+    for d in docs:  # what kubectl apply needs of every document
+        assert d["apiVersion"] and d["kind"] and d["metadata"]["name"], d
+        assert not d["apiVersion"].startswith("eksctl.io/"), "eksctl's ClusterConfig is not a cluster object"
+    assert [rank(d) for d in docs] == sorted(rank(d) for d in docs)
+    assert len(set(_ids(docs))) == len(docs), "an object twice"
+
+
+def test_stdout_leaves_out_eksctl_config_and_helm_values_and_says_so():
+    res = run("render", "--template", "eks-eksctl")
+    assert res.exit_code == 0
+    assert "ClusterConfig" not in res.stdout and "autoDiscovery" not in res.stdout
+    assert "note: left out eksctl.yaml" in res.stderr and "cluster-autoscaler-values.yaml" in res.stderr
+    alone = run("render", "--template", "eks-eksctl", "--target", "eksctl")
+    assert "kind: ClusterConfig" in alone.stdout and "not Kubernetes objects" in alone.stderr
+
+
+def test_stdout_json_is_a_list_and_name_is_kind_group_slash_name():
+    as_yaml = [d for d in yaml.safe_load_all(run("render", "--template", "eks-karpenter").stdout) if d]
+    as_json = json.loads(run("render", "--template", "eks-karpenter", "-o", "json").stdout)
+    assert as_json["kind"] == "List" and as_json["items"] == as_yaml
+    names = run("render", "--template", "eks-karpenter", "-o", "name").stdout.split()
+    assert "nodepool.karpenter.sh/gpu" in names and "namespace/kgpu-system" in names
+    assert len(names) == len(as_yaml)
+
+
+def test_output_dir_writes_files_and_a_kustomization(tmp_path: Path):
+    out = tmp_path / "manifests"
+    res = run("render", "--template", "eks-eksctl", "--output-dir", str(out))
+    assert res.exit_code == 0, res.output
+    assert res.stderr.strip().endswith(f"to {out}") and "deprecated" not in res.stderr
+    kust = yaml.safe_load((out / "kustomization.yaml").read_text())
+    assert kust["apiVersion"] == "kustomize.config.k8s.io/v1beta1" and kust["kind"] == "Kustomization"
+    assert (
+        "eksctl.yaml" not in kust["resources"] and "cluster-autoscaler-values.yaml" not in kust["resources"]
+    )
+    assert (out / "eksctl.yaml").exists() and (out / "cluster-autoscaler-values.yaml").exists()
+    ids = []
+    for name in kust["resources"]:
+        ids += _ids([d for d in yaml.safe_load_all((out / name).read_text()) if d])
+    assert len(ids) == len(set(ids)), "kustomize refuses a resource listed twice"
+    listed = {p.name for p in out.iterdir()} - {
+        "kustomization.yaml",
+        "eksctl.yaml",
+        "cluster-autoscaler-values.yaml",
+    }
+    assert listed == set(kust["resources"])
+
+
+def test_old_dash_o_directory_still_works_with_a_deprecation_line(tmp_path: Path):
+    out = tmp_path / "m"
+    res = run("render", "--template", "onprem", "-o", str(out))
+    assert res.exit_code == 0
+    assert f"-o {out} (a directory) is deprecated" in res.stderr and f"--output-dir {out}" in res.stderr
+    assert (out / "kustomization.yaml").exists()
+
+
+def test_format_with_output_dir_is_a_usage_error(tmp_path: Path):
+    res = run("render", "--template", "onprem", "-o", "json", "--output-dir", str(tmp_path / "m"))
+    assert res.exit_code == 2 and not (tmp_path / "m").exists()
+
+
+def test_init_file_flag_and_old_dash_o(tmp_path: Path):
+    new = tmp_path / "a.yaml"
+    res = run("init", "-t", "onprem", "-f", str(new))
+    assert res.exit_code == 0 and new.exists() and "deprecated" not in res.stderr
+    old = tmp_path / "b.yaml"
+    res = run("init", "-t", "onprem", "-o", str(old))
+    assert res.exit_code == 0 and old.read_text() == new.read_text()
+    assert "deprecated" in res.stderr and f"-f {old}" in res.stderr
+
+
+def test_init_dash_o_yaml_and_json_print_instead_of_writing(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = run("init", "-t", "onprem", "-o", "yaml").stdout
+    assert text.startswith("#") and yaml.safe_load(text)["kind"] == "ClusterProfile"
+    data = json.loads(run("init", "-t", "onprem", "-o", "json").stdout)
+    assert data["metadata"]["name"] == yaml.safe_load(text)["metadata"]["name"]
+    assert not (tmp_path / "kgpu.yaml").exists()
