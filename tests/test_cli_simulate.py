@@ -41,7 +41,7 @@ def test_unschedulable_exits_1_with_reason_in_table(tmp_path):
     res = invoke("simulate", "-c", str(cluster), "-w", str(work))
     assert res.exit_code == 1
     assert "train" in res.output and "Unschedulable" in res.output
-    assert ("0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: true}, "
+    assert ("0/3 nodes are available: 1 node(s) had untolerated taint(s), "
             "2 Insufficient nvidia.com/gpu.") in res.output
     header = res.output.splitlines()[0]
     assert header.split() == ["NAMESPACE", "POD", "PHASE", "NODE", "WHY"]
@@ -71,3 +71,30 @@ def test_bad_quantity_is_exit_2_naming_the_field(tmp_path, examples):
 def test_kubectl_plugin_entry_point_and_version():
     out = subprocess.run([sys.executable, "-m", "kgpu.cli.main", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("kgpu, version ")
+
+
+def test_cluster_priority_classes_apply_to_workload_files(tmp_path) -> None:
+    """A PriorityClass read with the cluster orders pods from a workload file, as admission would."""
+    import json
+
+    from click.testing import CliRunner
+
+    from kgpu.cli.main import cli
+
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}}}
+    high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000}
+    (tmp_path / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node, high]}))
+
+    def pod(name: str, **spec: object) -> dict[str, object]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "2"}}}], **spec}}
+
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                                    "items": [pod("first"), pod("urgent", priorityClassName="high")]}))
+    res = CliRunner().invoke(cli, ["simulate", "--cluster", str(tmp_path / "cluster.json"),
+                                   "--workload", str(tmp_path / "pods.json"), "-o", "json"])
+    data = json.loads(res.stdout)
+    phases = {p["name"]: p["phase"] for p in data["pods"]}
+    assert phases == {"first": "Unschedulable", "urgent": "Scheduled"}
+    assert "warnings" not in data

@@ -110,7 +110,7 @@ def test_asg_tag_overriding_a_label_blocks_scale_up() -> None:
 
 def test_untolerated_taint_counted_per_group() -> None:
     (p,) = run(profile(GPU_GROUP), pods('{"nvidia.com/gpu": "true"}', tolerate=False)).placements
-    assert "pod didn't trigger scale-up: 1 node(s) had untolerated taint {nvidia.com/gpu: true}" in (
+    assert "pod didn't trigger scale-up: 1 node(s) had untolerated taint(s)" in (
         p.reason or ""
     )
 

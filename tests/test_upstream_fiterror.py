@@ -20,8 +20,7 @@ from collections import Counter
 import pytest
 
 from k8s_builders import container, load_node, load_pod, node, pod, taint
-from kgpu.model.objects import Taint
-from kgpu.model.predicates import unschedulable_message, untolerated_taint_reason
+from kgpu.model.predicates import ERR_TAINTS, unschedulable_message
 from kgpu.sim.scheduler import NO_NODES, Scheduler
 
 F1 = "Node(s) failed Filter plugin FalseFilter-1"
@@ -122,9 +121,7 @@ def test_scheduler_message_counts_each_reason_per_node() -> None:
     decision = Scheduler(nodes).place(p)
     assert decision.node is None
     assert decision.reason == (
-        "0/3 nodes are available: 1 "
-        + untolerated_taint_reason(Taint("dedicated", "gpu"))
-        + ", 2 Insufficient cpu, 2 Insufficient memory."
+        "0/3 nodes are available: 1 " + ERR_TAINTS + ", 2 Insufficient cpu, 2 Insufficient memory."
     )
 
 

@@ -13,9 +13,10 @@ Version notes (kgpu models kube-scheduler 1.33, see ``profile.py`` ``kubernetes_
   by default) are not transcribed as "tolerated" cases: with the gate off the API server rejects them, and so
   does kgpu's loader (tested below). The gate-disabled rows of TestTaintTolerationFilterWithFeatureGate are
   transcribed against ``first_untolerated`` directly.
-- The stored upstream test expects the reason ``node(s) had untolerated taint(s)``; that wording arrived with
-  kubernetes PR #134740 (v1.35). Up to v1.34 the reason is ``node(s) had untolerated taint {<key>: <value>}``,
-  which is what kgpu emits and what these tests assert.
+- The reason is ``node(s) had untolerated taint(s)``, as in the stored upstream test: kubernetes PR #134740
+  (v1.35, backported to the v1.34 patch releases; the real v1.34.4 scheduler run by ``make conformance``
+  says it). Before, it was ``node(s) had untolerated taint {<key>: <value>}``; kgpu keeps that form for its
+  own explanations (``static_reasons(..., detail=True)``).
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from k8s_builders import load_node, node, pod, spec_of, taint, toleration
 from kgpu.errors import InputError
 from kgpu.model.objects import Taint, Toleration
 from kgpu.model.predicates import (
+    ERR_TAINTS,
     ERR_UNSCHEDULABLE,
     first_untolerated,
     static_reasons,
     tolerates,
-    untolerated_taint_reason,
+    untolerated_taint_detail,
 )
 
 # --- toleration_test.go, TestTolerationToleratesTaint (rows without Gt/Lt) ----------------------------
@@ -93,7 +95,7 @@ FILTER: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]], str | None]]
         "A pod having no tolerations can't be scheduled onto a node with nonempty taints",
         [],
         [taint("dedicated", "user1", "NoSchedule")],
-        untolerated_taint_reason(Taint("dedicated", "user1", "NoSchedule")),
+        ERR_TAINTS,
     ),
     (
         "A pod which can be scheduled on a dedicated node assigned to user1 with effect NoSchedule",
@@ -105,7 +107,7 @@ FILTER: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]], str | None]]
         "A pod which can't be scheduled on a dedicated node assigned to user2 with effect NoSchedule",
         [toleration(key="dedicated", operator="Equal", value="user2", effect="NoSchedule")],
         [taint("dedicated", "user1", "NoSchedule")],
-        untolerated_taint_reason(Taint("dedicated", "user1", "NoSchedule")),
+        ERR_TAINTS,
     ),
     (
         "A pod can be scheduled onto the node, with a toleration uses operator Exists that tolerates the taints",
@@ -126,7 +128,7 @@ FILTER: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]], str | None]]
         "keys and values match the taint, but (non-empty) effect doesn't match",
         [toleration(key="foo", operator="Equal", value="bar", effect="PreferNoSchedule")],
         [taint("foo", "bar", "NoSchedule")],
-        untolerated_taint_reason(Taint("foo", "bar", "NoSchedule")),
+        ERR_TAINTS,
     ),
     (
         "keys and values match the taint, the effect of toleration is empty, taint is NoSchedule",
@@ -161,12 +163,17 @@ def test_taint_toleration_filter(
     assert reasons == (None if expected is None else [expected])
 
 
-def test_untolerated_taint_reason_wording_v1_34() -> None:
-    # taint_toleration.go up to v1.34 (replaced by "node(s) had untolerated taint(s)" in v1.35, PR #134740).
-    assert (
-        untolerated_taint_reason(Taint("dedicated", "user1"))
-        == "node(s) had untolerated taint {dedicated: user1}"
-    )
+def test_untolerated_taint_reason_wording() -> None:
+    # taint_toleration.go since PR #134740: the reason does not name the taint.
+    assert ERR_TAINTS == "node(s) had untolerated taint(s)"
+    n = load_node(node("nodeA", taints=[taint("dedicated", "user1")]))
+    assert static_reasons(spec_of(pod("p")), n) == [ERR_TAINTS]
+
+
+def test_detail_names_the_taint_for_kgpus_own_explanations() -> None:
+    assert untolerated_taint_detail(Taint("dedicated", "user1")) == "untolerated taint {dedicated: user1}"
+    n = load_node(node("nodeA", taints=[taint("dedicated", "user1")]))
+    assert static_reasons(spec_of(pod("p")), n, detail=True) == ["node(s) had untolerated taint {dedicated: user1}"]
 
 
 # --- taint_toleration_test.go, TestTaintTolerationFilterWithFeatureGate, gate-disabled rows -------------

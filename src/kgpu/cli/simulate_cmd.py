@@ -72,8 +72,8 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
 
     Pods are queued by priority, then input order, and each goes to the feasible node with the best
     LeastAllocated + BalancedAllocation score (ties by node name). A pod that fits nowhere gets
-    kube-scheduler's own message, e.g. "0/3 nodes are available: 1 node(s) had untolerated taint
-    {nvidia.com/gpu: true}, 2 Insufficient nvidia.com/gpu."
+    kube-scheduler's own message, e.g. "0/3 nodes are available: 1 node(s) had untolerated
+    taint(s), 2 Insufficient nvidia.com/gpu."
 
     Exit status: 0 every pod placed, 1 some pod unschedulable, 2 bad input.
     """

@@ -63,6 +63,9 @@ class Objects:
     default_priority: int = 0
     ignored: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
+    # Pods whose priority comes from a PriorityClass (by name, or the global default): resolved again when
+    # inputs are combined, because a cluster's PriorityClasses apply to workloads read from other files.
+    priority_pending: list[tuple[Pod, str]] = field(default_factory=list)
 
     def extend(self, other: Objects) -> None:
         self.nodes.extend(other.nodes)
@@ -72,6 +75,7 @@ class Objects:
         self.default_priority = other.default_priority or self.default_priority
         self.ignored.update(other.ignored)
         self.warnings.extend(other.warnings)
+        self.priority_pending.extend(other.priority_pending)
 
 
 # --- reading documents ---------------------------------------------------------------------------------
@@ -347,20 +351,38 @@ class Parser:
             self._pending_priority.append((pod, where))
 
     def finish(self) -> None:
-        """Resolve priorityClassName once every PriorityClass of this input is known."""
-        for pod, where in self._pending_priority:
+        """Resolve priorityClassName once every PriorityClass of this input is known (again, with the
+        other inputs, in ``resolve_priorities``)."""
+        self.out.priority_pending.extend(self._pending_priority)
+        self._pending_priority.clear()
+        resolve_priorities(self.out)
+
+
+def resolve_priorities(*inputs: Objects) -> list[str]:
+    """spec.priority from priorityClassName as the Priority admission plugin sets it, over every input
+    together (a PriorityClass read with the cluster applies to pods read from workload files).
+
+    Returns a warning per pod whose class is found nowhere: admission would reject it; kgpu uses 0.
+    """
+    classes: dict[str, int] = {}
+    default = 0
+    for objs in inputs:
+        classes.update(objs.priority_classes)
+        default = objs.default_priority or default
+    warnings = []
+    for objs in inputs:
+        for pod, where in objs.priority_pending:
             cls = pod.spec.priority_class
             if not cls:
-                pod.priority = self.out.default_priority
-            elif cls in self.out.priority_classes:
-                pod.priority = self.out.priority_classes[cls]
+                pod.priority = default
+            elif cls in classes:
+                pod.priority = classes[cls]
             elif cls in BUILTIN_PRIORITY_CLASSES:
                 pod.priority = BUILTIN_PRIORITY_CLASSES[cls]
             else:
-                # Admission would reject the pod; the class may exist in the cluster, so say so and go on.
                 pod.priority = 0
-                self.out.warnings.append(f"{where}.priorityClassName: no PriorityClass {cls!r} in the input, using 0")
-        self._pending_priority.clear()
+                warnings.append(f"{where}.priorityClassName: no PriorityClass {cls!r} in the input, using 0")
+    return warnings
 
 
 def _job_pods(parallelism: int | None, completions: int | None) -> int:

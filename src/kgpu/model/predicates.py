@@ -45,8 +45,15 @@ TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 FILTER_ORDER = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit")
 
 
-def untolerated_taint_reason(taint: Taint) -> str:
-    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+# TaintToleration's Filter reason since kubernetes#134740 (v1.35, and the v1.34.x patches from v1.34.2 on): it
+# no longer names the taint. kgpu's own explanations (render consistency, doctor) name it with
+# ``untolerated_taint_detail``.
+ERR_TAINTS = "node(s) had untolerated taint(s)"
+
+
+def untolerated_taint_detail(taint: Taint) -> str:
+    """Which taint: the form kube-scheduler printed up to v1.34.1, kept for kgpu's own explanations."""
+    return f"untolerated taint {{{taint.key}: {taint.value}}}"
 
 
 def insufficient(resource: str) -> str:
@@ -226,8 +233,12 @@ def insufficient_resources(
 # --- all filters, one node -----------------------------------------------------------------------------
 
 
-def static_reasons(spec: PodSpecInfo, node: Node) -> list[str] | None:
-    """The filters that depend only on the node object (not on what already runs there)."""
+def static_reasons(spec: PodSpecInfo, node: Node, *, detail: bool = False) -> list[str] | None:
+    """The filters that depend only on the node object (not on what already runs there).
+
+    With ``detail`` an untolerated taint is named (``node(s) had untolerated taint {key: value}``), for
+    kgpu's own explanations; without it the reason is kube-scheduler's word for word.
+    """
     if node.unschedulable and not tolerated(
         spec.tolerations, Taint(TAINT_NODE_UNSCHEDULABLE, "", "NoSchedule")
     ):
@@ -236,7 +247,7 @@ def static_reasons(spec: PodSpecInfo, node: Node) -> list[str] | None:
         return [ERR_NODE_NAME]
     taint = first_untolerated(node.taints, spec.tolerations)
     if taint is not None:
-        return [untolerated_taint_reason(taint)]
+        return [f"node(s) had {untolerated_taint_detail(taint)}" if detail else ERR_TAINTS]
     if not affinity_matches(spec, node.labels, node.name):
         return [ERR_NODE_AFFINITY]
     return None

@@ -25,7 +25,7 @@ from typing import Any
 
 from kgpu.model.load import parse_documents
 from kgpu.model.objects import GPU, Node, Pod, Taint
-from kgpu.model.predicates import static_reasons
+from kgpu.model.predicates import first_untolerated, static_reasons, untolerated_taint_detail
 from kgpu.model.profile import AmiFamily, Autoscaler, Pool, PoolKind, Profile
 from kgpu.render import (
     EKS_MANAGED_GROUP_LABEL,
@@ -135,12 +135,16 @@ def _check_workloads(profile: Profile, pods: list[Pod]) -> list[Problem]:
         nodes = pool_nodes(profile, profile.pool(target))
         decision = Scheduler(nodes).place(pod)
         if nodes and decision.node is None:
+            # kube-scheduler's reason no longer names the taint; say which one.
+            taints = sorted({untolerated_taint_detail(t) for n in nodes
+                             if (t := first_untolerated(n.taints, pod.spec.tolerations)) is not None})
             out.append(
                 Problem(
                     ERROR,
                     owner,
                     "spec.template.spec",
-                    f"would not schedule on pool {target}: {decision.reason}",
+                    f"would not schedule on pool {target}: {decision.reason}"
+                    + (f" ({', '.join(taints)})" if taints else ""),
                 )
             )
     return out
@@ -168,7 +172,7 @@ def _check_device_plugin(profile: Profile, stack: Mapping[str, list[dict[str, An
     for pool in profile.gpu_pools:
         if pool.kind == PoolKind.TKE_SUPERNODE:
             continue
-        runs = [static_reasons(ds.template, n) for n in pool_nodes(profile, pool)]
+        runs = [static_reasons(ds.template, n, detail=True) for n in pool_nodes(profile, pool)]
         if uses_device_plugin_daemonset(pool):
             for reasons in runs:
                 if reasons:

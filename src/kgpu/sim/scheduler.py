@@ -31,6 +31,7 @@ from kgpu.model.predicates import (
     ERR_NODE_AFFINITY,
     ERR_NODE_NAME,
     ERR_NODE_PORTS,
+    ERR_TAINTS,
     ERR_UNSCHEDULABLE,
     TAINT_NODE_UNSCHEDULABLE,
     affinity_matches,
@@ -39,7 +40,6 @@ from kgpu.model.predicates import (
     ports_conflict,
     tolerated,
     unschedulable_message,
-    untolerated_taint_reason,
 )
 
 MAX_NODE_SCORE = 100
@@ -178,7 +178,7 @@ class StaticFilter:
             hit = self._taints.get(node.taints, "")
             if hit == "":
                 taint = first_untolerated(node.taints, spec.tolerations)
-                hit = untolerated_taint_reason(taint) if taint is not None else None
+                hit = ERR_TAINTS if taint is not None else None
                 self._taints[node.taints] = hit
             if hit is not None:
                 return hit

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kgpu.model.load import Objects
+from kgpu.model.load import Objects, resolve_priorities
 from kgpu.model.objects import DaemonSet, Node, NodeSelector, Pod, PodSpecInfo, Requirement, Term, Toleration
 from kgpu.model.predicates import static_reasons
 from kgpu.sim.scheduler import Decision, NodeState, Scheduler
@@ -130,6 +130,7 @@ def queue(pods: Sequence[Pod]) -> list[Pod]:
 
 def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner: Provisioner | None = None) -> SimulationResult:
     workloads = workloads or Objects()
+    priority_warnings = resolve_priorities(cluster, workloads)
     nodes = cluster.nodes + workloads.nodes
     bound = [p for p in cluster.pods if p.node_name and not p.terminated]
     sched = Scheduler(nodes, bound)
@@ -149,7 +150,7 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
             placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, decision.reason)
             failed.append(pod)
     result = SimulationResult([placements[id(p)] for p in pending], sched.states,
-                              warnings=cluster.warnings + workloads.warnings)
+                              warnings=cluster.warnings + workloads.warnings + priority_warnings)
     if provisioner is not None and failed:
         outcome = provisioner.provision(failed, sched)
         result.extra.update(outcome.pop("extra", {}))

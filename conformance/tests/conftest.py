@@ -1,0 +1,29 @@
+"""Shared set-up for the conformance suite: where `conformance/build.sh` put the real binaries."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def binary(module: str, name: str) -> Path:
+    root = os.environ.get("KGPU_CONFORMANCE_BIN")
+    if not root:
+        pytest.fail("KGPU_CONFORMANCE_BIN is not set: run the conformance suite with `make conformance`")
+    path = Path(root) / module / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: `make conformance` builds it (conformance/build.sh)")
+    return path
+
+
+def cases(default: int) -> int:
+    return int(os.environ.get("KGPU_CONFORMANCE_CASES", default))
+
+
+def seed() -> int:
+    return int(os.environ.get("KGPU_CONFORMANCE_SEED", "20261122"))
