@@ -29,6 +29,7 @@ from kgpu.render import (
     group_names,
     pool_selector,
     tolerations,
+    yamltext,
 )
 
 NAME = "nvidia-device-plugin-daemonset"
@@ -128,8 +129,6 @@ def plugin_config(profile: Profile) -> dict[str, Any] | None:
 def render(profile: Profile) -> list[dict[str, Any]]:
     if not gpu_pools_needing_plugin(profile):
         return []
-    import yaml
-
     docs: list[dict[str, Any]] = []
     config = plugin_config(profile)
     labels = {"app.kubernetes.io/name": "nvidia-device-plugin", **MANAGED_BY}
@@ -154,7 +153,7 @@ def render(profile: Profile) -> list[dict[str, Any]]:
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {"name": CONFIG_NAME, "namespace": NAMESPACE, "labels": dict(labels)},
-                "data": {"config.yaml": yaml.safe_dump(config, sort_keys=False)},
+                "data": {"config.yaml": yamltext.dump(config)},
             }
         )
         container["env"] = [{"name": "CONFIG_FILE", "value": f"{CONFIG_PATH}/config.yaml"}]

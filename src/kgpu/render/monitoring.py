@@ -18,7 +18,7 @@ import copy
 from typing import Any
 
 from kgpu.errors import InputError
-from kgpu.render import MANAGED_BY
+from kgpu.render import MANAGED_BY, yamltext
 
 NAME = "kgpu-exporter"
 JOB = NAME
@@ -424,8 +424,6 @@ def render_monitoring(
     With ``static_targets`` (on-prem hosts outside the cluster), a ConfigMap also carries the plain
     ``prometheus.yml`` scrape job and rules file for a Prometheus that is not run by prometheus-operator.
     """
-    import yaml
-
     objs: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -454,10 +452,8 @@ def render_monitoring(
                     "labels": dict(MANAGED_BY),
                 },
                 "data": {
-                    "prometheus.yml": yaml.safe_dump(
-                        prometheus_config(static_targets, rule_files=["kgpu-gpu.rules.yml"]), sort_keys=False
-                    ),
-                    "kgpu-gpu.rules.yml": yaml.safe_dump(alert_rules_file(), sort_keys=False),
+                    "prometheus.yml": yamltext.dump(prometheus_config(static_targets, rule_files=["kgpu-gpu.rules.yml"])),
+                    "kgpu-gpu.rules.yml": yamltext.dump(alert_rules_file()),
                 },
             }
         )

@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import yaml
-
 from kgpu import __version__
 from kgpu.errors import InputError
 from kgpu.model.profile import Autoscaler, PoolKind, Profile
-from kgpu.render import deviceplugin, eksctl, karpenter, kuberay, onprem, rbac, workloads
+from kgpu.render import deviceplugin, eksctl, karpenter, kuberay, onprem, rbac, workloads, yamltext
 from kgpu.render.sort import apply_order
 
 TARGETS: tuple[str, ...] = (
@@ -150,30 +148,8 @@ def target_notes(profile: Profile, target: str) -> list[str]:
     return []
 
 
-# --- YAML -----------------------------------------------------------------------------------------------
-
-
-class _Dumper(yaml.SafeDumper):
-    """Block style everywhere, literal blocks for multi-line strings, no aliases."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    if "\n" in value:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
-
-
-_Dumper.add_representer(str, _str)
-
-
 def dump_documents(docs: list[dict[str, Any]]) -> str:
-    return "".join(
-        "---\n" + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
-        for doc in docs
-    )
+    return yamltext.dump_documents(docs)
 
 
 def file_header(profile: Profile, target: str, notes: list[str]) -> str:
