@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint typecheck layers unit bench promtool conformance clean help
+.PHONY: run test lint typecheck layers unit wheel-check bench promtool conformance clean help
 
 help:
 	@echo "make run    - kgpu plan on the built-in default profile (sets up .venv first)"
@@ -13,6 +13,7 @@ help:
 	@echo "make bench  - seeded benchmarks (not part of make test)"
 	@echo "make conformance - build the real kube-apiserver, kube-scheduler, etcd, kwok and Karpenter from Go"
 	@echo "               modules and compare kgpu with them; run the live commands against a real API server"
+	@echo "make wheel-check - build the wheel, install it alone in a clean venv, run kgpu (part of make test)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +32,7 @@ promtool:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks conformance/tests
+	$(BIN)/ruff check src tests benchmarks conformance/tests plugins
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -42,7 +43,23 @@ layers: $(STAMP)
 unit: $(STAMP) promtool
 	$(BIN)/pytest
 
-test: lint typecheck layers unit
+# What a user gets from `pip install kgpu-*.whl`: the wheel built from this tree, installed with only its
+# own dependencies (from PyPI) into a fresh venv; the light install plans, and says which extra is missing.
+WHEEL_DIR := build/wheel-check
+wheel-check: $(STAMP)
+	rm -rf $(WHEEL_DIR)
+	$(BIN)/python -m pip wheel -q --no-deps -w $(WHEEL_DIR)/dist .
+	$(PYTHON) -m venv $(WHEEL_DIR)/venv
+	$(WHEEL_DIR)/venv/bin/python -m pip install -q --disable-pip-version-check $(WHEEL_DIR)/dist/kgpu-*.whl
+	cd $(WHEEL_DIR) && venv/bin/kgpu --version
+	cd $(WHEEL_DIR) && venv/bin/kgpu plan > plan.txt && tail -n 1 plan.txt
+	cd $(WHEEL_DIR) && venv/bin/kubectl-gpu plan --help > help.txt && head -n 1 help.txt | grep '^Usage: kubectl gpu plan'
+	cd $(WHEEL_DIR) && venv/bin/kubectl_complete-gpu pl > complete.txt && grep -x 'plan.*' complete.txt
+	cd $(WHEEL_DIR) && { venv/bin/kgpu exporter 2>err.txt; test $$? = 2 && grep -q "kgpu\[exporter\]" err.txt; }
+	cd $(WHEEL_DIR) && { venv/bin/kgpu render --template onprem --validate >/dev/null 2>err.txt; test $$? = 2 && grep -q "kgpu\[validate\]" err.txt; }
+	@echo "wheel-check: ok"
+
+test: lint typecheck layers unit wheel-check
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
@@ -57,4 +74,4 @@ conformance: $(STAMP)
 	  $(BIN)/pytest -p no:cacheprovider -q -s conformance/tests
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache

@@ -168,13 +168,32 @@ def test_invoked_as_kubectl_gpu_usage_and_examples_say_kubectl_gpu(tmp_path):
 
 def test_require_extra_names_the_extra():
     with pytest.raises(SystemExit) as exc:
-        output.require_extra("kgpu_no_such_module", "exporter", "kgpu exporter")
+        output.require_extra("exporter", "kgpu exporter", ["kgpu_no_such_module"])
     assert exc.value.code == 2
 
 
 def test_require_extra_message(capsys):
     with pytest.raises(SystemExit):
-        output.require_extra("kgpu_no_such_module", "validate", "kgpu render --validate")
+        output.require_extra("validate", "kgpu render --validate", ["kgpu_no_such_module"])
     err = capsys.readouterr().err
     assert err.startswith("error: kgpu render --validate needs the 'validate' extra")
     assert "pip install 'kgpu[validate]'" in err
+
+
+def test_extras_in_pyproject_match_the_modules_checked():
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert set(output.EXTRAS) <= set(extras)
+    base = " ".join(project["dependencies"]).lower()
+    for heavy in ("nvidia-ml-py", "grpcio", "protobuf", "kubernetes-validate", "prometheus-client"):
+        assert heavy not in base
+    assert any(d.startswith("kubernetes-validate") for d in extras["validate"])
+    assert {d.split(">")[0] for d in extras["exporter"]} == {
+        "prometheus-client",
+        "nvidia-ml-py",
+        "grpcio",
+        "protobuf",
+    }

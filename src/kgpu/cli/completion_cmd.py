@@ -66,6 +66,9 @@ def kubectl_complete() -> None:
         lines, directive = kubectl_candidates(sys.argv[1:])
     except Exception:  # completion must never print a traceback into the user's shell
         lines, directive = [], 1  # ShellCompDirectiveError
-    for line in lines:
-        sys.stdout.write(line.replace("\n", " ") + "\n")
-    sys.stdout.write(f":{directive}\n")
+    text = "".join(line.replace("\n", " ") + "\n" for line in lines) + f":{directive}\n"
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass

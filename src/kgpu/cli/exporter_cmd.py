@@ -6,8 +6,12 @@ import logging
 
 import click
 
-from kgpu.cli.output import examples
-from kgpu.exporter.server import DEFAULT_MAX_AGE
+from kgpu.cli.output import examples, require_extra
+
+try:
+    from kgpu.exporter.server import DEFAULT_MAX_AGE
+except ImportError:  # without the exporter extra; the command then says which extra to install
+    DEFAULT_MAX_AGE = 1.0
 
 
 @click.command(
@@ -85,6 +89,7 @@ def command(
     Metric names, labels and units match nvidia_gpu_exporter, so existing alert rules and Grafana dashboard
     14574 keep working; NVML is read in-process instead of forking nvidia-smi on every scrape.
     """
+    require_extra("exporter", "kgpu exporter")
     from kgpu.cli.output import ExitCode
     from kgpu.exporter.app import ExporterConfig, run
     from kgpu.exporter.collector import CollectorOptions

@@ -40,8 +40,11 @@ PLUGIN_NAMES = ("kubectl-gpu", "kubectl_gpu", "kubectl_complete-gpu")
 
 
 def prog_name(argv0: str | None = None) -> str:
+    """`kubectl gpu` when run as the plugin: by its name, or through krew's shim (which sets the variable)."""
     base = os.path.basename(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "kgpu"))
-    return "kubectl gpu" if base in PLUGIN_NAMES else "kgpu"
+    if base in PLUGIN_NAMES or os.environ.get("KGPU_AS_KUBECTL_PLUGIN"):
+        return "kubectl gpu"
+    return "kgpu"
 
 
 def _as_prog(command: click.Command, prog: str) -> None:
@@ -97,6 +100,10 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> Any:
+    if os.environ.get("_KGPU_KUBECTL_COMPLETE"):  # krew's kubectl_complete-gpu shim
+        from kgpu.cli.completion_cmd import kubectl_complete
+
+        return kubectl_complete()
     try:
         prog = prog_name()
         _as_prog(cli, prog)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from kgpu.cli.output import ExitCode, emit, examples, headers_wanted, output_option, table
+from kgpu.cli.output import ExitCode, emit, examples, headers_wanted, output_option, require_extra, table
 
 
 @click.command(
@@ -27,6 +27,7 @@ from kgpu.cli.output import ExitCode, emit, examples, headers_wanted, output_opt
 def command(root: str, output: str) -> None:
     """Check the NVIDIA driver, GPUs, CUDA, container toolkit, containerd/docker runtime, kubelet and
     persistence mode; print the fix for every failing check. Exit 1 if any check fails."""
+    require_extra("exporter", "kgpu node-check", ["pynvml"])
     from kgpu.exporter.nodecheck import FAIL, failed, run_checks
 
     checks = run_checks(root)

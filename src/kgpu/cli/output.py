@@ -181,17 +181,28 @@ def handle_input_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def require_extra(module: str, extra: str, what: str) -> None:
-    """Exit 2 with the pip line to run when an optional dependency (a ``kgpu[extra]``) is missing."""
+# The extras of pyproject.toml and the modules each brings.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "exporter": ("prometheus_client", "pynvml", "grpc", "google.protobuf"),
+    "validate": ("kubernetes_validate",),
+}
+
+
+def _importable(module: str) -> bool:
     import importlib.util
 
     try:
-        found = importlib.util.find_spec(module) is not None
+        return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
-        found = False
-    if not found:
+        return False
+
+
+def require_extra(extra: str, what: str, modules: Sequence[str] | None = None) -> None:
+    """Exit 2 with the pip line to run when an optional dependency (a ``kgpu[extra]``) is missing."""
+    missing = [m for m in (modules if modules is not None else EXTRAS[extra]) if not _importable(m)]
+    if missing:
         click.echo(
-            f"error: {what} needs the '{extra}' extra ({module} is not installed): "
+            f"error: {what} needs the '{extra}' extra ({', '.join(missing)} not installed): "
             f"pip install 'kgpu[{extra}]'  (pipx: pipx install --force 'kgpu[{extra}]')",
             err=True,
         )

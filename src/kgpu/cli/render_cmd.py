@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kgpu.cli.output import PATH, ExitCode, deprecated, examples, handle_input_errors, to_json
+from kgpu.cli.output import PATH, ExitCode, deprecated, examples, handle_input_errors, require_extra, to_json
 from kgpu.errors import InputError
 from kgpu.render.stack import FILE_NAMES, TARGETS
 
@@ -197,6 +197,7 @@ def command(
         raise SystemExit(ExitCode.FINDINGS)
 
     if validate:
+        require_extra("validate", "kgpu render --validate")
         from kgpu.render.validate import validate_stack
 
         report = validate_stack(
