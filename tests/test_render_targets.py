@@ -167,7 +167,7 @@ def test_tke_workloads_carry_annotations_and_image_cache() -> None:
     assert cache["spec"]["imageCacheSize"] == disk == workloads.tke_disk_size_gib(16.0)
     assert pod_spec(job)["nodeSelector"] == {"type": "virtual-kubelet"}
     assert pod_spec(job)["tolerations"] == [
-        {"key": "serverless", "operator": "Exists", "effect": "NoSchedule"}
+        {"key": "eks.tke.cloud.tencent.com/eklet", "operator": "Exists", "effect": "NoSchedule"}
     ]
     infer = named(docs, "Deployment", "gpu-infer-supernode")
     infer_ann = infer["spec"]["template"]["metadata"]["annotations"]

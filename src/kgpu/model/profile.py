@@ -23,6 +23,8 @@ from pydantic.alias_generators import to_camel
 from kgpu.errors import InputError
 
 API_VERSION = "kgpu.dev/v1alpha1"
+# The taint TKE puts on every super node (https://cloud.tencent.com/document/product/457/54754).
+TKE_SUPERNODE_TAINT = "eks.tke.cloud.tencent.com/eklet"
 TEMPLATES = ("eks-karpenter", "eks-eksctl", "onprem", "tke-supernode", "kuberay")
 DEFAULT_TEMPLATE = "eks-karpenter"
 
@@ -179,6 +181,11 @@ class Pool(_Model):
     propagate_asg_tags: bool = Field(default=False, description="eksctl adds node-template tags from labels/taints")
     asg_tags: dict[str, str] = Field(default_factory=dict, description="explicit ASG tags (k8s.io/cluster-autoscaler/...)")
     gpu_types: list[str] = Field(default_factory=list, description="TKE super node: GPU types in priority order")
+    auto_schedule: bool = Field(
+        default=True,
+        description="TKE super node: pods that fit no other node go here whatever the super node's taint "
+        "(TKE's eks-config AUTO_SCALE_EKS, on by default); false: only pods that tolerate it",
+    )
     nodes: list[StaticNode] = Field(default_factory=list, description="static pools: the nodes")
     device_plugin: Literal["auto", "daemonset", "none"] = Field(
         default="auto", description="auto: DaemonSet unless the AMI has the plugin built in (BottlerocketNvidia)"

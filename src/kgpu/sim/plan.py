@@ -90,7 +90,7 @@ def plan(
     catalog: Catalog | None = None,
 ) -> PlanResult:
     """Place ``workloads`` (default: the examples) on ``cluster`` (default: the profile's baseline)."""
-    work = workloads if workloads is not None else example_workloads()
+    work = workloads if workloads is not None else example_workloads(str(profile.provider))
     if catalog is None:
         catalog = catalog_for(profile)
     baseline = 0.0

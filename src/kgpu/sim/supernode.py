@@ -1,7 +1,10 @@
 """TKE super nodes: every GPU pod buys its own spec and runs on its own virtual node.
 
 A pod goes to a super-node pool when it tolerates the pool's taints, its selectors match the pool's labels
-(``type: virtual-kubelet``), and it names GPU models with ``eks.tke.cloud.tencent.com/gpu-type``. The spec
+(``type: virtual-kubelet``), and it names GPU models with ``eks.tke.cloud.tencent.com/gpu-type``. With the
+pool's ``autoSchedule`` (TKE's AUTO_SCALE_EKS, on by default) the super node's own taint
+``eks.tke.cloud.tencent.com/eklet`` does not keep out a pod that fits no other node: TKE's control
+components place such pods on super nodes themselves. Other taints declared on the pool still apply. The spec
 comes from ``kgpu.sim.tke.match_pod_spec`` (explicit annotations, or requests/limits rounded up); a pod whose
 spec cannot be matched stays Pending with TKE's error wording. The virtual node is sized by the spec
 (cpu cores, memory GiB, GPUs; one pod), labelled like a super node, and has no price: the TKE catalog has
@@ -14,8 +17,9 @@ from collections.abc import Sequence
 
 from kgpu.catalog.tke import TkeMatchError
 from kgpu.model.objects import CPU, GPU, MEMORY, Node, Pod
+from kgpu.model.objects import Taint as NodeTaint
 from kgpu.model.predicates import filter_reasons
-from kgpu.model.profile import PoolKind, Profile
+from kgpu.model.profile import TKE_SUPERNODE_TAINT, Pool, PoolKind, Profile
 from kgpu.sim.provision import Context, NewNode, node_taints, pool_zones
 from kgpu.sim.tke import GPU_TYPE, match_pod_spec
 
@@ -62,7 +66,7 @@ class SuperNodes:
                     "pods": 1,
                     "ephemeral-storage": EPHEMERAL_BYTES,
                 },
-                node_taints(pool),
+                _binding_taints(pool),
             )
             static = filter_reasons(pod.spec, probe, {}, 0)
             if static:
@@ -98,10 +102,11 @@ class SuperNodes:
                 None,
                 kind="tke-supernode",
                 gpus=match.gpu_count,
-                note=f"TKE spec ({match.mode} mode)",
+                note=f"TKE spec ({match.mode} mode" + (f"; {match.note})" if match.note else ")"),
             )
             st = ctx.launch(node, new)
-            reasons = filter_reasons(pod.spec, node, st.requested, st.pod_count, st.ports)
+            check = Node(name, node.labels, alloc, _binding_taints(pool))
+            reasons = filter_reasons(pod.spec, check, st.requested, st.pod_count, st.ports)
             if reasons:
                 errors.append(
                     f'pool "{pool.name}": spec {spec_name} does not hold the pod: {", ".join(reasons)}'
@@ -111,3 +116,12 @@ class SuperNodes:
             ctx.placed(pod, st)
             return ""
         return "tke-supernode: " + "; ".join(errors) if errors else ""
+
+
+def _binding_taints(pool: Pool) -> tuple[NodeTaint, ...]:
+    """The pool's taints a pending pod must tolerate: all of them, less TKE's own super-node taint when TKE
+    places pods that fit nowhere else (autoSchedule)."""
+    taints = node_taints(pool)
+    if pool.auto_schedule:
+        return tuple(t for t in taints if t.key != TKE_SUPERNODE_TAINT)
+    return taints

@@ -8,7 +8,10 @@ mode and hands numbers to the catalog's matcher.
   whole numbers; ``mem`` must be whole ``Gi`` (``40Gi``): ``40G`` is 40*10^9 bytes, and the guide requires
   Gi (单位必须使用 Gi（不支持 G）).
 - automatic (方式 B) otherwise: per resource the larger of request and limit (取 requests 与 limits 的较大值);
-  GPUs from ``nvidia.com/gpu``, 1 when the pod names none (gpu-count 默认值为 1).
+  GPUs from ``nvidia.com/gpu``, 1 when the pod names none (gpu-count 默认值为 1). A pod that requests no
+  cpu or no memory (neither request nor limit) gets the smallest cores / memory of its GPU-count row: the
+  guide's rule "the smallest spec that holds the request" with a request of zero. The match says so in
+  ``unrequested`` so that it is never silent: such a pod is not limited by TKE to what it seems to ask.
 
 Requests and limits come in already parsed: ``cpu`` in millicores, ``memory`` in bytes, ``nvidia.com/gpu`` a
 count.
@@ -51,15 +54,26 @@ class TkeMatch:
     cpu: int
     memory: str
     mode: str
+    unrequested: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str:
+        if not self.unrequested:
+            return ""
+        what = " and ".join(self.unrequested)
+        return f"no {what} request: the smallest {what} of the {self.gpu_type} {self.gpu_count}-GPU spec"
 
     def as_dict(self) -> dict[str, str | int]:
-        return {
+        out: dict[str, str | int] = {
             "gpu_type": self.gpu_type,
             "gpu_count": self.gpu_count,
             "cpu": self.cpu,
             "memory": self.memory,
             "mode": self.mode,
         }
+        if self.note:
+            out["note"] = self.note
+        return out
 
 
 def _annotation_error(detail: str) -> TkeMatchError:
@@ -105,12 +119,13 @@ def match_pod_spec(
         memory_gib = _memory_gib(str(annotations[MEM]))
         spec = match_explicit(gpu_types, gpus, cores, memory_gib)
         mode = "explicit"
+        unrequested: tuple[str, ...] = ()
     else:
+        cpu = max(requests.get("cpu", 0), limits.get("cpu", 0))
+        memory = max(requests.get("memory", 0), limits.get("memory", 0))
         spec = match_auto(
-            gpu_types,
-            max(requests.get(GPU_RESOURCE, 0), limits.get(GPU_RESOURCE, 0)),
-            max(requests.get("cpu", 0), limits.get("cpu", 0)),
-            max(requests.get("memory", 0), limits.get("memory", 0)),
+            gpu_types, max(requests.get(GPU_RESOURCE, 0), limits.get(GPU_RESOURCE, 0)), cpu, memory
         )
         mode = "auto"
-    return TkeMatch(spec.gpu_type, spec.gpus, spec.cpu, f"{spec.memory_gib}Gi", mode)
+        unrequested = tuple(name for name, value in (("cpu", cpu), ("memory", memory)) if not value)
+    return TkeMatch(spec.gpu_type, spec.gpus, spec.cpu, f"{spec.memory_gib}Gi", mode, unrequested)
