@@ -30,7 +30,7 @@ from typing import Any
 
 from kgpu.catalog._resources import read_text
 from kgpu.catalog.instance import DEFAULT_MAX_PODS, InstanceType, Offering, parse_instance_name
-from kgpu.errors import InputError
+from kgpu.errors import InputError, quote
 
 COLUMNS: tuple[str, ...] = (
     "instance_type",
@@ -152,7 +152,7 @@ def _build_type(row: Row, max_pods: Mapping[str, int]) -> InstanceType:
     name = row["instance_type"]
     parts = parse_instance_name(name)
     if parts is None:  # validated for overrides; the packaged CSV only has well-formed names
-        raise InputError(f"invalid instance type name {name!r}", hint="expected <family>.<size>")
+        raise InputError(f"invalid instance type name {quote(name)}", hint="expected <family>.<size>")
     gpu_count = int(row.get("gpu_count") or 0)
     gpu_name = gpu_manufacturer = display = ""
     gpu_memory_mib = 0
@@ -213,7 +213,7 @@ class Catalog:
         """The type called ``name``; an unknown name is an InputError that suggests close names."""
         found = self._types.get(name)
         if found is None:
-            raise InputError(f"unknown instance type {name!r}", hint=_suggest(name, self._types))
+            raise InputError(f"unknown instance type {quote(name)}", hint=_suggest(name, self._types))
         return found
 
     def pricing(self, type_name: str, region: str | None = None) -> RegionPricing | None:
@@ -269,7 +269,7 @@ class Catalog:
                 if close
                 else f"known: {', '.join(sorted(self.gpu_names()))}"
             )
-            raise InputError(f"unknown GPU {name!r}", hint=hint)
+            raise InputError(f"unknown GPU {quote(name)}", hint=hint)
         return found
 
     def _gpu_aliases(self) -> set[str]:
@@ -305,7 +305,7 @@ def _build(rows: Sequence[Row], max_pods: Mapping[str, int], region: str | None)
         regions = {row["region"] for row in rows}
         if region not in regions:
             raise InputError(
-                f"unknown region {region!r}",
+                f"unknown region {quote(region)}",
                 hint=_suggest(region, regions) or f"known: {', '.join(sorted(regions))}",
             )
     types: dict[str, InstanceType] = {}
@@ -334,6 +334,10 @@ def aws_catalog(region: str | None = None, overrides: list[dict[str, Any]] | Non
     return _build(rows, max_pods, region)
 
 
+_WHOLE = re.compile(r"[0-9]{1,12}")  # ASCII digits only: '²'.isdigit() is True, and int('²') fails
+_MAX_ROW_VALUE = 10**9  # far above any real vCPU count, GiB, pod count or price; keeps arithmetic finite
+
+
 def _clean(index: int, raw: Mapping[str, Any]) -> Row:
     """One override row, validated, as CSV-style strings; only the columns it gives."""
     where = f"row {index}"
@@ -344,7 +348,7 @@ def _clean(index: int, raw: Mapping[str, Any]) -> Row:
         column = str(key).strip()
         if column not in OVERRIDE_COLUMNS:
             raise InputError(
-                f"unknown column {column!r}",
+                f"unknown column {quote(column)}",
                 where=where,
                 hint=_suggest(column, OVERRIDE_COLUMNS) or f"columns: {', '.join(OVERRIDE_COLUMNS)}",
             )
@@ -352,18 +356,17 @@ def _clean(index: int, raw: Mapping[str, Any]) -> Row:
             continue
         field = f"{where}: {column}"
         if column in _INTS:
-            if isinstance(value, bool) or not (
-                isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())
-            ):
-                raise InputError(f"expected a whole number >= 0, got {value!r}", where=field)
-            out[column] = str(int(value))
+            text = str(value).strip() if isinstance(value, int | str) and not isinstance(value, bool) else ""
+            if not _WHOLE.fullmatch(text) or int(text) > _MAX_ROW_VALUE:
+                raise InputError(f"expected a whole number >= 0 and <= {_MAX_ROW_VALUE}, got {quote(value)}", where=field)
+            out[column] = str(int(text))
         elif column in _FLOATS:
             try:
-                number = float(value) if not isinstance(value, bool) else math.nan
-            except (TypeError, ValueError):
+                number = float(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else math.nan
+            except (TypeError, ValueError, OverflowError):
                 number = math.nan
-            if not math.isfinite(number) or number < 0:
-                raise InputError(f"expected a number >= 0, got {value!r}", where=field)
+            if not math.isfinite(number) or not 0 <= number <= _MAX_ROW_VALUE:
+                raise InputError(f"expected a number >= 0 and <= {_MAX_ROW_VALUE}, got {quote(value)}", where=field)
             out[column] = repr(number)
         elif column == "zones":
             if isinstance(value, list | tuple):
@@ -409,7 +412,7 @@ def merge_overrides(
             continue
         if parse_instance_name(name) is None:
             raise InputError(
-                f"invalid instance type name {name!r}",
+                f"invalid instance type name {quote(name)}",
                 where=where,
                 hint="expected <family>.<size>, e.g. g5.xlarge",
             )

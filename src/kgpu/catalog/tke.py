@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Any
 
 from kgpu.catalog._resources import read_text
-from kgpu.errors import KgpuError
+from kgpu.errors import KgpuError, quote
 
 GIB = 1024**3
 
@@ -144,7 +144,7 @@ def tke_gpu_type(name: str) -> TkeGpuType:
     for gpu_type in types.values():
         if name in gpu_type.aliases:
             return gpu_type
-    raise _error(UNSUPPORTED_GPU_TYPE, f"GPU type {name!r} is not supported (GPU 型号不支持){_hint(name)}")
+    raise _error(UNSUPPORTED_GPU_TYPE, f"GPU type {quote(name)} is not supported (GPU 型号不支持){_hint(name)}")
 
 
 def _hint(name: str) -> str:
@@ -165,7 +165,7 @@ def parse_gpu_types(value: str) -> list[TkeGpuType]:
     if not value.strip() or any(not n for n in names):
         raise _error(
             INVALID_ANNOTATION,
-            f"eks.tke.cloud.tencent.com/gpu-type {value!r} must be GPU types separated by commas, e.g. 'T4,V100'",
+            f"eks.tke.cloud.tencent.com/gpu-type {quote(value)} must be GPU types separated by commas, e.g. 'T4,V100'",
         )
     return [tke_gpu_type(n) for n in names]
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from kgpu.cli.output import PATH, emit, examples, handle_input_errors, output_option, table
-from kgpu.errors import InputError
+from kgpu.errors import InputError, quote
 
 DEFAULT_REGION = "us-east-1"
 
@@ -79,16 +79,16 @@ def command(
 
 def _load_overrides(path: str) -> list[dict[str, Any]]:
     from kgpu.cli.files import read_text
+    from kgpu.model.safeyaml import load_document
 
     text = read_text(path)
     if path.lower().endswith(".csv"):
-        return [dict(row) for row in csv.DictReader(io.StringIO(text))]
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"invalid YAML: {exc}".splitlines()[0], where=path) from None
+        reader = csv.DictReader(io.StringIO(text))
+        try:
+            return [dict(row) for row in reader]
+        except csv.Error as exc:  # a field over csv's 131,072-byte limit, a NUL byte
+            raise InputError(f"invalid CSV at line {reader.line_num}: {exc}", where=path) from None
+    data = load_document(text, path)
     if isinstance(data, dict) and "instance_types" in data:
         data = data["instance_types"]
     if data is None:
@@ -204,7 +204,7 @@ def _tke(gpu: str | None, min_gpus: int, output: str) -> None:
             lowered.update({n.lower(): n for n in tke_gpu_types()})
             close = [lowered[c] for c in difflib.get_close_matches(wanted, list(lowered), n=3, cutoff=0.5)]
             hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(tke_gpu_types())}"
-            raise InputError(f"unknown TKE GPU type {gpu!r}", hint=hint)
+            raise InputError(f"unknown TKE GPU type {quote(gpu)}", hint=hint)
     rows: list[dict[str, Any]] = []
     for t in types:
         for spec in t.specs:

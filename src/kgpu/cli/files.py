@@ -1,17 +1,47 @@
-"""Reading users' files, and writing ours atomically. The only file I/O of the CLI layer."""
+"""Reading users' files, and writing ours atomically. The only file I/O of the CLI layer.
+
+Every failure of the file system (a path longer than NAME_MAX, a symlink loop, a read-only directory, a full
+disk) becomes one :class:`InputError` line naming the path, and nothing is left half-written: a file goes to a
+temporary sibling and is renamed into place; a directory of files is staged whole, checked against what is
+there, and swapped in file by file with the old files kept aside until every rename succeeded.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from kgpu.errors import InputError
+from kgpu.errors import InputError, os_error
 from kgpu.model.load import Objects, parse_text
+from kgpu.model.safeyaml import MAX_BYTES
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def is_dir(path: Path, label: str) -> bool:
+    """Path.is_dir(), with a file-system error (ENAMETOOLONG, ELOOP, EACCES) as an InputError on ``label``."""
+    try:
+        return path.is_dir()
+    except OSError as exc:  # ENAMETOOLONG, ELOOP, EACCES on a parent
+        raise os_error(exc, label) from None
+
+
+def exists(path: Path, label: str) -> bool:
+    """Whether ``path`` exists (following symlinks), with other file-system errors as an InputError."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        return False
+    except OSError as exc:
+        raise os_error(exc, label) from None
+    return True
 
 
 def manifest_files(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
@@ -20,26 +50,37 @@ def manifest_files(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
         if raw == "-":
             yield "<stdin>", None
             continue
+        if "\0" in raw:
+            raise InputError("a path cannot contain a NUL byte", where=raw)
         path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
+        if is_dir(path, raw):
+            try:
+                found = sorted(p for p in path.rglob("*") if p.suffix in MANIFEST_SUFFIXES and p.is_file())
+            except OSError as exc:
+                raise os_error(exc, raw, "cannot list") from None
             if not found:
                 raise InputError("directory holds no .yaml, .yml or .json files", where=raw)
             for p in found:
                 yield str(p), p
-        elif path.exists():
+        elif exists(path, raw):
             yield raw, path
         else:
             raise InputError("no such file or directory", where=raw)
 
 
 def read_bytes(label: str, path: Path | None) -> bytes:
-    if path is None:
-        return sys.stdin.buffer.read()
+    """A file's bytes (standard input for None), refusing more than the reader's size limit."""
     try:
-        return path.read_bytes()
+        if path is None:
+            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_BYTES + 1)
     except OSError as exc:
-        raise InputError(exc.strerror or str(exc), where=label) from None
+        raise os_error(exc, label) from None
+    if len(data) > MAX_BYTES:
+        raise InputError(f"larger than {MAX_BYTES // 2**20} MiB (size limit)", where=label)
+    return data
 
 
 def load_objects(paths: Iterable[str]) -> Objects:
@@ -50,21 +91,149 @@ def load_objects(paths: Iterable[str]) -> Objects:
 
 
 def read_text(raw: str) -> str:
+    """One file (or '-') as UTF-8 text."""
     label, path = next(manifest_files([raw]))
+    if path is not None and is_dir(path, label):
+        raise InputError("is a directory, not a file", where=label)
     try:
         return read_bytes(label, path).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc.reason}", where=label) from None
+        raise InputError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", where=label) from None
+
+
+# --- writing -------------------------------------------------------------------------------------------
+
+
+def _prepare_dir(directory: Path, label: str) -> None:
+    """``directory`` exists (created with its parents if need be) and is a directory."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(
+            "exists and is not a directory (or is a dangling symbolic link)", where=label
+        ) from None
+    except OSError as exc:
+        raise os_error(exc, label, "cannot create directory") from None
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Write to a temporary file beside ``path`` and rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    label = str(path)
+    if is_dir(path, label):
+        raise InputError("is a directory", where=label)
+    if path.is_symlink():  # write through a link to its file, as editors do; a dangling one is a mistake
+        if not exists(path, label):
+            raise InputError("is a dangling symbolic link", where=label)
+        path = Path(os.path.realpath(path))
+    _prepare_dir(path.parent, str(path.parent))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", dir=path.parent)
+    except OSError as exc:
+        raise os_error(exc, label, "cannot write") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise os_error(exc, label, "cannot write") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _safe_name(name: str) -> bool:
+    parts = Path(name).parts
+    return bool(parts) and not Path(name).is_absolute() and ".." not in parts
+
+
+def write_tree(out_dir: Path, files: dict[str, str]) -> None:
+    """Write ``files`` (relative path -> text) into ``out_dir``: all of them, or none.
+
+    Every file is written to a temporary sibling directory first. A new ``out_dir`` is then one rename. An
+    existing one is checked first (no target may be a directory, no parent a file), and the files are swapped
+    in one by one with the replaced ones moved aside; if a rename still fails, everything is moved back.
+    """
+    label = str(out_dir)
+    for name in files:
+        if not _safe_name(name):  # pragma: no cover - renderers name their own files
+            raise InputError(f"refusing to write outside the directory: {name}", where=label)
+    if out_dir.is_symlink() and not exists(out_dir, label):
+        raise InputError("is a dangling symbolic link", where=label)
+    try:
+        real = Path(os.path.realpath(out_dir))
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise InputError(f"cannot resolve: {exc}", where=label) from None
+    if exists(real, label) and not is_dir(real, label):
+        raise InputError("exists and is not a directory", where=label)
+    _prepare_dir(real.parent, str(out_dir.parent))
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{real.name[:100]}.kgpu-", dir=real.parent))
+    except OSError as exc:
+        raise os_error(exc, label, "cannot write") from None
+    try:
+        try:
+            for name, text in files.items():
+                dest = stage / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise os_error(exc, label, "cannot write") from None
+        if not exists(real, label):
+            try:
+                os.rename(stage, real)
+            except OSError as exc:
+                raise os_error(exc, label, "cannot write") from None
+            return
+        _check_targets(real, label, files)
+        _swap_in(stage, real, label, files)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _check_targets(real: Path, label: str, files: dict[str, str]) -> None:
+    for name in files:
+        dest = real / name
+        parent = dest.parent
+        while parent != real:
+            if parent.is_symlink() or (exists(parent, label) and not is_dir(parent, label)):
+                raise InputError(
+                    "is in the way: not a directory", where=f"{label}/{parent.relative_to(real)}"
+                )
+            parent = parent.parent
+        if is_dir(dest, label):
+            raise InputError("is in the way: a directory where a file goes", where=f"{label}/{name}")
+
+
+def _swap_in(stage: Path, real: Path, label: str, files: dict[str, str]) -> None:
+    backup = Path(tempfile.mkdtemp(prefix=f".{real.name[:100]}.old-", dir=real.parent))
+    done: list[tuple[str, bool]] = []  # (name, had an old file)
+    created: list[Path] = []
+    try:
+        for name in files:
+            dest = real / name
+            missing = [
+                p for p in reversed(dest.parents) if p.is_relative_to(real) and p != real and not p.exists()
+            ]
+            for p in missing:
+                p.mkdir()
+                created.append(p)
+            had_old = os.path.lexists(dest)
+            if had_old:
+                (backup / name).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(dest, backup / name)
+            done.append((name, had_old))
+            os.replace(stage / name, dest)
+    except OSError as exc:
+        for name, had_old in reversed(done):
+            with contextlib.suppress(OSError):
+                if had_old:
+                    os.replace(backup / name, real / name)
+                else:
+                    (real / name).unlink(missing_ok=True)
+        for p in reversed(created):
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise os_error(exc, label, "cannot write (nothing changed)") from None
+    finally:
+        shutil.rmtree(backup, ignore_errors=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kgpu.cli.files import write_atomic
+from kgpu.cli.files import exists, is_dir, write_atomic
 from kgpu.cli.output import PATH, deprecated, emit, examples, handle_input_errors
 from kgpu.errors import InputError
 from kgpu.model.profile import DEFAULT_TEMPLATE, TEMPLATES
@@ -78,9 +78,9 @@ def command(template: str, file: str | None, output: str | None, force: bool) ->
         click.echo(text, nl=False)
         return
     path = Path(file or "kgpu.yaml")
-    if path.exists() and not force:
+    if (exists(path, str(path)) or path.is_symlink()) and not force:
         raise InputError("file exists, not overwriting", where=str(path), hint="use --force to replace it")
-    if path.is_dir():
+    if is_dir(path, str(path)):
         raise InputError("is a directory", where=str(path))
     write_atomic(path, text)
     click.echo(

@@ -6,6 +6,7 @@ Verbs are loaded lazily from ``kgpu.cli.<module>``: each module exposes a click 
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import os
@@ -62,6 +63,28 @@ def _as_prog(command: click.Command, prog: str) -> None:
             _as_prog(sub, prog)
 
 
+_STDOUT_ERRNOS = (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT)
+
+
+def _stdout_broken() -> bool:
+    """After a failed write to standard output: point the descriptor at /dev/null so that the interpreter's
+    final flush of what is still buffered does not fail (and print) a second time. True if stdout failed."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        pass
+    else:
+        return False
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing left to flush at exit
+        return True
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return True
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name, (module, _) in VERBS.items() if importlib.util.find_spec(module) is not None]
@@ -79,6 +102,21 @@ class LazyGroup(click.Group):
         command: click.Command = module.command
         _as_prog(command, ctx.find_root().info_name or "kgpu")
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Every verb's input errors as one line with exit 2, and a failing standard output (a closed pipe,
+        /dev/full) as one line too instead of a traceback."""
+        try:
+            return super().invoke(ctx)
+        except InputError as exc:
+            fail_input(exc)
+        except OSError as exc:
+            if exc.errno not in _STDOUT_ERRNOS or not _stdout_broken():
+                raise
+            if exc.errno == errno.EPIPE:  # the reader went away (`kgpu catalog | head`): not an error
+                sys.exit(ExitCode.OK)
+            click.echo(f"error: cannot write to standard output: {exc.strerror}", err=True)
+            sys.exit(ExitCode.INPUT)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, VERBS[name][1]) for name in self.list_commands(ctx)]

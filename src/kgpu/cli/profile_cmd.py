@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
 from kgpu.cli.output import PATH, ExitCode, emit, examples, handle_input_errors, output_option
-from kgpu.errors import InputError
+from kgpu.errors import InputError, one_line
 
 
 @click.group(
@@ -41,14 +40,14 @@ def schema(output: str) -> None:
 
 
 def read_profile_file(path: str) -> str:
+    from kgpu.cli.files import read_text
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such file", where=path, hint="create one with `kgpu init`") from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a profile", where=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", where=path) from None
+        return read_text(path)
+    except InputError as exc:
+        if exc.message == "no such file or directory":
+            raise InputError("no such file", where=path, hint="create one with `kgpu init`") from None
+        raise
 
 
 @command.command(
@@ -64,17 +63,12 @@ def read_profile_file(path: str) -> str:
 @handle_input_errors
 def validate(path: str) -> None:
     """Check a profile and print every error with its field path (exit 2 if any)."""
-    import yaml
     from pydantic import ValidationError
 
-    from kgpu.model.profile import Profile, all_validation_errors, load_profile_text
+    from kgpu.model.profile import Profile, all_validation_errors
+    from kgpu.model.safeyaml import load_document
 
-    text = read_profile_file(path)
-    try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
-        load_profile_text(text, source=path)  # raises the located InputError
-        raise
+    data = load_document(read_profile_file(path), path)
     if not isinstance(data, dict):
         raise InputError(
             "a profile is a mapping (apiVersion, kind, metadata, provider, pools, ...)", where=path
@@ -83,7 +77,7 @@ def validate(path: str) -> None:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
         for line in all_validation_errors(exc):
-            click.echo(f"error: {path}: {line}", err=True)
+            click.echo(f"error: {one_line(f'{path}: {line}', 1000)}", err=True)
         raise SystemExit(ExitCode.INPUT) from None
     gpu = len(profile.gpu_pools)
     click.echo(f"ok: {path}: profile {profile.metadata.name}, {len(profile.pools)} pools ({gpu} GPU)")

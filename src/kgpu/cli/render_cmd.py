@@ -11,9 +11,6 @@ temporary directory next to the output directory first and are renamed into plac
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,27 +30,6 @@ NOT_FOR_APPLY = {
     "cluster-autoscaler": "Helm values (helm install -f)",
 }
 KUSTOMIZATION = "kustomization.yaml"
-
-
-def write_tree_atomically(out_dir: Path, files: dict[str, str]) -> None:
-    """Write every file to a temporary sibling directory, then rename them into ``out_dir``."""
-    out_dir = out_dir.absolute()
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.kgpu-", dir=out_dir.parent))
-    try:
-        for name, text in files.items():
-            dest = tmp / name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(text, encoding="utf-8")
-        if not out_dir.exists():
-            os.rename(tmp, out_dir)
-            return
-        for name in files:
-            dest = out_dir / name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp / name, dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def object_name(doc: dict[str, Any]) -> str:
@@ -155,6 +131,7 @@ def command(
     manifests. Refuses (exit 1, listing every problem) when the pieces disagree; bad profiles exit 2.
     Nothing is written unless everything succeeded.
     """
+    from kgpu.cli.files import write_tree
     from kgpu.cli.profile_cmd import read_profile_file
     from kgpu.model.profile import builtin_profile, load_profile_text
     from kgpu.render import consistency, onprem
@@ -227,7 +204,7 @@ def command(
     if "onprem" in chosen:
         for host_path, text in onprem.host_files(profile).items():
             files["onprem-files/" + host_path.lstrip("/")] = text
-    write_tree_atomically(out_dir, files)
+    write_tree(out_dir, files)
     click.echo(f"wrote {len(files)} file(s) to {out_dir}", err=True)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from kgpu.cli.output import PATH, ExitCode, emit, examples, handle_input_errors, output_option, table
-from kgpu.errors import InputError
+from kgpu.errors import InputError, quote
 
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "ReplicationController")
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
@@ -148,7 +148,7 @@ Input = tuple[str, dict[str, str], dict[str, int], dict[str, int]]
 def _from_flags(
     gpu_type: str, gpus: int | None, cpu: str | None, memory: str | None, explicit: bool
 ) -> Input:
-    from kgpu.model.quantity import milli_value, parse_quantity, value
+    from kgpu.model.quantity import resource_amount
     from kgpu.sim.tke import CPU, GPU_COUNT, GPU_TYPE, MEM
 
     annotations = {GPU_TYPE: gpu_type}
@@ -160,44 +160,45 @@ def _from_flags(
         return "", annotations, {}, {}
     requests: dict[str, int] = {"nvidia.com/gpu": gpus or 0}
     if cpu is not None:
-        requests["cpu"] = milli_value(parse_quantity(cpu, where="--cpu"))
+        requests["cpu"] = resource_amount(cpu, milli=True, where="--cpu")
     if memory is not None:
-        requests["memory"] = value(parse_quantity(memory, where="--memory"))
+        requests["memory"] = resource_amount(memory, where="--memory")
     return "", annotations, requests, {}
 
 
 def _from_file(path: str) -> Iterator[Input]:
-    import yaml
-
     from kgpu.cli.files import read_text
+    from kgpu.model.safeyaml import load_documents
 
-    text = read_text(path)
+    docs = load_documents(read_text(path), path)
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "parse error"
-        raise InputError(f"invalid YAML/JSON: {first}", where=path) from None
-    for n, doc in enumerate(docs):
-        for label, template, field in _templates(doc, f"document {n + 1}"):
-            try:
+        for n, doc in enumerate(docs):
+            for label, template, field in _templates(doc, f"document {n + 1}"):
                 yield _pod_input(label, template, field)
-            except InputError as exc:
-                raise exc.within(path) from None
+    except InputError as exc:
+        raise exc.within(path) from None
 
 
 def _templates(doc: Any, fallback: str) -> Iterator[tuple[str, Mapping[str, Any], str]]:
     """(object label, pod template, field path of the template) for every pod template in a document."""
+    from kgpu.model.load import closest
+
     if not isinstance(doc, Mapping):
-        raise InputError(f"expected a Kubernetes object, got {type(doc).__name__}", where=fallback)
+        raise InputError(f"expected a Kubernetes object (a mapping), got {type(doc).__name__}", where=fallback)
     kind = doc.get("kind")
-    if kind == "List":
-        for n, item in enumerate(doc.get("items") or []):
+    if not isinstance(kind, str) or not kind:
+        raise InputError("object without kind", where=fallback)
+    if kind.endswith("List") and "items" in doc:
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise InputError(f"must be a list, got {type(items).__name__}", where=f"{fallback}: items")
+        for n, item in enumerate(items):
             yield from _templates(item, f"{fallback}: items[{n}]")
         return
     meta = doc.get("metadata") or {}
     name = meta.get("name") if isinstance(meta, Mapping) else None
     namespace = (meta.get("namespace") if isinstance(meta, Mapping) else None) or "default"
-    label = f"{kind} {namespace}/{name}" if name else f"{kind} ({fallback})"
+    label = f"{kind} {namespace}/{name}" if isinstance(name, str) and name else f"{kind} ({fallback})"
     spec = doc.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise InputError("must be a mapping", where=f"{label}: spec")
@@ -213,6 +214,11 @@ def _templates(doc: Any, fallback: str) -> Iterator[tuple[str, Mapping[str, Any]
             _mapping(job_spec.get("template"), label, "spec.jobTemplate.spec.template"),
             ("spec.jobTemplate.spec.template."),
         )
+    else:
+        kinds = ("Pod", *WORKLOAD_KINDS, "CronJob")
+        close = [k for k in kinds if k.lower() == kind.lower()] or closest(kind, kinds, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        click.echo(f"warning: {fallback}: ignored kind {quote(kind)}{hint}", err=True)
 
 
 def _mapping(value: Any, label: str, field: str) -> Mapping[str, Any]:
@@ -222,7 +228,7 @@ def _mapping(value: Any, label: str, field: str) -> Mapping[str, Any]:
 
 
 def _pod_input(label: str, template: Mapping[str, Any], prefix: str) -> Input:
-    from kgpu.model.quantity import milli_value, parse_quantity, value
+    from kgpu.model.quantity import resource_amount
 
     meta = template.get("metadata") or {}
     raw_annotations = (meta.get("annotations") if isinstance(meta, Mapping) else None) or {}
@@ -232,7 +238,7 @@ def _pod_input(label: str, template: Mapping[str, Any], prefix: str) -> Input:
     for key, val in raw_annotations.items():
         if not isinstance(val, str):
             raise InputError(
-                f"annotation values must be strings, got {val!r}",
+                f"annotation values must be strings, got {quote(val)}",
                 where=f"{label}: {prefix}metadata.annotations[{key}]",
                 hint=f"quote it: '{val}'",
             )
@@ -246,15 +252,20 @@ def _pod_input(label: str, template: Mapping[str, Any], prefix: str) -> Input:
         out = []
         for i, c in enumerate(containers):
             where = f"{label}: {prefix}spec.{containers_field}[{i}].resources"
-            res = (c.get("resources") if isinstance(c, Mapping) else None) or {}
+            if not isinstance(c, Mapping):
+                raise InputError(f"must be a mapping, got {type(c).__name__}", where=f"{label}: {prefix}spec.{containers_field}[{i}]")
+            res = c.get("resources") or {}
+            if not isinstance(res, Mapping):
+                raise InputError("must be a mapping", where=where)
             pair: list[dict[str, int]] = []
             for section in ("requests", "limits"):
-                values = (res.get(section) or {}) if isinstance(res, Mapping) else {}
+                values = res.get(section) or {}
+                if not isinstance(values, Mapping):
+                    raise InputError("must be a mapping", where=f"{where}.{section}")
                 parsed: dict[str, int] = {}
                 for name in RESOURCES:
-                    if isinstance(values, Mapping) and name in values:
-                        q = parse_quantity(values[name], where=f"{where}.{section}.{name}")
-                        parsed[name] = milli_value(q) if name == "cpu" else value(q)
+                    if name in values:
+                        parsed[name] = resource_amount(values[name], milli=name == "cpu", where=f"{where}.{section}.{name}")
                 pair.append(parsed)
             requests, limits = pair
             for name, amount in limits.items():  # API-server defaulting: requests default to limits

@@ -10,14 +10,15 @@ warnings.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kgpu.errors import InputError, quote
 from kgpu.exporter.nvml import Nvml, NvmlUnavailable, as_text
+from kgpu.model.safeyaml import MAX_BYTES, load_json
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 MIN_DRIVER = (384, 81)  # k8s-device-plugin's stated minimum ("NVIDIA drivers ~= 384.81")
@@ -174,6 +175,44 @@ def check_toolkit(root: Path) -> Check:
     return Check("nvidia-container-toolkit", PASS, f"{shown}")
 
 
+class Malformed(Exception):
+    """A runtime config file that cannot be read or does not have the expected shape."""
+
+
+def _read(root: Path, path: str) -> str:
+    """A config file as text; unreadable, not UTF-8 or too large is Malformed, never an exception."""
+    full = _under(root, path)
+    try:
+        with open(full, "rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise Malformed(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise Malformed(f"{path}: larger than {MAX_BYTES // 2**20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Malformed(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _toml(root: Path, path: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(_read(root, path))
+    except tomllib.TOMLDecodeError as exc:
+        raise Malformed(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise Malformed(f"{path} is not valid TOML: nested too deep") from None
+
+
+def _table(value: Any, what: str) -> dict[str, Any]:
+    """A TOML table / JSON object, or Malformed naming the key; a missing one is empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Malformed(f"{what} must be a table, got {type(value).__name__} {quote(value)}")
+    return value
+
+
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in extra.items():
@@ -185,19 +224,31 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_containerd_config(root: Path, path: str = "/etc/containerd/config.toml") -> dict[str, Any]:
-    """config.toml with its ``imports`` (drop-ins nvidia-ctk may write) merged in, paths taken under root."""
-    config = tomllib.loads(_under(root, path).read_text())
-    for pattern in config.get("imports", []) or []:
+    """config.toml with its ``imports`` (drop-ins nvidia-ctk may write) merged in, paths taken under root.
+
+    Raises Malformed for a file that cannot be read or parsed, or ``imports`` that are not a list of paths."""
+    config = _toml(root, path)
+    imports = config.get("imports") or []
+    if not isinstance(imports, list) or not all(isinstance(p, str) for p in imports):
+        raise Malformed(f"{path}: imports must be a list of paths, got {quote(imports)}")
+    for pattern in imports:
         full = pattern if os.path.isabs(pattern) else os.path.join(os.path.dirname(path), pattern)
-        for match in sorted(glob.glob(str(_under(root, full)))):
-            config = _merge(config, tomllib.loads(Path(match).read_text()))
+        for match in sorted(glob.glob(glob.escape(str(root)) + "/" + full.lstrip("/"))):
+            shown = "/" + os.path.relpath(match, root)
+            if not os.path.isfile(match):
+                raise Malformed(f"{path}: imports {quote(pattern)} matches {shown}, which is not a file")
+            config = _merge(config, _toml(root, shown))
     return config
 
 
 def containerd_runtime(config: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None, str]:
-    """(default_runtime_name, runtimes.nvidia, plugin id) for config version 2 or 3."""
-    plugins = config.get("plugins", {}) or {}
-    version = int(config.get("version", 1) or 1)
+    """(default_runtime_name, runtimes.nvidia, plugin id) for config version 2 or 3; Malformed for a config
+    whose keys have the wrong types."""
+    plugins = _table(config.get("plugins"), "plugins")
+    raw_version = config.get("version", 1)
+    if isinstance(raw_version, bool) or not isinstance(raw_version, int) or not 1 <= raw_version <= 100:
+        raise Malformed(f"version must be 1, 2 or 3, got {quote(raw_version)}")
+    version = raw_version
     ids = (
         ["io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri"]
         if version >= 3
@@ -207,9 +258,16 @@ def containerd_runtime(config: dict[str, Any]) -> tuple[str | None, dict[str, An
         cri = plugins.get(plugin_id)
         if not isinstance(cri, dict):
             continue
-        ctrd = cri.get("containerd", {}) or {}
-        runtimes = ctrd.get("runtimes", {}) or {}
-        return ctrd.get("default_runtime_name"), runtimes.get("nvidia"), plugin_id
+        ctrd = _table(cri.get("containerd"), f'plugins."{plugin_id}".containerd')
+        runtimes = _table(ctrd.get("runtimes"), f'plugins."{plugin_id}".containerd.runtimes')
+        nvidia = runtimes.get("nvidia")
+        if nvidia is not None:
+            nvidia = _table(nvidia, "runtimes.nvidia")
+            _table(nvidia.get("options"), "runtimes.nvidia.options")
+        default = ctrd.get("default_runtime_name")
+        if default is not None and not isinstance(default, str):
+            raise Malformed(f"default_runtime_name must be a string, got {quote(default)}")
+        return default, nvidia, plugin_id
     return None, None, ids[0]
 
 
@@ -217,42 +275,59 @@ def check_containerd(root: Path, path: str = "/etc/containerd/config.toml") -> C
     name = "containerd runtime"
     try:
         config = load_containerd_config(root, path)
-    except tomllib.TOMLDecodeError as exc:
-        return Check(name, FAIL, f"{path} is not valid TOML: {exc}", FIX_CONTAINERD)
-    default, nvidia, plugin_id = containerd_runtime(config)
+        default, nvidia, plugin_id = containerd_runtime(config)
+    except Malformed as exc:
+        return Check(name, FAIL, str(exc) if str(exc).startswith(path) else f"{path}: {exc}", FIX_CONTAINERD)
     problems = []
+    binary = ""
     if nvidia is None:
         problems.append(f'no [plugins."{plugin_id}".containerd.runtimes.nvidia]')
     else:
-        binary = ((nvidia.get("options") or {}).get("BinaryName")) or ""
-        if RUNTIME_BINARY not in binary:
+        raw = (nvidia.get("options") or {}).get("BinaryName") or ""
+        binary = raw if isinstance(raw, str) else ""
+        if not isinstance(raw, str):
+            problems.append(f"runtimes.nvidia BinaryName must be a string, got {quote(raw)}")
+        elif RUNTIME_BINARY not in binary:
             problems.append(
-                f"runtimes.nvidia BinaryName is {binary or 'unset'!r}, not nvidia-container-runtime"
+                f"runtimes.nvidia BinaryName is {quote(binary or 'unset')}, not nvidia-container-runtime"
             )
-        elif not _under(root, binary).is_file():
-            problems.append(f"runtimes.nvidia BinaryName {binary} does not exist")
+        elif not _is_file(_under(root, binary)):
+            problems.append(f"runtimes.nvidia BinaryName {quote(binary)} does not exist")
     if default != "nvidia":
-        problems.append(f"default_runtime_name is {default or 'unset'!r}, not 'nvidia'")
+        problems.append(f"default_runtime_name is {quote(default or 'unset')}, not 'nvidia'")
     if problems:
         return Check(name, FAIL, f"{path}: " + "; ".join(problems), FIX_CONTAINERD)
-    return Check(name, PASS, f"{path}: default runtime nvidia -> {nvidia['options']['BinaryName']}")  # type: ignore[index]
+    return Check(name, PASS, f"{path}: default runtime nvidia -> {binary}")
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
 
 
 def check_docker(root: Path, path: str = "/etc/docker/daemon.json") -> Check:
     name = "docker runtime"
     try:
-        config = json.loads(_under(root, path).read_text())
-    except json.JSONDecodeError as exc:
-        return Check(name, FAIL, f"{path} is not valid JSON: {exc}", FIX_DOCKER)
+        try:
+            config = load_json(_read(root, path), path)
+        except InputError as exc:
+            raise Malformed(exc.line()) from None
+        config = _table(config, "the file") if config is not None else {}
+        runtime = _table(config.get("runtimes"), '"runtimes"').get("nvidia")
+    except Malformed as exc:
+        detail = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
+        return Check(name, FAIL, detail.replace("must be a table", "must be an object"), FIX_DOCKER)
     problems = []
-    runtime = (config.get("runtimes") or {}).get("nvidia")
     if not isinstance(runtime, dict) or RUNTIME_BINARY not in str(runtime.get("path", "")):
         problems.append('no "runtimes": {"nvidia": {"path": ".../nvidia-container-runtime"}}')
     if config.get("default-runtime") != "nvidia":
-        problems.append(f'"default-runtime" is {config.get("default-runtime")!r}, not "nvidia"')
+        problems.append(f'"default-runtime" is {quote(config.get("default-runtime"))}, not "nvidia"')
     if problems:
         return Check(name, FAIL, f"{path}: " + "; ".join(problems), FIX_DOCKER)
-    return Check(name, PASS, f"{path}: default runtime nvidia -> {runtime['path']}")  # type: ignore[index]
+    assert isinstance(runtime, dict)
+    return Check(name, PASS, f"{path}: default runtime nvidia -> {runtime['path']}")
 
 
 def check_runtimes(root: Path) -> list[Check]:

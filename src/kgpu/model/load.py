@@ -11,15 +11,15 @@ a container's requests default to its limits, and priorityClassName resolves to 
 from __future__ import annotations
 
 import difflib
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import yaml
 
-from kgpu.errors import InputError
+from kgpu.errors import InputError, quote
 from kgpu.model import wire
 from kgpu.model.objects import (
     CPU,
@@ -39,7 +39,8 @@ from kgpu.model.objects import (
     Toleration,
     resources,
 )
-from kgpu.model.quantity import milli_value, parse_quantity, value
+from kgpu.model.quantity import parse_quantity, resource_amount
+from kgpu.model.safeyaml import MAX_DEPTH, iter_yaml
 
 POD_KINDS = {"Pod"}
 REPLICATED_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"}
@@ -49,7 +50,21 @@ BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("", "Equal", "Exists")
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Kinds that carry no pods to place and are common beside workloads (`kubectl get all`, rendered stacks):
+# skipped quietly. Any other kind is skipped with a warning naming it, a misspelt one with a suggestion.
+QUIET_KINDS = {
+    "APIService", "ClusterConfig", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ControllerRevision",
+    "CSIDriver", "CSINode", "CustomResourceDefinition", "EC2NodeClass", "Endpoints", "EndpointSlice", "Event",
+    "HorizontalPodAutoscaler", "Ingress", "IngressClass", "Lease", "LimitRange", "MutatingWebhookConfiguration",
+    "Namespace", "NetworkPolicy", "NodeClaim", "NodePool", "PersistentVolume", "PersistentVolumeClaim",
+    "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "ResourceQuota", "Role", "RoleBinding",
+    "RuntimeClass", "Secret", "Service", "ServiceAccount", "ServiceMonitor", "StorageClass",
+    "ValidatingWebhookConfiguration", "VolumeAttachment",
+}
+# Pods one input may expand to: Kubernetes' scalability limit is 150,000 pods per cluster, and expanding
+# `replicas: 100000000` one pod at a time would spin for hours.
+MAX_PODS = 150_000
+NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
 @dataclass
@@ -88,14 +103,7 @@ def parse_text(data: bytes, source: str) -> Objects:
     if head in (b"{", b"["):
         parser.feed_json(data)
     else:
-        try:
-            docs = list(yaml.load_all(data, Loader=_YAML_LOADER))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise InputError(f"invalid YAML{at}: {problem}", where=source) from None
-        for n, doc in enumerate(docs):
+        for n, doc in enumerate(iter_yaml(data, source)):
             if doc is None:
                 continue
             parser.feed_object(doc, f"document {n + 1}")
@@ -148,6 +156,7 @@ class Parser:
         self.out = Objects()
         self._spec_cache: dict[bytes, tuple[PodSpecInfo, Resources]] = {}
         self._pending_priority: list[tuple[Pod, str]] = []
+        self._unknown: Counter[str] = Counter()
 
     # JSON: decode straight into Structs; pod specs stay raw so identical ones decode once.
     def feed_json(self, data: bytes) -> None:
@@ -159,6 +168,8 @@ class Parser:
             head = _HEAD.decode(data)
         except msgspec.DecodeError as exc:
             raise InputError(f"invalid JSON: {exc}", where=self.source) from None
+        except RecursionError:
+            raise InputError(f"nested deeper than the reader allows (depth limit: {MAX_DEPTH})", where=self.source) from None
         if head.items is not None:
             for n, item in enumerate(head.items):
                 self._feed_raw(item, f"items[{n}]")
@@ -185,6 +196,10 @@ class Parser:
             self._wire_error(exc, msgspec.json.decode(raw), label)
         except msgspec.DecodeError as exc:
             raise InputError(f"invalid JSON: {exc}", where=f"{self.source}: {label}") from None
+        except RecursionError:
+            raise InputError(
+                f"nested deeper than the reader allows (depth limit: {MAX_DEPTH})", where=f"{self.source}: {label}"
+            ) from None
         self._add(kind, obj, label)
 
     # YAML (or any dicts): convert with the same Structs.
@@ -194,8 +209,13 @@ class Parser:
         kind = doc.get("kind")
         if not isinstance(kind, str) or not kind:
             raise InputError("object without kind", where=f"{self.source}: {label}")
-        if isinstance(doc.get("items"), list):
-            for n, item in enumerate(doc["items"]):
+        if kind.endswith("List") and "items" in doc:
+            items = doc["items"]
+            if items is None:
+                return
+            if not isinstance(items, list):
+                raise InputError(f"must be a list, got {type(items).__name__}", where=f"{self.source}: {label}: items")
+            for n, item in enumerate(items):
                 self.feed_object(item, f"{label}.items[{n}]")
             return
         typ = _TYPES.get(kind)
@@ -215,6 +235,7 @@ class Parser:
         if not kind:
             raise InputError("object without kind", where=f"{self.source}: {label}")
         self.out.ignored[kind] += 1
+        self._unknown[kind] += kind not in QUIET_KINDS
 
     def _wire_error(self, exc: msgspec.ValidationError, doc: Any, label: str) -> Any:
         path, message = _field_path(exc)
@@ -273,8 +294,8 @@ class Parser:
         else:
             count = 1 if spec.replicas is None else spec.replicas
             template, path = spec.template, "spec.template"
-        if count < 0:
-            raise InputError(f"must be >= 0, got {count}", where=f"{where}: spec.replicas")
+        field = "spec.replicas" if kind not in JOB_KINDS else f"{path.removesuffix('template')}parallelism"
+        self._check_count(count, where, field)
         if template is None:
             raise InputError("required field missing", where=f"{where}: {path}")
         info, limits = spec_info(template.spec, f"{where}: {path}.spec")
@@ -299,6 +320,7 @@ class Parser:
                 count = min(count, g.max_replicas)
             groups.append((f"{name}-{g.group_name or i}-worker", g, count, f"spec.workerGroupSpecs[{i}]"))
         for prefix, g, count, path in groups:
+            self._check_count(count, where, f"{path}.replicas")
             info, limits = spec_info(g.template.spec, f"{where}: {path}.template.spec")
             tmeta = g.template.metadata or wire.ObjectMeta()
             for n in range(count):
@@ -356,6 +378,27 @@ class Parser:
         self.out.priority_pending.extend(self._pending_priority)
         self._pending_priority.clear()
         resolve_priorities(self.out)
+        for kind, n in self._unknown.items():
+            if not n:
+                continue
+            known = {k.lower(): k for k in KNOWN_KINDS}
+            close = [known[kind.lower()]] if kind.lower() in known else closest(kind, KNOWN_KINDS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            self.out.warnings.append(
+                f"{self.source}: ignored {n} object(s) of unknown kind {quote(kind)}{hint}; "
+                f"kgpu places Pod, {', '.join(sorted(KNOWN_KINDS - POD_KINDS))}"
+            )
+        self._unknown.clear()
+
+    def _check_count(self, count: int, where: str, field: str) -> None:
+        if count < 0:
+            raise InputError(f"must be greater than or equal to 0, got {quote(count)}", where=f"{where}: {field}")
+        if count + len(self.out.pods) > MAX_PODS:
+            raise InputError(
+                f"{quote(count)} pods would take this input over {MAX_PODS} pods "
+                "(Kubernetes' scalability limit of pods per cluster)",
+                where=f"{where}: {field}",
+            )
 
 
 def resolve_priorities(*inputs: Objects) -> list[str]:
@@ -381,7 +424,7 @@ def resolve_priorities(*inputs: Objects) -> list[str]:
                 pod.priority = BUILTIN_PRIORITY_CLASSES[cls]
             else:
                 pod.priority = 0
-                warnings.append(f"{where}.priorityClassName: no PriorityClass {cls!r} in the input, using 0")
+                warnings.append(f"{where}.priorityClassName: no PriorityClass {quote(cls)} in the input, using 0")
     return warnings
 
 
@@ -404,10 +447,7 @@ def _describe(doc: Any, label: str) -> str:
 
 
 def _amount(name: str, raw: object, where: str) -> int:
-    q = parse_quantity(raw, where=where)
-    if q < 0:
-        raise InputError(f"must be greater than or equal to 0, got {raw!r}", where=where)
-    return milli_value(q) if name == CPU else value(q)
+    return resource_amount(raw, milli=name == CPU, where=where)
 
 
 def _is_extended(name: str) -> bool:
@@ -450,10 +490,10 @@ def _max(into: dict[str, int], other: dict[str, int]) -> None:
 def _validate_toleration(t: wire.Toleration, where: str) -> Toleration:
     op = t.operator or ""
     if op not in TOLERATION_OPERATORS:
-        raise InputError(f"{op!r} is not one of Equal, Exists", where=f"{where}.operator")
+        raise InputError(f"{quote(op)} is not one of Equal, Exists", where=f"{where}.operator")
     effect = t.effect or ""
     if effect and effect not in TAINT_EFFECTS:
-        raise InputError(f"{effect!r} is not one of {', '.join(TAINT_EFFECTS)}", where=f"{where}.effect")
+        raise InputError(f"{quote(effect)} is not one of {', '.join(TAINT_EFFECTS)}", where=f"{where}.effect")
     if not t.key and op != "Exists":
         raise InputError("operator must be Exists when key is empty", where=f"{where}.operator")
     if op == "Exists" and t.value:
@@ -461,8 +501,55 @@ def _validate_toleration(t: wire.Toleration, where: str) -> Toleration:
     return Toleration(t.key or "", op or "Equal", t.value or "", effect)
 
 
-def _requirements(reqs: list[wire.NodeSelectorRequirement] | None) -> tuple[Requirement, ...]:
-    return tuple(Requirement(r.key, r.operator, tuple(r.values or ())) for r in reqs or ())
+_QUALIFIED_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_INT64 = re.compile(r"^[+-]?[0-9]{1,19}$")
+
+
+def _requirements(
+    reqs: list[wire.NodeSelectorRequirement] | None, where: str, *, fields: bool = False
+) -> tuple[Requirement, ...]:
+    """ValidateNodeSelectorRequirement / ValidateNodeFieldSelectorRequirement of the API server."""
+    out = []
+    for i, r in enumerate(reqs or ()):
+        at = f"{where}[{i}]"
+        values = tuple(r.values or ())
+        if fields:
+            if r.operator not in ("In", "NotIn"):
+                raise InputError(f"{quote(r.operator)}: not a valid selector operator", where=f"{at}.operator")
+            if len(values) != 1:
+                raise InputError(
+                    "must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
+                    where=f"{at}.values",
+                )
+            if r.key != "metadata.name":
+                raise InputError(f"{quote(r.key)}: not a valid field selector key", where=f"{at}.key")
+        else:
+            if r.operator in ("In", "NotIn"):
+                if not values:
+                    raise InputError("must be specified when `operator` is 'In' or 'NotIn'", where=f"{at}.values")
+            elif r.operator in ("Exists", "DoesNotExist"):
+                if values:
+                    raise InputError(
+                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'", where=f"{at}.values"
+                    )
+            elif r.operator in ("Gt", "Lt"):
+                if len(values) != 1:
+                    raise InputError(
+                        "must be specified single value when `operator` is 'Lt' or 'Gt'", where=f"{at}.values"
+                    )
+                if not _INT64.match(values[0]) or not -(2**63) <= int(values[0]) < 2**63:
+                    raise InputError(f"{quote(values[0])}: must be an integer for 'Gt' or 'Lt'", where=f"{at}.values[0]")
+            else:
+                raise InputError(
+                    f"{quote(r.operator)}: not a valid selector operator (one of {', '.join(NODE_SELECTOR_OPERATORS)})",
+                    where=f"{at}.operator",
+                )
+            if len(r.key) > 316 or not _QUALIFIED_NAME.match(r.key) or len(r.key.rpartition("/")[2]) > 63:
+                raise InputError(f"{quote(r.key)}: not a valid label key", where=f"{at}.key")
+        out.append(Requirement(r.key, r.operator, values))
+    return tuple(out)
 
 
 def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
@@ -521,16 +608,26 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
     na = spec.affinity.node_affinity if spec.affinity else None
     required = na.required_during_scheduling_ignored_during_execution if na else None
     if required is not None:
+        at = f"{where}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
         affinity = NodeSelector(tuple(
-            Term(_requirements(t.match_expressions), _requirements(t.match_fields))
-            for t in required.node_selector_terms or ()
+            Term(
+                _requirements(t.match_expressions, f"{at}[{n}].matchExpressions"),
+                _requirements(t.match_fields, f"{at}[{n}].matchFields", fields=True),
+            )
+            for n, t in enumerate(required.node_selector_terms or ())
         ))
     tolerations = tuple(
         _validate_toleration(t, f"{where}.tolerations[{i}]") for i, t in enumerate(spec.tolerations or ())
     )
     ports = []
-    for c in spec.containers or ():
-        for p in c.ports or ():
+    for i, c in enumerate(spec.containers or ()):
+        for j, p in enumerate(c.ports or ()):
+            for name, number in (("hostPort", p.host_port), ("containerPort", p.container_port)):
+                if number and not 1 <= number <= 65535:
+                    raise InputError(
+                        f"must be between 1 and 65535, inclusive, got {quote(number)}",
+                        where=f"{where}.containers[{i}].ports[{j}].{name}",
+                    )
             port = p.host_port or (p.container_port if spec.host_network else 0)
             if port:
                 ports.append(HostPort(port, p.protocol or "TCP", p.host_ip or ""))
@@ -560,7 +657,7 @@ def node_from_wire(obj: wire.Node, name: str, where: str, source: str) -> Node:
     taints = []
     for i, t in enumerate(spec.taints or ()):
         if t.effect not in TAINT_EFFECTS:
-            raise InputError(f"{t.effect!r} is not one of {', '.join(TAINT_EFFECTS)}", where=f"{where}: spec.taints[{i}].effect")
+            raise InputError(f"{quote(t.effect)} is not one of {', '.join(TAINT_EFFECTS)}", where=f"{where}: spec.taints[{i}].effect")
         if not t.key:
             raise InputError("required field missing", where=f"{where}: spec.taints[{i}].key")
         taints.append(Taint(t.key, t.value or "", t.effect))

@@ -16,11 +16,11 @@ from enum import StrEnum
 from importlib import resources
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from kgpu.errors import InputError
+from kgpu.errors import InputError, quote
+from kgpu.model.safeyaml import load_document
 
 API_VERSION = "kgpu.dev/v1alpha1"
 # The taint TKE puts on every super node (https://cloud.tencent.com/document/product/457/54754).
@@ -82,7 +82,7 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 def _check_label_key(key: str) -> str:
     if not _LABEL_KEY.match(key) or len(key.split("/")[0]) > 253:
-        raise ValueError(f"{key!r} is not a valid label key")
+        raise ValueError(f"{quote(key)} is not a valid label key")
     return key
 
 
@@ -100,7 +100,7 @@ class Taint(_Model):
     @classmethod
     def _value(cls, v: str) -> str:
         if not _LABEL_VALUE.match(v):
-            raise ValueError(f"{v!r} is not a valid taint value")
+            raise ValueError(f"{quote(v)} is not a valid taint value")
         return v
 
     def as_k8s(self) -> dict[str, str]:
@@ -197,7 +197,7 @@ class Pool(_Model):
         for key, value in v.items():
             _check_label_key(key)
             if not _LABEL_VALUE.match(value):
-                raise ValueError(f"{value!r} is not a valid label value (label {key})")
+                raise ValueError(f"{quote(value)} is not a valid label value (label {quote(key)})")
         return v
 
     @model_validator(mode="after")
@@ -299,7 +299,7 @@ class Profile(_Model):
             if pool.kind == PoolKind.TKE_SUPERNODE and self.provider != Provider.TKE:
                 raise ValueError(f"pools[{i}]: a tke-supernode pool needs provider: tke")
         if self.kuberay and self.kuberay.head_pool and self.kuberay.head_pool not in names:
-            raise ValueError(f"kuberay.headPool: {self.kuberay.head_pool!r} is not a pool ({', '.join(names)})")
+            raise ValueError(f"kuberay.headPool: {quote(self.kuberay.head_pool)} is not a pool ({', '.join(names)})")
         return self
 
     @property
@@ -333,7 +333,7 @@ def _message(err: Any) -> str:
     if kind in ("literal_error", "enum"):
         expected = ctx.get("expected", "")
         options = re.findall(r"'([^']*)'", expected)
-        return f"{given!r} is not one of {', '.join(options)}"
+        return f"{quote(given)} is not one of {', '.join(options)}"
     if kind == "extra_forbidden":
         return "unknown field"
     if kind == "missing":
@@ -366,14 +366,7 @@ def parse_profile(data: object, *, source: str = "kgpu.yaml") -> Profile:
 
 
 def load_profile_text(text: str, *, source: str = "kgpu.yaml") -> Profile:
-    try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"invalid YAML{at}: {problem}", where=source) from None
-    return parse_profile(data, source=source)
+    return parse_profile(load_document(text, source), source=source)
 
 
 def template_text(name: str) -> str:
@@ -383,7 +376,7 @@ def template_text(name: str) -> str:
 
         close = difflib.get_close_matches(name, TEMPLATES, n=2)
         hint = f"did you mean {' or '.join(close)}?" if close else f"one of {', '.join(TEMPLATES)}"
-        raise InputError(f"unknown template {name!r}", hint=hint)
+        raise InputError(f"unknown template {quote(name)}", hint=hint)
     return (resources.files("kgpu.model") / "templates" / f"{name}.yaml").read_text(encoding="utf-8")
 
 

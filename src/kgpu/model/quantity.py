@@ -21,7 +21,7 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
-from kgpu.errors import InputError
+from kgpu.errors import InputError, quote
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -42,6 +42,8 @@ _NANO = Fraction(1, 10**9)
 _MAX_INT64 = 2**63 - 1
 _INT32 = range(-(2**31), 2**31)
 _MAX_EXPONENT = 1000  # 10**1000 exceeds every resource; larger exponents are refused rather than expanded
+MAX_DIGITS = 100  # no resource needs more; Python refuses to convert numbers of over 4,300 digits
+MAX_INT64 = _MAX_INT64
 
 
 @lru_cache(maxsize=4096)
@@ -51,6 +53,8 @@ def _parse_text(text: str) -> Fraction:
     sign, whole, frac = m.group(1), m.group(2), m.group(3)
     if not whole and not frac:
         raise ValueError("a quantity starts with a number")
+    if len(whole) + len(frac or "") > MAX_DIGITS:
+        raise ValueError(f"more than {MAX_DIGITS} digits")
     suffix = text[m.end() :]
     number = Fraction(int(whole or "0"))
     if frac:
@@ -63,7 +67,7 @@ def _parse_text(text: str) -> Fraction:
     else:
         e = _EXPONENT.fullmatch(suffix)
         if e is None or int(e.group(1)) not in _INT32:
-            raise ValueError(f"unknown suffix {suffix!r}")
+            raise ValueError(f"unknown suffix {quote(suffix)}")
         exponent = int(e.group(1))
         if number == 0:
             value = Fraction(0)
@@ -82,12 +86,12 @@ def _parse_text(text: str) -> Fraction:
 def parse_quantity(raw: object, *, where: str = "") -> Fraction:
     """Parse a quantity as found in JSON/YAML (a string, or a bare number)."""
     if isinstance(raw, bool) or raw is None:
-        raise InputError(f"quantity must be a string or a number, got {raw!r}", where=where)
+        raise InputError(f"quantity must be a string or a number, got {quote(raw)}", where=where)
     if isinstance(raw, int):
         return Fraction(raw)
     if isinstance(raw, float):
         if not math.isfinite(raw):
-            raise InputError(f"invalid quantity {raw!r}", where=where)
+            raise InputError(f"invalid quantity {quote(raw)}", where=where)
         text = repr(raw)
     elif isinstance(raw, str):
         text = raw.strip()
@@ -97,10 +101,26 @@ def parse_quantity(raw: object, *, where: str = "") -> Fraction:
         return _parse_text(text)
     except ValueError as exc:
         raise InputError(
-            f"invalid quantity {raw!r}: {exc}",
+            f"invalid quantity {quote(raw)}: {exc}",
             where=where,
             hint="use a number with n, u, m, k, M, G, T, P, E or Ki, Mi, Gi, Ti, Pi, Ei",
         ) from None
+
+
+def resource_amount(raw: object, *, milli: bool = False, where: str = "") -> int:
+    """A resource amount as the scheduler counts it: ``Value()``, or ``MilliValue()`` for cpu; >= 0.
+
+    Both are int64 in Kubernetes, and apimachinery lets a larger Quantity overflow them silently (ScaledValue
+    "might overflow"); here a negative amount or one beyond int64 is an input error instead.
+    """
+    q = parse_quantity(raw, where=where)
+    if q < 0:
+        raise InputError(f"must be greater than or equal to 0, got {quote(raw)}", where=where)
+    amount = milli_value(q) if milli else value(q)
+    if amount > _MAX_INT64:
+        unit = "millicores" if milli else "units"
+        raise InputError(f"{quote(raw)} is too large: more than 2^63-1 {unit} (int64)", where=where)
+    return amount
 
 
 def _away_from_zero(x: Fraction) -> int:

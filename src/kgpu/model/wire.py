@@ -2,7 +2,9 @@
 
 Decoding straight into these skips every field the scheduler does not need (status.conditions,
 managedFields, volumes, env ...) in C, which is what makes reading a 50,000-pod snapshot cheap. Field names
-follow the API's camelCase through ``rename="camel"``.
+follow the API's camelCase through ``rename="camel"``, except where the API capitalises an initialism
+(``hostIP``): those are named explicitly, and tests/test_wire_names.py checks every name against the
+Kubernetes OpenAPI definitions and the KubeRay CRD.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class ContainerPort(_S):
     container_port: int = 0
     host_port: int | None = None
     protocol: str | None = None
-    host_ip: str | None = None
+    host_ip: str | None = msgspec.field(default=None, name="hostIP")  # camel-casing would say hostIp
 
 
 class Container(_S):

@@ -1,0 +1,267 @@
+"""The one reader of users' YAML and JSON: bounded, so that hostile input is an error, never a crash.
+
+Every verb reads its files through :func:`load_documents` / :func:`load_document` (Kubernetes manifests,
+profiles, catalog overrides, TKE manifests, node-check's daemon.json). Each limit has a name that the error
+message quotes, so a user who hits one knows which and how far:
+
+- ``size``: a file over :data:`MAX_BYTES` is refused before it is parsed.
+- ``depth``: collections nested deeper than :data:`MAX_DEPTH` levels. libyaml's composer recurses in C and
+  segfaults on 100,000 levels of ``[``; Python's json raises RecursionError. Kubernetes objects nest about 15
+  levels deep, so 100 leaves ample room.
+- ``alias expansion``: a YAML alias counts every node it stands for; a file whose aliases stand for more
+  than :data:`MAX_ALIAS_NODES` nodes is refused (the "billion laughs": ten aliases of ten aliases ... build
+  a value that takes gigabytes to print or walk). go-yaml, which the API server uses, refuses "excessive
+  aliasing" for the same reason.
+- ``integer digits``: integers longer than :data:`MAX_INT_DIGITS` digits; Python itself refuses to convert
+  more than 4,300, and no Kubernetes field holds more than an int64 (19 digits).
+
+YAML is composed by PyYAML's Python composer over libyaml's C parser (events come from C; the recursion that
+builds nodes is ours, so it can count), then constructed with the safe constructor. JSON goes through
+msgspec. Pure: callers pass bytes or text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import yaml
+from yaml._yaml import CParser  # libyaml's event parser: PyYAML's wheels ship it
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
+
+from kgpu.errors import InputError
+
+MAX_BYTES = 512 * 2**20
+MAX_DEPTH = 100
+MAX_ALIAS_NODES = 100_000
+MAX_INT_DIGITS = 100
+_YAML_FALLBACK_BYTES = 4 * 2**20
+
+
+class LimitExceeded(yaml.YAMLError):
+    """A named limit of the reader was exceeded."""
+
+    def __init__(self, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.message = message
+
+
+class _Constructor(SafeConstructor):
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        text = str(node.value)
+        if sum(ch.isdigit() for ch in text) > MAX_INT_DIGITS:
+            raise LimitExceeded(
+                "integer digits",
+                f"an integer of {sum(ch.isdigit() for ch in text)} digits at line {node.start_mark.line + 1} "
+                f"(integer digits limit: {MAX_INT_DIGITS})",
+            )
+        value: int = super().construct_yaml_int(node)
+        return value
+
+
+_Constructor.add_constructor("tag:yaml.org,2002:int", _Constructor.construct_yaml_int)  # type: ignore[type-var]
+
+
+class _Composer(Composer):
+    """PyYAML's composer, counting depth and the nodes that aliases stand for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._depth = 0
+        self._alias_nodes = 0
+        self._open_anchors: list[str] = []  # anchors of the collections being composed
+        # id(node) -> (nodes it stands for, its height), for the nodes aliases have repeated
+        self._sizes: dict[int, tuple[int, int]] = {}
+
+    def compose_document(self) -> Node | None:
+        self._alias_nodes = 0
+        self._sizes = {}
+        node: Node | None = super().compose_document()
+        return node
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        event = self.peek_event()  # type: ignore[attr-defined]
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open_anchors:
+                raise LimitExceeded(
+                    "alias expansion", f"alias *{event.anchor} at line {line} refers to itself"
+                )
+            node = self.anchors.get(event.anchor)
+            if node is not None:
+                size, height = self._measure(node)
+                self._alias_nodes += size
+                if self._alias_nodes > MAX_ALIAS_NODES:
+                    raise LimitExceeded(
+                        "alias expansion",
+                        f"aliases stand for more than {MAX_ALIAS_NODES} nodes at line {line} "
+                        f"(alias expansion limit: {MAX_ALIAS_NODES})",
+                    )
+                if self._depth + height > MAX_DEPTH:
+                    self._too_deep(line)
+            return super().compose_node(parent, index)
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            self._too_deep(line)
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            self._open_anchors.append(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            if anchor is not None:
+                self._open_anchors.pop()
+
+    @staticmethod
+    def _too_deep(line: int) -> None:
+        raise LimitExceeded(
+            "depth", f"nested deeper than {MAX_DEPTH} levels at line {line} (depth limit: {MAX_DEPTH})"
+        )
+
+    def _measure(self, node: Node) -> tuple[int, int]:
+        """How many nodes ``node`` stands for, and its height; iterative, memoised per node."""
+        memo = self._sizes
+        stack: list[tuple[Node, bool]] = [(node, False)]
+        while stack:
+            current, children_done = stack.pop()
+            if id(current) in memo:
+                continue
+            children = _children(current)
+            if not children_done and children:
+                stack.append((current, True))
+                stack.extend((c, False) for c in children if id(c) not in memo)
+                continue
+            size, height = 1, 1
+            for c in children:
+                s, h = memo[id(c)]
+                size += s
+                height = max(height, h + 1)
+            memo[id(current)] = (min(size, MAX_ALIAS_NODES + 1), height)
+        return memo[id(node)]
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+class SafeLoader(CParser, _Composer, _Constructor, Resolver):
+    """libyaml's parser, the counting composer, the safe constructor."""
+
+    def __init__(self, stream: str | bytes) -> None:
+        CParser.__init__(self, stream)
+        _Composer.__init__(self)
+        _Constructor.__init__(self)
+        Resolver.__init__(self)
+
+    # libyaml's CParser brings C versions of these that recurse without a limit; use the counting ones.
+    check_node = _Composer.check_node
+    get_node = _Composer.get_node
+    get_single_node = _Composer.get_single_node
+
+
+def _yaml_error(exc: yaml.YAMLError, source: str) -> InputError:
+    if isinstance(exc, LimitExceeded):
+        return InputError(exc.message, where=source)
+    mark = getattr(exc, "problem_mark", None)
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
+    return InputError(f"invalid YAML{at}: {problem}", where=source)
+
+
+def _check_size(data: str | bytes, source: str) -> None:
+    if len(data) > MAX_BYTES:
+        raise InputError(f"larger than {MAX_BYTES // 2**20} MiB (size limit)", where=source)
+
+
+def looks_like_json(data: str | bytes) -> bool:
+    head = data[:64].lstrip()[:1]
+    return head in ("{", "[", b"{", b"[")
+
+
+def load_json(data: str | bytes, source: str) -> Any:
+    """One JSON value, within the reader's limits."""
+    _check_size(data, source)
+    try:
+        value = msgspec.json.decode(data)
+    except RecursionError:
+        raise InputError(
+            f"nested deeper than the reader allows (depth limit: {MAX_DEPTH})", where=source
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise InputError(f"invalid JSON: {exc}", where=source) from None
+    check_depth(value, source)
+    return value
+
+
+def check_depth(value: Any, source: str) -> None:
+    """Refuse values nested deeper than MAX_DEPTH, and integers beyond MAX_INT_DIGITS (iteratively)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, dict):
+            children: Any = current.values()
+        elif isinstance(current, list):
+            children = current
+        else:
+            if isinstance(current, int) and current.bit_length() > MAX_INT_DIGITS * 3.33:
+                raise InputError(
+                    f"an integer of more than {MAX_INT_DIGITS} digits (integer digits limit)", where=source
+                )
+            continue
+        if depth > MAX_DEPTH:
+            raise InputError(
+                f"nested deeper than {MAX_DEPTH} levels (depth limit: {MAX_DEPTH})", where=source
+            )
+        stack.extend((c, depth + 1) for c in children)
+
+
+def iter_yaml(data: str | bytes, source: str) -> Iterator[Any]:
+    """The documents of a YAML stream, within the reader's limits (empty documents included as None)."""
+    _check_size(data, source)
+    loader = SafeLoader(data)
+    try:
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            yield loader.get_data()
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, source) from None
+    except RecursionError:  # pragma: no cover - the depth limit stops composition long before
+        raise InputError(
+            f"nested deeper than the reader allows (depth limit: {MAX_DEPTH})", where=source
+        ) from None
+    finally:
+        loader.dispose()
+
+
+def load_documents(data: str | bytes, source: str) -> list[Any]:
+    """Every document of a file: a JSON value (one document) or a YAML stream; empty documents dropped."""
+    if looks_like_json(data):
+        try:
+            return [load_json(data, source)]
+        except InputError as exc:
+            if len(data) > _YAML_FALLBACK_BYTES:
+                raise
+            json_error = exc
+        # YAML's flow style also starts with '{' or '[' ({a: 1}); when that parses, it is what was meant.
+        try:
+            return [d for d in iter_yaml(data, source) if d is not None]
+        except InputError:
+            raise json_error from None
+    return [d for d in iter_yaml(data, source) if d is not None]
+
+
+def load_document(data: str | bytes, source: str) -> Any:
+    """A file that holds one document (a profile, an override list); None when empty."""
+    docs = load_documents(data, source)
+    if len(docs) > 1:
+        raise InputError(f"expected one YAML document, found {len(docs)}", where=source)
+    return docs[0] if docs else None
