@@ -5,11 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint typecheck layers unit wheel-check bench promtool conformance clean help
+.PHONY: run test lint typecheck layers unit wheel-check bench promtool chromium conformance clean help
 
 help:
 	@echo "make run    - kgpu plan on the built-in default profile (sets up .venv first)"
-	@echo "make test   - lint, types, layering and the whole test suite (installs promtool if missing)"
+	@echo "make test   - lint, types, layering and the whole test suite (installs promtool and chromium if missing)"
 	@echo "make bench  - seeded benchmarks (not part of make test)"
 	@echo "make conformance - build the real kube-apiserver, kube-scheduler, etcd, kwok and Karpenter from Go"
 	@echo "               modules and compare kgpu with them; run the live commands against a real API server"
@@ -40,7 +40,15 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
-unit: $(STAMP) promtool
+# Headless Chromium from Debian's `chromium` package opens `kgpu plan --report`'s page in the tests
+# (screenshots land in build/test-artifacts/).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium package (headless browser for the HTML report tests)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+unit: $(STAMP) promtool chromium
 	$(BIN)/pytest
 
 # What a user gets from `pip install kgpu-*.whl`: the wheel built from this tree, installed with only its

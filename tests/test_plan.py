@@ -57,7 +57,7 @@ def test_compare_covers_every_template() -> None:
 def test_cli_default_plan_table_exits_zero() -> None:
     res = CliRunner().invoke(cli, ["plan"])
     assert res.exit_code == 0, res.output
-    for section in ("Placements", "New nodes", "Cost"):
+    for section in ("Placements", "Nodes by pool", "Cost"):
         assert section in res.output
     assert "g4dn" in res.output or "g5" in res.output
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from kgpu.cli import nodeview
 from kgpu.cli.output import (
     PATH,
     ExitCode,
@@ -19,6 +20,8 @@ from kgpu.cli.output import (
     summary_line,
     table,
 )
+from kgpu.cli.report import compare_report, plan_report
+from kgpu.errors import InputError
 
 
 @click.command(
@@ -56,9 +59,19 @@ from kgpu.cli.output import (
 @click.option(
     "--compare", is_flag=True, help="Plan the same workloads on every built-in template, side by side."
 )
+@click.option(
+    "--report",
+    "report",
+    metavar="FILE.html",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write one self-contained HTML page (no network): node view and cost as SVG, placements.",
+)
 @output_option("table", "wide", "json", "yaml", "name")
 @handle_input_errors
-def command(profile: str | None, workload: tuple[str, ...], compare: bool, output: str) -> None:
+def command(
+    profile: str | None, workload: tuple[str, ...], compare: bool, report: Path | None, output: str
+) -> None:
     """Place the workloads on the profile's capacity, provision what is missing, and price it.
 
     Shows where each workload lands, the new nodes with their hourly prices, the cost (spot against
@@ -80,6 +93,8 @@ def command(profile: str | None, workload: tuple[str, ...], compare: bool, outpu
     work = load_objects(paths) if paths else None
     if compare:
         rows = planner.compare(work)
+        if report is not None:
+            _write_report(report, compare_report(rows))
         emit(
             {"compare": rows},
             output,
@@ -89,14 +104,31 @@ def command(profile: str | None, workload: tuple[str, ...], compare: bool, outpu
         failing = any(r.get("unschedulable") for r in rows)
         raise SystemExit(ExitCode.FINDINGS if failing else ExitCode.OK)
     result = planner.plan(prof, work)
+    data = result.as_dict()
+    sim = result.simulation
+    view = []
+    if report is not None or (output in ("table", "wide") and headers_wanted()):
+        view = nodeview.pools(sim.nodes, sim.new_nodes, nodeview.profile_pools(prof))
+    if report is not None:
+        grouped, reasons = placement_rows(data)
+        _write_report(report, plan_report(data, view, grouped, reasons))
     emit(
-        result.as_dict(),
+        data,
         output,
-        render_table,
-        wide=render_wide,
+        lambda d: render_table(d, view),
+        wide=lambda d: render_wide(d, view),
         names=lambda d: [f"pod/{p['name']}" for p in d["pods"]],
     )
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
+
+
+def _write_report(path: Path, html: str) -> None:
+    from kgpu.cli.files import write_atomic
+
+    if path.is_dir():
+        raise InputError("is a directory", where=str(path))
+    write_atomic(path, html)
+    click.echo(f"wrote {path}", err=True)
 
 
 def _money(v: Any) -> str:
@@ -115,7 +147,7 @@ def _where(pod: dict[str, Any]) -> str:
     return pod["node"] or pod.get("pool") or "-"
 
 
-def render_wide(data: dict[str, Any]) -> str:
+def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
     """Every pod on its own line, with its node's name, pool, instance type, capacity type and zone."""
     rows = [
         (
@@ -136,15 +168,19 @@ def render_wide(data: dict[str, Any]) -> str:
     )
     if not headers_wanted():
         return text
-    return "\n".join([f"Plan for profile {data['profile']}", "", text, "", *_footer(data)])
+    out = [f"Plan for profile {data['profile']}", "", text, *_new_nodes(data)]
+    if view:
+        out += ["", nodeview.render(view)]
+    return "\n".join(out + _cost(data) + _scale_to_zero(data) + _footer(data))
 
 
-def render_table(data: dict[str, Any]) -> str:
+def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
     if not headers_wanted():
         return _placements(data)[0]
     text, reasons = _placements(data)
     out = [f"Plan for profile {data['profile']}", "", text]
-    out += _details(data)
+    out += ["", nodeview.render(view)] if view else _new_nodes(data)
+    out += _cost(data) + _scale_to_zero(data)
     if reasons:
         out.append("")
         out.append("Why pods cannot run")
@@ -154,23 +190,28 @@ def render_table(data: dict[str, Any]) -> str:
 
 
 def _placements(data: dict[str, Any]) -> tuple[str, dict[str, int]]:
+    rows, reasons = placement_rows(data)
+    coloured = [(ns, w, phase(ph), where, note) for ns, w, ph, where, note in rows]
+    return table(("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY"), coloured, title="Placements"), reasons
+
+
+def placement_rows(data: dict[str, Any]) -> tuple[list[tuple[str, str, str, str, str]], dict[str, int]]:
     """The placements grouped by workload, and the footnoted reasons."""
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for pod in data["pods"]:
         groups.setdefault((pod["namespace"], _group(pod), pod["phase"], _where(pod)), []).append(pod)
-    rows = []
+    rows: list[tuple[str, str, str, str, str]] = []
     reasons: dict[str, int] = {}
     for (ns, base, ph, where), pods in groups.items():
         label = pods[0]["name"] if len(pods) == 1 else f"{base} (x{len(pods)})"
         note = ""
         if pods[0]["reason"]:
             note = f"[{reasons.setdefault(pods[0]['reason'], len(reasons) + 1)}]"
-        rows.append((ns, label, phase(ph), where or "-", note))
-    return table(("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY"), rows, title="Placements"), reasons
+        rows.append((ns, label, ph, where or "-", note))
+    return rows, reasons
 
 
-def _details(data: dict[str, Any]) -> list[str]:
-    """New nodes, cost and scale-to-zero sections."""
+def _new_nodes(data: dict[str, Any]) -> list[str]:
     out: list[str] = []
     new_nodes = data.get("new_nodes", [])
     if new_nodes:
@@ -194,6 +235,11 @@ def _details(data: dict[str, Any]) -> list[str]:
                 title="New nodes",
             )
         )
+    return out
+
+
+def _cost(data: dict[str, Any]) -> list[str]:
+    out: list[str] = []
     cost = data.get("cost", {})
     out.append("")
     out.append("Cost")
@@ -210,6 +256,11 @@ def _details(data: dict[str, Any]) -> list[str]:
         )
     if cost.get("unpriced_nodes"):
         out.append(f"  unpriced nodes   {cost['unpriced_nodes']} (no price data in the catalog)")
+    return out
+
+
+def _scale_to_zero(data: dict[str, Any]) -> list[str]:
+    out: list[str] = []
     empty = data.get("scale_to_zero", [])
     if empty:
         out.append("")
@@ -258,6 +309,13 @@ def render_compare(data: dict[str, Any]) -> str:
         body,
         title="Same workloads on every built-in template",
     )
-    if notes and headers_wanted():
+    if not headers_wanted():
+        return text
+    priced = [r for r in rows if "skipped" not in r]
+    bars = nodeview.cost_bars(
+        [(r["template"], round(r["hourly_cost"] + r["baseline_cost"], 4)) for r in priced]
+    )
+    text += "\n\nCost per hour: new nodes + baseline\n" + "\n".join(bars)
+    if notes:
         text += "\n\n" + "\n".join(notes)
     return text

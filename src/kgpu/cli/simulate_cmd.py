@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from kgpu.cli import nodeview
 from kgpu.cli.output import (
     PATH,
     ExitCode,
@@ -96,7 +97,17 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
             objects.nodes.extend(baseline_nodes(prof))
     result = simulate(objects, work, provisioner=provisioner)
     data = result.as_dict()
-    emit(data, output, render_table, wide=render_wide, names=pod_names)
+    view = None
+    if output in ("table", "wide") and headers_wanted():
+        pool_of = nodeview.profile_pools(prof) if profile else {}
+        view = nodeview.pools(result.nodes, result.new_nodes, pool_of)
+    emit(
+        data,
+        output,
+        lambda d: render_table(d, view),
+        wide=lambda d: render_wide(d, view),
+        names=pod_names,
+    )
     if output in ("table", "wide"):
         for warning in result.warnings:
             warn(warning)
@@ -108,7 +119,7 @@ def pod_names(data: dict[str, Any]) -> list[str]:
     return [f"pod/{p['name']}" for p in data["pods"]]
 
 
-def render_wide(data: dict[str, Any]) -> str:
+def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
     """One row per pod with the provisioned node's pool, instance type, capacity type and zone."""
     rows = [
         (
@@ -130,6 +141,7 @@ def render_wide(data: dict[str, Any]) -> str:
         )
     ]
     if headers_wanted():
+        out += ["", nodeview.render(view)] if view else []
         out += ["", summary_line(data["summary"])]
     return "\n".join(out)
 
@@ -141,7 +153,7 @@ def _group_name(pod: dict[str, Any]) -> str:
     return base if idx.isdigit() else name
 
 
-def render_table(data: dict[str, Any]) -> str:
+def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
     """Pods grouped when identical (same controller, phase, node and reason), then the reasons in full."""
     groups: dict[tuple[str, str, str, str | None, str | None], list[str]] = {}
     for pod in data["pods"]:
@@ -168,6 +180,8 @@ def render_table(data: dict[str, Any]) -> str:
         out.append("")
         for reason, n in reasons.items():
             out.append(f"[{n}] {reason}")
+    if view:
+        out += ["", nodeview.render(view)]
     out.append("")
     out.append(summary_line(data["summary"]))
     return "\n".join(out)

@@ -1,0 +1,206 @@
+"""``kgpu plan --report plan.html``: one self-contained page with the plan's charts and placements.
+
+No scripts, no fonts, no stylesheets or images from anywhere: inline CSS and inline SVG, so the file opens
+offline, attaches to a ticket and renders the same in any browser. The charts are the terminal's: the node
+view (a bar per node group for GPU, CPU and memory, grouped by pool) and cost bars; then the placement
+table, grouped by workload as in the terminal, and the warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from kgpu import __version__
+from kgpu.cli.nodeview import Pool, Usage, color_for
+
+COLORS = {"green": "#2e7d32", "yellow": "#f9a825", "red": "#c62828", "cyan": "#00838f", "empty": "#e0e0e0"}
+PHASE_COLORS = {"Scheduled": "#2e7d32", "Provisioned": "#00838f", "Unschedulable": "#c62828"}
+
+CSS = """
+body { font: 14px/1.4 system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 24px; color: #212121; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 8px; }
+.muted { color: #616161; } table { border-collapse: collapse; }
+th, td { text-align: left; padding: 3px 10px 3px 0; border-bottom: 1px solid #eee; vertical-align: top; }
+th { font-weight: 600; border-bottom: 1px solid #bdbdbd; }
+svg text { font: 12px system-ui, -apple-system, 'Segoe UI', sans-serif; fill: #212121; }
+svg .pool { font-weight: 600; } .num { text-align: right; } code { font-size: 12px; }
+"""
+
+ROW = 22
+LABEL_W = 260
+TYPE_W = 170
+BAR_W = 150
+GAP = 70
+
+
+def _bar(x: int, y: int, u: Usage, *, count: bool, css: str) -> str:
+    if u.total <= 0:
+        return f'<text x="{x}" y="{y + 14}" class="muted">-</text>'
+    filled = round(u.fraction * BAR_W)
+    color = COLORS[color_for(u.fraction)]
+    figure = f"{u.used}/{u.total}" if count else f"{round(u.fraction * 100)}%"
+    return (
+        f'<rect x="{x}" y="{y + 3}" width="{BAR_W}" height="14" fill="{COLORS["empty"]}"/>'
+        f'<rect class="{css}" x="{x}" y="{y + 3}" width="{filled}" height="14" fill="{color}"/>'
+        f'<text x="{x + BAR_W + 6}" y="{y + 15}">{escape(figure)}</text>'
+    )
+
+
+def node_view_svg(view: Sequence[Pool]) -> str:
+    """The node view as SVG: a header, then per pool its total and one line per group of alike nodes."""
+    lines = sum(1 + len(p.groups) for p in view)
+    cols = [LABEL_W + TYPE_W + i * (BAR_W + GAP) for i in range(3)]
+    width = cols[-1] + BAR_W + GAP
+    height = (lines + 1) * ROW + 6
+    parts = [
+        f'<svg role="img" aria-label="node view" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">',
+        '<text x="0" y="15" class="pool">POOL / NODE</text>',
+        f'<text x="{LABEL_W}" y="15" class="pool">TYPE</text>',
+    ]
+    for x, name in zip(cols, ("GPU", "CPU", "MEMORY"), strict=True):
+        parts.append(f'<text x="{x}" y="15" class="pool">{name}</text>')
+    y = ROW
+    for pool in view:
+        price = f", ${pool.hourly_price:,.4f}/h" if pool.hourly_price is not None else ""
+        parts.append(f'<text x="0" y="{y + 15}" class="pool">{escape(pool.name)}</text>')
+        parts.append(f'<text x="{LABEL_W}" y="{y + 15}">{pool.nodes} node(s){escape(price)}</text>')
+        parts.append(_bar(cols[0], y, pool.total("gpu"), count=True, css="bar gpu pool-total"))
+        parts.append(_bar(cols[1], y, pool.total("cpu"), count=False, css="bar cpu pool-total"))
+        parts.append(_bar(cols[2], y, pool.total("memory"), count=False, css="bar memory pool-total"))
+        y += ROW
+        for g in pool.groups:
+            kind = " ".join(x for x in (g.instance_type, g.capacity_type, "new" if g.new else "") if x)
+            parts.append(f'<text x="12" y="{y + 15}">{escape(g.label)}</text>')
+            parts.append(f'<text x="{LABEL_W}" y="{y + 15}">{escape(kind)}</text>')
+            parts.append(_bar(cols[0], y, g.gpu, count=True, css="bar gpu"))
+            parts.append(_bar(cols[1], y, g.cpu, count=False, css="bar cpu"))
+            parts.append(_bar(cols[2], y, g.memory, count=False, css="bar memory"))
+            y += ROW
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def cost_svg(items: Sequence[tuple[str, float | None]]) -> str:
+    """Horizontal cost bars, the longest for the most expensive; no bar where there is no price."""
+    top = max((v for _, v in items if v), default=0.0)
+    width, bar_max = 720, 420
+    height = len(items) * ROW + 6
+    parts = [
+        f'<svg role="img" aria-label="cost" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+    ]
+    for n, (label, value) in enumerate(items):
+        y = n * ROW
+        parts.append(f'<text x="0" y="{y + 15}">{escape(label)}</text>')
+        if value is None:
+            parts.append(f'<text x="200" y="{y + 15}">no price</text>')
+            continue
+        w = max(1, round(value / top * bar_max)) if top and value > 0 else 0
+        if w:
+            parts.append(
+                f'<rect class="bar cost" x="200" y="{y + 3}" width="{w}" height="14" fill="{COLORS["cyan"]}"/>'
+            )
+        parts.append(f'<text x="{200 + w + 6}" y="{y + 15}">${value:,.4f}/h</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, css: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for c in row:
+            if isinstance(c, tuple):  # (text, colour)
+                cells.append(f'<td style="color:{c[1]}">{escape(str(c[0]))}</td>')
+            else:
+                cells.append(f"<td>{escape('' if c is None else str(c))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _page(title: str, subtitle: str, sections: Sequence[tuple[str, str]]) -> str:
+    body = "".join(f"<section><h2>{escape(h)}</h2>{content}</section>" for h, content in sections)
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f'<h1>{escape(title)}</h1><p class="muted">{escape(subtitle)}</p>{body}'
+        f'<p class="muted">kgpu {escape(__version__)}</p></body></html>\n'
+    )
+
+
+def plan_report(
+    data: dict[str, Any], view: Sequence[Pool], placements: Sequence[Sequence[str]], reasons: dict[str, int]
+) -> str:
+    """The page for one plan: ``data`` is the plan's JSON, ``placements`` the grouped rows of the table."""
+    cost = data.get("cost", {})
+    summary = ", ".join(
+        f"{v} {k.replace('_', ' ')}" for k, v in data["summary"].items() if isinstance(v, int)
+    )
+    cost_items: list[tuple[str, float | None]] = [
+        ("new nodes", cost.get("total", 0.0)),
+        ("of which spot", cost.get("spot", 0.0)),
+        ("of which on-demand", cost.get("on_demand", 0.0)),
+        ("all on-demand", cost.get("all_on_demand", 0.0)),
+    ]
+    if cost.get("baseline"):
+        cost_items.append(("baseline nodes", cost.get("baseline")))
+    rows = [
+        (ns, w, (ph, PHASE_COLORS.get(ph, "#212121")), where, why) for ns, w, ph, where, why in placements
+    ]
+    sections = [
+        ("Nodes by pool (requests / allocatable)", node_view_svg(view)),
+        ("Cost per hour", cost_svg(cost_items)),
+        ("Placements", _table(("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY"), rows, css="placements")),
+    ]
+    if reasons:
+        items = "".join(f"<li>[{n}] {escape(r)}</li>" for r, n in reasons.items())
+        sections.append(("Why pods cannot run", f"<ul>{items}</ul>"))
+    if data.get("warnings"):
+        items = "".join(f"<li>{escape(w)}</li>" for w in data["warnings"])
+        sections.append(("Warnings", f"<ul>{items}</ul>"))
+    return _page(f"Plan for profile {data['profile']}", summary, sections)
+
+
+def compare_report(rows: Sequence[dict[str, Any]]) -> str:
+    priced = [r for r in rows if "skipped" not in r]
+    items = [(r["template"], round(r["hourly_cost"] + r["baseline_cost"], 4)) for r in priced]
+    table_rows = [
+        (
+            r["template"],
+            r["scheduled"],
+            (r["unschedulable"], "#c62828" if r["unschedulable"] else "#212121"),
+            r["new_nodes"],
+            f"${r['hourly_cost']:,.4f}/h",
+            f"${r['baseline_cost']:,.4f}/h",
+            f"${r['all_on_demand']:,.4f}/h",
+        )
+        for r in priced
+    ]
+    sections = [
+        ("Cost per hour: new nodes + baseline", cost_svg(items)),
+        (
+            "Templates",
+            _table(
+                (
+                    "TEMPLATE",
+                    "RUNNING",
+                    "CANNOT RUN",
+                    "NEW NODES",
+                    "NEW NODES COST",
+                    "BASELINE",
+                    "ALL ON-DEMAND",
+                ),
+                table_rows,
+                css="compare",
+            ),
+        ),
+    ]
+    skipped = [f"{r['template']}: {r['skipped']}" for r in rows if "skipped" in r]
+    if skipped:
+        sections.append(("Skipped", "<ul>" + "".join(f"<li>{escape(s)}</li>" for s in skipped) + "</ul>"))
+    return _page("Same workloads on every built-in template", f"{len(priced)} template(s)", sections)
