@@ -33,6 +33,8 @@ VERBS: dict[str, tuple[str, str]] = {
         "kgpu.cli.exporter_cmd",
         "Serve NVML GPU metrics for Prometheus (nvidia_gpu_exporter names).",
     ),
+    "snapshot": ("kgpu.cli.snapshot_cmd", "Save a live cluster's nodes, pods, DaemonSets and node pools as one JSON file."),
+    "run": ("kgpu.cli.run_cmd", "Run a GPU smoke test (vector-add, nvidia-smi, torch) on the cluster; pass or fail."),
     "completion": ("kgpu.cli.completion_cmd", "Shell completion script for bash, zsh or fish."),
 }
 

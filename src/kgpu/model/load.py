@@ -45,6 +45,8 @@ from kgpu.model.safeyaml import MAX_DEPTH, iter_yaml
 POD_KINDS = {"Pod"}
 REPLICATED_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"}
 JOB_KINDS = {"Job", "CronJob"}
+# `kgpu snapshot`'s document (docs/live.md): its items are read like a List's.
+SNAPSHOT_KIND = "ClusterSnapshot"
 KNOWN_KINDS = POD_KINDS | REPLICATED_KINDS | JOB_KINDS | {"DaemonSet", "Node", "RayCluster", "PriorityClass"}
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -81,6 +83,9 @@ class Objects:
     # Pods whose priority comes from a PriorityClass (by name, or the global default): resolved again when
     # inputs are combined, because a cluster's PriorityClasses apply to workloads read from other files.
     priority_pending: list[tuple[Pod, str]] = field(default_factory=list)
+    # Read from a `kgpu snapshot` (kind ClusterSnapshot): the pods that controllers created are in it
+    # already, so DaemonSets and RayClusters are kept as objects but not expanded into pods.
+    observed: bool = False
 
     def extend(self, other: Objects) -> None:
         self.nodes.extend(other.nodes)
@@ -91,6 +96,7 @@ class Objects:
         self.ignored.update(other.ignored)
         self.warnings.extend(other.warnings)
         self.priority_pending.extend(other.priority_pending)
+        self.observed = self.observed or other.observed
 
 
 # --- reading documents ---------------------------------------------------------------------------------
@@ -171,6 +177,8 @@ class Parser:
         except RecursionError:
             raise InputError(f"nested deeper than the reader allows (depth limit: {MAX_DEPTH})", where=self.source) from None
         if head.items is not None:
+            if head.kind == SNAPSHOT_KIND:
+                self.out.observed = True
             for n, item in enumerate(head.items):
                 self._feed_raw(item, f"items[{n}]")
         else:
@@ -209,12 +217,14 @@ class Parser:
         kind = doc.get("kind")
         if not isinstance(kind, str) or not kind:
             raise InputError("object without kind", where=f"{self.source}: {label}")
-        if kind.endswith("List") and "items" in doc:
+        if (kind.endswith("List") or kind == SNAPSHOT_KIND) and "items" in doc:
             items = doc["items"]
             if items is None:
                 return
             if not isinstance(items, list):
                 raise InputError(f"must be a list, got {type(items).__name__}", where=f"{self.source}: {label}: items")
+            if kind == SNAPSHOT_KIND:
+                self.out.observed = True
             for n, item in enumerate(items):
                 self.feed_object(item, f"{label}.items[{n}]")
             return
@@ -266,7 +276,8 @@ class Parser:
             if obj.global_default:
                 self.out.default_priority = obj.value
         elif kind == "RayCluster":
-            self._expand_ray(obj, name, where)
+            if not self.out.observed:
+                self._expand_ray(obj, name, where)
         elif kind == "DaemonSet":
             template = obj.spec.template
             if template is None:

@@ -135,7 +135,8 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     bound = [p for p in cluster.pods if p.node_name and not p.terminated]
     sched = Scheduler(nodes, bound)
     pending: list[Pod] = []
-    for ds in cluster.daemonsets + workloads.daemonsets:
+    # A snapshot's DaemonSet pods are among its pods already; only new DaemonSets are expanded.
+    for ds in ([] if cluster.observed else cluster.daemonsets) + workloads.daemonsets:
         pending.extend(daemon_pods(ds, nodes))
     pending.extend(p for p in cluster.pods if not p.node_name and not p.terminated)
     pending.extend(p for p in workloads.pods if not p.terminated)

@@ -1,0 +1,71 @@
+"""``kgpu snapshot``: save a live cluster's scheduling state as one JSON file (read-only)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kgpu.cli.cluster_flags import access_from, cluster_options, end_progress, progress_printer
+from kgpu.cli.output import examples, handle_input_errors
+
+
+@click.command(
+    name="snapshot",
+    epilog=examples(
+        ("the current context's cluster, every namespace", "kgpu snapshot -o cluster.json"),
+        ("then: where would this job land, and why not", "kgpu simulate --cluster cluster.json --workload train.yaml"),
+        ("one namespace's pods (nodes are always whole)", "kgpu snapshot --context prod -n ml -o ml.json"),
+    ),
+)
+@click.option("-o", "--output", "output", metavar="FILE", type=click.Path(dir_okay=False, allow_dash=True),
+              default="-", show_default=True, help="Write the snapshot here ('-' is stdout).")
+@click.option("--page-size", type=click.IntRange(1, 5000), default=500, show_default=True,
+              help="Objects per list request (limit/continue paging).")
+@cluster_options()
+@handle_input_errors
+def command(output: str, page_size: int, kubeconfig: str | None, context: str | None, namespace: str | None,
+            all_namespaces: bool, request_timeout: float) -> None:
+    """Save Nodes, Pods, DaemonSets, PriorityClasses, recent FailedScheduling/FailedCreate Events and,
+    where installed, Karpenter NodePools/NodeClaims/EC2NodeClasses and KubeRay RayClusters as one JSON
+    file that `kgpu simulate --cluster` and `kgpu doctor --snapshot` read.
+
+    Read-only. Nothing secret is saved: container env values, managedFields, last-applied-configuration
+    and secret-bearing annotations are stripped. Every namespace unless -n is given.
+    """
+    doc = fetch(access_from(kubeconfig, context, namespace, all_namespaces, request_timeout), page_size)
+    write(doc, output)
+    meta = doc["metadata"]
+    counts = ", ".join(f"{n:,} {k}" for k, n in meta["counts"].items())
+    where = "stdout" if output == "-" else output
+    click.echo(f"snapshot of {meta['server']} ({meta['context'] or 'in-cluster'}): {counts} -> {where}", err=True)
+
+
+def fetch(access: Any, page_size: int = 500) -> dict[str, Any]:
+    """Resolve the cluster and take the snapshot (shared with `kgpu doctor` without --snapshot)."""
+    from kgpu.live.client import ApiClient
+    from kgpu.live.kubeconfig import resolve
+    from kgpu.live.snapshot import take
+
+    target = resolve(access)
+    ns = None if access.all_namespaces or not access.namespace else target.namespace
+    with ApiClient(target, timeout=access.request_timeout) as client:
+        try:
+            return take(client, ns, page_size=page_size, progress=progress_printer("listing"))
+        finally:
+            end_progress()
+
+
+def write(doc: dict[str, Any], output: str) -> None:
+    import msgspec
+
+    from kgpu.cli.files import write_atomic
+
+    data = msgspec.json.encode(doc)
+    if output == "-":
+        sys.stdout.buffer.write(data + b"\n")
+        sys.stdout.flush()
+    else:
+        write_atomic(Path(output), data.decode("utf-8") + "\n")
