@@ -5,12 +5,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint typecheck layers unit wheel-check bench promtool chromium conformance clean help
+.PHONY: run test lint typecheck layers unit wheel-check bench promtool chromium shellcheck image conformance clean help
 
 help:
 	@echo "make run    - kgpu plan on the built-in default profile (sets up .venv first)"
 	@echo "make test   - lint, types, layering and the whole test suite (installs promtool and chromium if missing)"
 	@echo "make bench  - seeded benchmarks (not part of make test)"
+	@echo "make image  - the container image (Dockerfile) with docker, podman or buildah"
 	@echo "make conformance - build the real kube-apiserver, kube-scheduler, etcd, kwok and Karpenter from Go"
 	@echo "               modules and compare kgpu with them; run the live commands against a real API server"
 	@echo "make wheel-check - build the wheel, install it alone in a clean venv, run kgpu (part of make test)"
@@ -31,6 +32,25 @@ promtool:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
+# shellcheck checks the host bootstrap scripts `kgpu render --target onprem` writes (Debian's package).
+shellcheck:
+	@command -v shellcheck >/dev/null 2>&1 || { \
+	  echo "installing Debian's shellcheck package"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; }
+
+# The image the monitoring DaemonSet runs (monitoring.exporterImage). IMAGE_UID=0 builds the root variant
+# that can read the kubelet's pod-resources socket (see the Dockerfile), tagged <version>-root.
+VERSION   := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/kgpu/__init__.py)
+IMAGE_UID ?= 65532
+IMAGE     ?= ghcr.io/kgpu/kgpu:$(VERSION)$(if $(filter 0,$(IMAGE_UID)),-root,)
+ENGINE    ?= $(shell command -v docker || command -v podman || command -v buildah)
+
+image:
+	@test -n "$(ENGINE)" || { echo "make image needs docker, podman or buildah"; exit 2; }
+	$(ENGINE) $(if $(findstring buildah,$(ENGINE)),bud,build) --build-arg VERSION=$(VERSION) \
+	  --build-arg UID=$(IMAGE_UID) -t $(IMAGE) .
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks conformance/tests plugins
 
@@ -48,7 +68,7 @@ chromium:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
-unit: $(STAMP) promtool chromium
+unit: $(STAMP) promtool chromium shellcheck
 	$(BIN)/pytest
 
 # What a user gets from `pip install kgpu-*.whl`: the wheel built from this tree, installed with only its

@@ -421,3 +421,16 @@ def test_eight_gpus_distinct_series() -> None:
     assert {dict(k)["uuid"] for k in s["nvidia_smi_index"]} == {
         g.uuid.lower().removeprefix("gpu-") for g in make_gpus(8)
     }
+
+
+def test_hostname_label_is_the_node_name_from_the_daemonset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NODE_NAME (set by the DaemonSet from spec.nodeName) names the node; without it, the host name."""
+    import socket
+
+    from kgpu.exporter.collector import node_hostname
+
+    monkeypatch.setenv("NODE_NAME", "ip-10-0-1-5.us-west-2.compute.internal")
+    assert node_hostname() == "ip-10-0-1-5.us-west-2.compute.internal"
+    assert GpuCollector(Nvml(FakeNvml([])), options=CollectorOptions()).hostname == node_hostname()  # type: ignore[arg-type]
+    monkeypatch.setenv("NODE_NAME", "")
+    assert node_hostname() == socket.gethostname()

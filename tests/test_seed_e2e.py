@@ -112,3 +112,96 @@ def test_seed_003_without_auto_scheduling_only_tolerating_pods_run(tmp_path: Pat
     assert result["tensorflow-training-v100"]["phase"] == "Unschedulable"
     assert "untolerated taint" in result["tensorflow-training-v100"]["reason"]
     assert result["gpu-inference-fast"]["phase"] == "Unschedulable"  # tolerates serverless, not eklet
+
+
+# --- seed 002: on-prem GPU hosts, nvidia_gpu_exporter scraped by a static Prometheus job ------------------
+
+
+def _guide_002(data: dict[str, Any]) -> None:
+    """The guide keeps its Prometheus job name, gpu-exporter, and scrapes the hosts at host:9835."""
+    data["monitoring"] = {"jobName": "gpu-exporter"}
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _promtool() -> str:
+    import shutil
+
+    path = shutil.which("promtool")
+    assert path, "promtool is not installed: `make test` installs Debian's prometheus package (make promtool)"
+    return path
+
+
+PROMTOOL_002 = """
+rule_files: [kgpu-gpu.rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'up{instance="192.168.2.23:9835", job="gpu-exporter", gpu="RTX 4090", node="k8s-node05"}'
+        values: '0x10'
+      - series: 'up{instance="192.168.2.26:9835", job="gpu-exporter", gpu="RTX 4080", node="k8s-node06"}'
+        values: '1x10'
+      - series: 'nvidia_smi_utilization_gpu_ratio{uuid="GPU-1", instance="192.168.2.26:9835", job="gpu-exporter"}'
+        values: '0.95x10'
+    alert_rule_test:
+      - eval_time: 5m
+        alertname: GPUExporterDown
+        exp_alerts:
+          - exp_labels: {severity: critical, instance: "192.168.2.23:9835", job: gpu-exporter,
+                         gpu: RTX 4090, node: k8s-node05}
+            exp_annotations:
+              summary: The GPU exporter cannot be scraped
+              description: Prometheus cannot scrape 192.168.2.23:9835 (job gpu-exporter).
+      - eval_time: 6m
+        alertname: GPUUtilizationHigh
+        exp_alerts:
+          - exp_labels: {severity: warning, uuid: GPU-1, instance: "192.168.2.26:9835", job: gpu-exporter}
+            exp_annotations:
+              summary: GPU utilization is above 90%
+              description: GPU GPU-1 on 192.168.2.26:9835 is 95% busy.
+"""
+
+
+def test_seed_002_onprem_scrape_config_daemonset_and_alerts_agree(tmp_path: Path) -> None:
+    """The rendered static scrape job (the guide's gpu-exporter, spelled `labels`) targets host:9835, the
+    exporter DaemonSet listens there (hostNetwork + hostPort), the rules select that job and fire in promtool,
+    and the guide's vector-add pod runs on a GPU host."""
+    import subprocess
+
+    profile, out = follow_guide(tmp_path, "onprem", _guide_002)
+    docs = _docs(out / "monitoring.yaml")
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    ds = by_kind["DaemonSet", "kgpu-exporter"]["spec"]["template"]["spec"]
+    assert ds["hostNetwork"] is True and ds["dnsPolicy"] == "ClusterFirstWithHostNet"
+    (port,) = ds["containers"][0]["ports"]
+    assert port["containerPort"] == port["hostPort"] == 9835
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in ds[
+        "containers"
+    ][0]["env"]
+    service = by_kind["Service", "kgpu-exporter"]
+    monitor = by_kind["ServiceMonitor", "kgpu-exporter"]
+    assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "gpu-exporter"
+    data = by_kind["ConfigMap", "kgpu-prometheus-onprem"]["data"]
+    prom = yaml.safe_load(data["prometheus.yml"])
+    (job,) = prom["scrape_configs"]
+    assert job["job_name"] == "gpu-exporter"
+    assert [c["targets"] for c in job["static_configs"]] == [["192.168.2.23:9835"], ["192.168.2.26:9835"]]
+    assert all(t.endswith(f":{port['hostPort']}") for c in job["static_configs"] for t in c["targets"])
+    operator_rules = by_kind["PrometheusRule", "kgpu-gpu-alerts"]["spec"]
+    assert yaml.safe_load(data["kgpu-gpu.rules.yml"]) == operator_rules
+
+    (tmp_path / "prometheus.yml").write_text(data["prometheus.yml"])
+    (tmp_path / "kgpu-gpu.rules.yml").write_text(data["kgpu-gpu.rules.yml"])
+    (tmp_path / "test.yml").write_text(PROMTOOL_002)
+    for args in (["check", "config", "prometheus.yml"], ["test", "rules", "test.yml"]):
+        result = subprocess.run(
+            [_promtool(), *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    work = write_example(tmp_path, "002-vector-add-pod.yaml")
+    (pod,) = plan(profile, work)["pods"]
+    assert pod["phase"] == "Scheduled" and pod["node"] in ("k8s-node05", "k8s-node06")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import re
 import socket
 import threading
@@ -405,6 +406,13 @@ def _gi_profile(profile: str) -> str:
     return rest if rest and head.endswith("c") and head[:-1].isdigit() else profile
 
 
+def node_hostname() -> str:
+    """The DCGM ``Hostname`` label: the node's name from ``NODE_NAME`` (the DaemonSet sets it from
+    ``spec.nodeName``), else the host name; inside a pod the host name is the pod's name, which no one
+    looks for on a dashboard."""
+    return os.environ.get("NODE_NAME", "").strip() or socket.gethostname()
+
+
 class GpuCollector:
     """A prometheus_client custom collector over an :class:`~kgpu.exporter.nvml.Nvml` facade."""
 
@@ -425,7 +433,7 @@ class GpuCollector:
         self.xid = xid
         self.pods = pods
         self.stats = stats or ExporterStats()
-        self.hostname = hostname if hostname is not None else socket.gethostname()
+        self.hostname = hostname if hostname is not None else node_hostname()
         self._devices: dict[int, DeviceInfo] = {}  # by index, for NVML generation _devices_generation
         self._devices_generation = -1
         self._device_count = 0

@@ -25,6 +25,8 @@ from kgpu.model.safeyaml import load_document
 API_VERSION = "kgpu.dev/v1alpha1"
 # The taint TKE puts on every super node (https://cloud.tencent.com/document/product/457/54754).
 TKE_SUPERNODE_TAINT = "eks.tke.cloud.tencent.com/eklet"
+# The port kgpu's exporter listens on (nvidia_gpu_exporter's), on the host's network on-prem.
+EXPORTER_PORT = 9835
 TEMPLATES = ("eks-karpenter", "eks-eksctl", "onprem", "tke-supernode", "kuberay")
 DEFAULT_TEMPLATE = "eks-karpenter"
 
@@ -76,7 +78,9 @@ class AmiFamily(StrEnum):
     CUSTOM = "Custom"
 
 
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
@@ -130,7 +134,9 @@ class Range(_Model):
 class Requirements(_Model):
     """Instance-type selection in Karpenter's terms (karpenter.k8s.aws/instance-* labels)."""
 
-    gpu_names: list[str] = Field(default_factory=list, description="e.g. t4, a10g, l4, v100 (instance-gpu-name)")
+    gpu_names: list[str] = Field(
+        default_factory=list, description="e.g. t4, a10g, l4, v100 (instance-gpu-name)"
+    )
     gpu_count: Range | None = None
     gpu_memory_gib: Range | None = Field(default=None, alias="gpuMemoryGiB", description="per GPU, GiB")
     families: list[str] = Field(default_factory=list, description="e.g. g4dn, g5, p3 (instance-family)")
@@ -154,21 +160,43 @@ class StaticNode(_Model):
     memory: str | None = Field(default=None, description="allocatable memory, e.g. '128Gi'")
     gpus: int = Field(default=0, ge=0)
     gpu_name: str | None = None
-    address: str | None = Field(default=None, description="host:port the exporter is scraped at")
+    address: str | None = Field(
+        default=None,
+        description=f"host or host:{EXPORTER_PORT}: where Prometheus scrapes the node's exporter",
+    )
     labels: dict[str, str] = Field(default_factory=dict)
     hourly_price: float | None = Field(default=None, ge=0)
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        host, sep, port = v.rpartition(":")
+        if not sep or "]" in port:  # no port (an IPv6 literal in brackets has colons inside)
+            return f"{v}:{EXPORTER_PORT}"
+        if port != str(EXPORTER_PORT) or not host:
+            raise ValueError(
+                f"{v!r}: the exporter DaemonSet listens on the host's port {EXPORTER_PORT} (hostNetwork); "
+                f"use {host or 'HOST'}:{EXPORTER_PORT}"
+            )
+        return v
 
 
 class Pool(_Model):
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
     kind: PoolKind
-    instance_types: list[str] = Field(default_factory=list, description="explicit list (node groups), or a filter")
+    instance_types: list[str] = Field(
+        default_factory=list, description="explicit list (node groups), or a filter"
+    )
     requirements: Requirements | None = None
     capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND])
     min_size: int = Field(default=0, ge=0)
     max_size: int | None = Field(default=None, ge=0)
     desired_size: int | None = Field(default=None, ge=0)
-    limits: dict[str, str | int] = Field(default_factory=dict, description="Karpenter limits: cpu, memory, nvidia.com/gpu")
+    limits: dict[str, str | int] = Field(
+        default_factory=dict, description="Karpenter limits: cpu, memory, nvidia.com/gpu"
+    )
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
     ami_family: AmiFamily = AmiFamily.AL2023
@@ -178,9 +206,15 @@ class Pool(_Model):
     weight: int | None = Field(default=None, ge=1, le=100)
     volume_size_gib: int = Field(default=100, ge=1, alias="volumeSizeGiB")
     managed: bool = Field(default=False, description="eksctl managedNodeGroups instead of nodeGroups")
-    propagate_asg_tags: bool = Field(default=False, description="eksctl adds node-template tags from labels/taints")
-    asg_tags: dict[str, str] = Field(default_factory=dict, description="explicit ASG tags (k8s.io/cluster-autoscaler/...)")
-    gpu_types: list[str] = Field(default_factory=list, description="TKE super node: GPU types in priority order")
+    propagate_asg_tags: bool = Field(
+        default=False, description="eksctl adds node-template tags from labels/taints"
+    )
+    asg_tags: dict[str, str] = Field(
+        default_factory=dict, description="explicit ASG tags (k8s.io/cluster-autoscaler/...)"
+    )
+    gpu_types: list[str] = Field(
+        default_factory=list, description="TKE super node: GPU types in priority order"
+    )
     auto_schedule: bool = Field(
         default=True,
         description="TKE super node: pods that fit no other node go here whatever the super node's taint "
@@ -188,7 +222,8 @@ class Pool(_Model):
     )
     nodes: list[StaticNode] = Field(default_factory=list, description="static pools: the nodes")
     device_plugin: Literal["auto", "daemonset", "none"] = Field(
-        default="auto", description="auto: DaemonSet unless the AMI has the plugin built in (BottlerocketNvidia)"
+        default="auto",
+        description="auto: DaemonSet unless the AMI has the plugin built in (BottlerocketNvidia)",
     )
 
     @field_validator("labels")
@@ -250,7 +285,20 @@ class DevicePlugin(_Model):
 class Monitoring(_Model):
     enabled: bool = True
     namespace: str = "kgpu-system"
-    exporter_image: str = "ghcr.io/kgpu/kgpu:0.1.0"
+    exporter_image: str = Field(
+        default="ghcr.io/kgpu/kgpu:0.1.0",
+        min_length=1,
+        description="the image the exporter DaemonSet runs; `make image` builds it from the Dockerfile",
+    )
+    exporter_run_as_root: bool = Field(
+        default=False,
+        description="run the exporter as uid 0: needed for pod labels from the kubelet's root-only pod-resources socket",
+    )
+    job_name: str = Field(
+        default="kgpu-exporter",
+        pattern=r"^[a-zA-Z_][a-zA-Z0-9_.:-]*$",
+        description="Prometheus job of the exporter's series; the alert rules select it (seed 002 uses gpu-exporter)",
+    )
     prometheus_operator: bool = Field(default=True, description="also render ServiceMonitor/PrometheusRule")
 
 
@@ -259,7 +307,9 @@ class KubeRay(_Model):
 
     ray_version: str = Field(default="2.46.0", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
     image: str = Field(default="rayproject/ray:2.46.0", description="head image; workers use <image>-gpu")
-    head_pool: str | None = Field(default=None, description="pool of the head pod; default: first non-GPU pool")
+    head_pool: str | None = Field(
+        default=None, description="pool of the head pod; default: first non-GPU pool"
+    )
     gpus_per_worker: int = Field(default=1, ge=1)
     enable_in_tree_autoscaling: bool = False
 
@@ -279,7 +329,9 @@ class Profile(_Model):
     pools: list[Pool] = Field(min_length=1)
     device_plugin: DevicePlugin = Field(default_factory=DevicePlugin)
     monitoring: Monitoring = Field(default_factory=Monitoring)
-    kuberay: KubeRay | None = Field(default=None, description="render a RayCluster (kgpu render --target kuberay)")
+    kuberay: KubeRay | None = Field(
+        default=None, description="render a RayCluster (kgpu render --target kuberay)"
+    )
     workloads: list[str] = Field(
         default_factory=list, description="workload manifest files, relative to the profile; used by plan"
     )
@@ -358,7 +410,9 @@ def all_validation_errors(exc: ValidationError) -> list[str]:
 
 def parse_profile(data: object, *, source: str = "kgpu.yaml") -> Profile:
     if not isinstance(data, dict):
-        raise InputError("a profile is a mapping (apiVersion, kind, metadata, provider, pools, ...)", where=source)
+        raise InputError(
+            "a profile is a mapping (apiVersion, kind, metadata, provider, pools, ...)", where=source
+        )
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:

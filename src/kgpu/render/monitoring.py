@@ -10,6 +10,13 @@ watches ``nvidia_smi_xid_last_timestamp_seconds`` rather than ``increase()`` of 
 counter series that appears with its first event has no earlier sample for ``increase()`` to compare with.
 
 The static scrape config spells ``labels`` right (seed 002 writes ``lables``, which Prometheus rejects).
+
+Both scrape paths give the series the same ``job`` label, the profile's ``monitoring.jobName``, which is what
+the alert rules select: the static job's ``job_name``, and for prometheus-operator the ServiceMonitor's
+``jobLabel`` pointing at the Service's ``kgpu.dev/job`` label (otherwise the job would be the Service name).
+On-prem, where Prometheus scrapes hosts at ``address:9835`` (seed 002's static targets), the DaemonSet runs
+in the host's network namespace with ``hostPort: 9835``, so that the address the scrape config names is the
+exporter itself and not a closed port on the host.
 """
 
 from __future__ import annotations
@@ -18,13 +25,16 @@ import copy
 from typing import Any
 
 from kgpu.errors import InputError
+from kgpu.model.profile import EXPORTER_PORT
 from kgpu.render import MANAGED_BY, yamltext
 
 NAME = "kgpu-exporter"
 JOB = NAME
-PORT = 9835
+PORT = EXPORTER_PORT
 POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
 APP_LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": "gpu-exporter"}
+JOB_LABEL = "kgpu.dev/job"  # the Service label whose value the ServiceMonitor uses as the job
+EXPORTER_UID = 65532  # the Dockerfile's default user
 
 # alert -> (expr template, severity, summary, description); {for_job} is filled with the job name.
 ALERTS: list[dict[str, str]] = [
@@ -172,8 +182,14 @@ def exporter_daemonset(
     image: str,
     gpu_node_selector_terms: list[dict[str, Any]],
     tolerations: list[dict[str, Any]],
+    host_network: bool = False,
+    run_as_root: bool = False,
 ) -> dict[str, Any]:
     """``kgpu exporter`` on every GPU node.
+
+    ``host_network``: listen on the node's own address (``hostPort``), for scrape configs that name hosts.
+    ``run_as_root``: uid 0, which the kubelet's pod-resources socket needs for pod labels; otherwise the
+    image's unprivileged uid, enforced with ``runAsNonRoot``.
 
     No GPU is requested (that would take one from workloads): ``NVIDIA_VISIBLE_DEVICES=all`` makes the NVIDIA
     container runtime mount every GPU and the driver library, as for dcgm-exporter. No hostPID: NVML reports
@@ -181,7 +197,15 @@ def exporter_daemonset(
     """
     if not gpu_node_selector_terms:
         raise InputError("at least one node selector term is needed", where="gpu_node_selector_terms")
-    return {
+    port: dict[str, Any] = {"name": "metrics", "containerPort": PORT, "protocol": "TCP"}
+    if host_network:
+        port["hostPort"] = PORT
+    identity: dict[str, Any] = (
+        {"runAsUser": 0, "runAsNonRoot": False}
+        if run_as_root
+        else {"runAsUser": EXPORTER_UID, "runAsGroup": EXPORTER_UID, "runAsNonRoot": True}
+    )
+    ds: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": NAME, "namespace": namespace, "labels": {**APP_LABELS, **MANAGED_BY}},
@@ -213,7 +237,7 @@ def exporter_daemonset(
                                     "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
                                 },
                             ],
-                            "ports": [{"name": "metrics", "containerPort": PORT, "protocol": "TCP"}],
+                            "ports": [port],
                             "readinessProbe": {
                                 "httpGet": {"path": "/healthz", "port": "metrics"},
                                 "periodSeconds": 10,
@@ -228,6 +252,7 @@ def exporter_daemonset(
                                 "limits": {"memory": "128Mi"},
                             },
                             "securityContext": {
+                                **identity,
                                 "allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True,
                                 "capabilities": {"drop": ["ALL"]},
@@ -247,13 +272,22 @@ def exporter_daemonset(
             },
         },
     }
+    if host_network:
+        pod_spec = ds["spec"]["template"]["spec"]
+        pod_spec["hostNetwork"] = True
+        pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    return ds
 
 
-def exporter_service(*, namespace: str = "kgpu-system") -> dict[str, Any]:
+def exporter_service(*, namespace: str = "kgpu-system", job: str = JOB) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": NAME, "namespace": namespace, "labels": {**APP_LABELS, **MANAGED_BY}},
+        "metadata": {
+            "name": NAME,
+            "namespace": namespace,
+            "labels": {**APP_LABELS, JOB_LABEL: job, **MANAGED_BY},
+        },
         "spec": {
             "clusterIP": "None",  # one endpoint per node; Prometheus scrapes each
             "selector": dict(APP_LABELS),
@@ -263,12 +297,13 @@ def exporter_service(*, namespace: str = "kgpu-system") -> dict[str, Any]:
 
 
 def service_monitor(*, namespace: str = "kgpu-system") -> dict[str, Any]:
-    """Its ``job`` label is the Service name, ``kgpu-exporter``: what the alert rules expect."""
+    """Its ``job`` label is the Service's ``kgpu.dev/job`` label (``jobLabel``): the job the rules select."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
         "metadata": {"name": NAME, "namespace": namespace, "labels": {**APP_LABELS, **MANAGED_BY}},
         "spec": {
+            "jobLabel": JOB_LABEL,
             "selector": {"matchLabels": dict(APP_LABELS)},
             "namespaceSelector": {"matchNames": [namespace]},
             "endpoints": [
@@ -418,12 +453,23 @@ def render_monitoring(
     gpu_node_selector_terms: list[dict[str, Any]],
     tolerations: list[dict[str, Any]],
     static_targets: list[dict[str, Any]],
+    job: str = JOB,
+    run_as_root: bool = False,
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object of the monitoring stack.
 
-    With ``static_targets`` (on-prem hosts outside the cluster), a ConfigMap also carries the plain
-    ``prometheus.yml`` scrape job and rules file for a Prometheus that is not run by prometheus-operator.
+    With ``static_targets`` (on-prem hosts scraped at their own address), a ConfigMap also carries the plain
+    ``prometheus.yml`` scrape job and rules file for a Prometheus that is not run by prometheus-operator,
+    and the DaemonSet listens on the hosts' network (hostNetwork + hostPort) where those targets point.
     """
+    for i, entry in enumerate(static_targets):
+        for target in entry.get("targets", []):
+            if isinstance(target, str) and not target.endswith(f":{PORT}"):
+                raise InputError(
+                    f"target {target!r} does not point at the exporter's port {PORT}",
+                    where=f"static_targets[{i}].targets",
+                    hint=f"the exporter DaemonSet listens on hostPort {PORT}",
+                )
     objs: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -435,10 +481,12 @@ def render_monitoring(
             image=image,
             gpu_node_selector_terms=gpu_node_selector_terms,
             tolerations=tolerations,
+            host_network=bool(static_targets),
+            run_as_root=run_as_root,
         ),
-        exporter_service(namespace=namespace),
+        exporter_service(namespace=namespace, job=job),
         service_monitor(namespace=namespace),
-        prometheus_rule(namespace=namespace),
+        prometheus_rule(namespace=namespace, job=job),
         dashboard_configmap(namespace=namespace),
     ]
     if static_targets:
@@ -452,8 +500,10 @@ def render_monitoring(
                     "labels": dict(MANAGED_BY),
                 },
                 "data": {
-                    "prometheus.yml": yamltext.dump(prometheus_config(static_targets, rule_files=["kgpu-gpu.rules.yml"])),
-                    "kgpu-gpu.rules.yml": yamltext.dump(alert_rules_file()),
+                    "prometheus.yml": yamltext.dump(
+                        prometheus_config(static_targets, rule_files=["kgpu-gpu.rules.yml"], job=job)
+                    ),
+                    "kgpu-gpu.rules.yml": yamltext.dump(alert_rules_file(job=job)),
                 },
             }
         )

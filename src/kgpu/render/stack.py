@@ -59,6 +59,8 @@ def _render_monitoring(profile: Profile) -> list[dict[str, Any]]:
         gpu_node_selector_terms=deviceplugin.node_selector_terms(profile, include_builtin=True),
         tolerations=deviceplugin.gpu_tolerations(profile),
         static_targets=static_targets,
+        job=profile.monitoring.job_name,
+        run_as_root=profile.monitoring.exporter_run_as_root,
     )
     return docs
 
