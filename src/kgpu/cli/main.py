@@ -25,6 +25,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "render": ("kgpu.cli.render_cmd", "Render every manifest of the GPU stack from a profile."),
     "plan": ("kgpu.cli.plan_cmd", "Render + simulate the profile's workloads + cost; no cluster needed."),
     "simulate": ("kgpu.cli.simulate_cmd", "Place pods on a cluster: where each lands, or exactly why not."),
+    "doctor": ("kgpu.cli.doctor_cmd", "Check a cluster snapshot for GPU failure modes; explain pending GPU pods."),
     "profile": ("kgpu.cli.profile_cmd", "Inspect cluster profiles (JSON Schema, validation)."),
     "catalog": ("kgpu.cli.catalog_cmd", "GPU instance types and TKE GPU specs with prices."),
     "tke": ("kgpu.cli.tke_cmd", "Tencent TKE super-node helpers (GPU spec matching)."),

@@ -1,1 +1,77 @@
-"""Checks over a cluster state (live or snapshot) for known GPU failure modes."""
+"""Checks over a cluster state: every known way GPU workloads on Kubernetes go wrong, with the fix.
+
+``doctor_report(snapshot_doc)`` takes the parsed JSON of ``kgpu snapshot`` (or of ``kubectl get ... -o
+json``), builds a :class:`~kgpu.doctor.state.ClusterState` and runs every check. Checks are small functions
+``check(state) -> Iterator[Finding]``, one module per area: the device plugin, GPU nodes, pending GPU pods
+(through ``kgpu.sim``), GPU workloads, CUDA vs driver, monitoring. Pure: no I/O, no cluster client; the
+live path fetches the same document and calls the same function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kgpu.doctor import cuda, deviceplugin, monitoring, nodes, pending, workloads
+from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding, Report
+from kgpu.doctor.state import ClusterState, cluster_state
+from kgpu.model.profile import Profile
+
+Check = Callable[[ClusterState], Iterable[Finding]]
+
+# Every check id, by area, in the order docs/doctor.md lists them.
+CHECK_IDS: dict[str, tuple[str, ...]] = {
+    "device plugin": tuple(deviceplugin.CHECKS),
+    "GPU nodes": tuple(nodes.CHECKS),
+    "pending GPU pods": tuple(pending.CHECKS),
+    "workloads": tuple(workloads.CHECKS),
+    "CUDA vs driver": tuple(cuda.CHECKS),
+    "monitoring": tuple(monitoring.CHECKS),
+}
+
+
+def _functions() -> list[Check]:
+    out: list[Check] = []
+    for module in (deviceplugin, nodes, workloads, cuda, monitoring):
+        for fn in module.CHECKS.values():
+            if fn not in out:
+                out.append(fn)
+    return out
+
+
+def run_checks(state: ClusterState, profile: Profile | None = None) -> Report:
+    findings: list[Finding] = []
+    for fn in _functions():
+        findings.extend(fn(state))
+    findings.extend(pending.check_pending(state, profile))
+    gpu_nodes = state.gpu_nodes
+    counts = {
+        "nodes": len(state.nodes),
+        "gpu_nodes": len(gpu_nodes),
+        "pods": len(state.pods),
+        "pending_gpu_pods": len(pending.pending_gpu_pods(state)),
+    }
+    report = Report(findings, counts, state.source)
+    report.extra = {"idle_gpu_cost_per_hour": nodes.idle_cost(state)}
+    return report
+
+
+def doctor_report(
+    snapshot_doc: dict[str, Any], profile: Profile | None = None, *, source: str = "snapshot"
+) -> Report:
+    """All findings for a snapshot document; bad input raises :class:`kgpu.errors.InputError`."""
+    return run_checks(cluster_state(snapshot_doc, source), profile)
+
+
+__all__ = [
+    "CHECK_IDS",
+    "ERROR",
+    "INFO",
+    "WARNING",
+    "ClusterState",
+    "Finding",
+    "Report",
+    "cluster_state",
+    "doctor_report",
+    "run_checks",
+]

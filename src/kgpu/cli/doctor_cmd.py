@@ -1,0 +1,128 @@
+"""``kgpu doctor``: every known GPU failure mode of a cluster, from a snapshot, with the fix."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import click
+
+from kgpu.cli.output import ExitCode, emit, fail_input, handle_input_errors, output_option, summary_line
+from kgpu.errors import InputError
+from kgpu.model.profile import Profile
+
+SEVERITY_TITLES = (("error", "Errors"), ("warning", "Warnings"), ("info", "Info"))
+
+
+def read_snapshot(path: str) -> tuple[dict[str, Any], str]:
+    """The parsed snapshot document and its label; unreadable or invalid JSON is an InputError."""
+    import msgspec
+
+    from kgpu.cli.files import manifest_files, read_bytes
+
+    label, file = next(manifest_files([path]))
+    data = read_bytes(label, file)
+    try:
+        doc = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise InputError(
+            f"invalid JSON: {exc}", where=label, hint="give the file `kgpu snapshot -o FILE` wrote"
+        ) from None
+    if not isinstance(doc, dict):
+        raise InputError(
+            f"expected a ClusterSnapshot or a v1 List (a JSON object), got {type(doc).__name__}", where=label
+        )
+    return doc, label
+
+
+def run_doctor(doc: dict[str, Any], source_label: str, output: str, profile: Profile | None = None) -> int:
+    """Check one snapshot document and print the report; returns the exit code (0, 1 findings, 2 bad input).
+
+    Shared by ``--snapshot FILE`` and the live path (a document fetched from the cluster).
+    """
+    from kgpu.doctor import doctor_report
+
+    try:
+        report = doctor_report(doc, profile, source=source_label)
+    except InputError as exc:
+        fail_input(exc)
+    data = report.as_dict()
+    emit(data, output, render_table)
+    return int(ExitCode.FINDINGS if report.errors else ExitCode.OK)
+
+
+def _indent(text: str, prefix: str) -> str:
+    return textwrap.indent(text, prefix, lambda line: True)
+
+
+def render_table(data: dict[str, Any]) -> str:
+    """Findings grouped by severity, errors first; each with its object, message and fix."""
+    out: list[str] = []
+    findings = data["findings"]
+    for severity, title in SEVERITY_TITLES:
+        group = [f for f in findings if f["severity"] == severity]
+        if not group:
+            continue
+        out.append(f"{title} ({len(group)})")
+        out.append("")
+        for f in group:
+            out.append(f"  [{f['check']}] {f['object']}")
+            out.append(
+                _indent(
+                    textwrap.fill(f["message"], width=104, break_long_words=False, break_on_hyphens=False),
+                    "    ",
+                )
+            )
+            if f["fix"]:
+                out.append("    fix:")
+                out.append(_indent(f["fix"], "      "))
+            out.append("")
+    if not findings:
+        out.append(
+            "No findings: the device plugin, GPU nodes, pending pods, workloads, CUDA and monitoring look right."
+        )
+        out.append("")
+    summary = {k: v for k, v in data["summary"].items() if k != "checks"}
+    line = summary_line(summary)
+    cost = summary.get("idle_gpu_cost_per_hour")
+    if cost:
+        line += f"; idle GPU nodes cost ${cost:.2f}/hour"
+    out.append(line)
+    return "\n".join(out)
+
+
+@click.command(name="doctor")
+@click.option(
+    "--snapshot",
+    "snapshot",
+    required=True,
+    metavar="FILE",
+    help="A snapshot from `kgpu snapshot -o FILE`, or `kubectl get nodes,pods,ds,events -A -o json`.",
+)
+@click.option(
+    "--profile",
+    "-f",
+    "profile",
+    metavar="PATH",
+    default=None,
+    help="A cluster profile (kgpu.yaml): its pools explain which pool could run a pending pod.",
+)
+@output_option("table", "json")
+@handle_input_errors
+def command(snapshot: str, profile: str | None, output: str) -> None:
+    """Check a cluster for every known GPU failure mode and explain pending GPU pods.
+
+    Device plugin (missing, not Ready, untolerated taints, installed twice, outdated), GPU nodes (no
+    allocatable GPUs, untainted, idle, running only non-GPU pods), pending GPU pods (kube-scheduler's reason
+    and what would make them run), GPU requests the API server rejects, CUDA images vs node drivers, GPU
+    exporters. Each finding gives the YAML to add or the command to run (docs/doctor.md).
+
+    Exit status: 0 no error-level finding, 1 some error-level finding, 2 bad input.
+    """
+    prof = None
+    if profile:
+        from kgpu.cli.profile_io import load_profile_file
+
+        prof = load_profile_file(profile)
+    doc, label = read_snapshot(snapshot)
+    raise SystemExit(run_doctor(doc, label, output, prof))

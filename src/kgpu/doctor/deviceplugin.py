@@ -1,0 +1,306 @@
+"""The NVIDIA device plugin: present, Ready on every GPU node, tolerating their taints, not twice, current.
+
+Without a plugin on a node, kubelet never advertises ``nvidia.com/gpu`` there and every GPU pod sees
+"Insufficient nvidia.com/gpu". Two plugins on one node (a DaemonSet on Bottlerocket NVIDIA or GPU Operator
+nodes, which already run one) fight over the kubelet's device-plugin socket. Where the plugin runs is read
+the way the DaemonSet controller decides it: the template's node selector and affinity, and its tolerations
+plus the ones the controller adds, against each node (``kgpu.model.predicates``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from kgpu.doctor.common import names, snippet, toleration_for
+from kgpu.doctor.findings import ERROR, WARNING, Finding
+from kgpu.doctor.state import (
+    LABEL_KGPU_DEVICE_PLUGIN,
+    LABEL_OPERATOR_DEVICE_PLUGIN,
+    ClusterState,
+    DaemonSetInfo,
+    NodeInfo,
+    PodInfo,
+)
+
+PLUGIN_IMAGE = "k8s-device-plugin"
+CURRENT_VERSION = "v0.20.0"  # what `kgpu render --target device-plugin` deploys
+CURRENT_IMAGE = f"nvcr.io/nvidia/k8s-device-plugin:{CURRENT_VERSION}"
+OLDEST_SUPPORTED = (0, 17, 0)
+DEFAULT_REF = "DaemonSet/kube-system/nvidia-device-plugin-daemonset"
+RENDER_FIX = "kgpu render --profile kgpu.yaml --target device-plugin | kubectl apply -f -"
+UPSTREAM_FIX = (
+    "kubectl apply -f https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/"
+    f"{CURRENT_VERSION}/deployments/static/nvidia-device-plugin.yml"
+)
+
+_VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?")
+
+
+def is_plugin_image(image: str) -> bool:
+    return PLUGIN_IMAGE in image
+
+
+def plugin_daemonsets(state: ClusterState) -> list[DaemonSetInfo]:
+    return [ds for ds in state.daemonsets if any(is_plugin_image(i) for i in ds.images)]
+
+
+def plugin_pods(pods: list[PodInfo]) -> list[PodInfo]:
+    return [p for p in pods if any(is_plugin_image(i) for i in p.images)]
+
+
+def builtin_plugin(node: NodeInfo) -> str:
+    """Why the node runs a device plugin without any DaemonSet ("" when it does not)."""
+    image = node.os_image.lower()
+    if "bottlerocket" in image and "nvidia" in image:
+        return f"its image runs the plugin itself ({node.os_image})"
+    if node.labels.get(LABEL_KGPU_DEVICE_PLUGIN) == "builtin":
+        return f"label {LABEL_KGPU_DEVICE_PLUGIN}=builtin (Bottlerocket NVIDIA image)"
+    return ""
+
+
+def _plugin_nodes(state: ClusterState) -> list[NodeInfo]:
+    """GPU nodes that need a plugin: virtual (TKE super) nodes expose GPUs themselves."""
+    return [n for n in state.gpu_nodes if not n.virtual]
+
+
+def check_missing(state: ClusterState) -> Iterator[Finding]:
+    nodes = [n for n in _plugin_nodes(state) if not builtin_plugin(n)]
+    if not nodes or plugin_daemonsets(state):
+        return
+    served = {p.node_name for p in plugin_pods(state.pods) if p.node_name}
+    unserved = [n.name for n in nodes if n.name not in served]
+    if not unserved:
+        return
+    yield Finding(
+        "device-plugin-missing",
+        ERROR,
+        DEFAULT_REF,
+        f"no NVIDIA device plugin DaemonSet in the cluster, and {len(unserved)} GPU node(s) "
+        f"({names(unserved)}) run no plugin pod: nvidia.com/gpu is never advertised there and GPU pods "
+        "stay Pending with Insufficient nvidia.com/gpu",
+        f"{RENDER_FIX}\n# or upstream's static manifest (add tolerations for your GPU nodes' taints):\n{UPSTREAM_FIX}",
+    )
+
+
+def check_untolerated(state: ClusterState) -> Iterator[Finding]:
+    """A GPU node no plugin DaemonSet can run on: an untolerated taint, or a selector that leaves it out."""
+    dss = plugin_daemonsets(state)
+    if not dss:
+        return
+    served = {p.node_name for p in plugin_pods(state.pods) if p.node_name}
+    for node in _plugin_nodes(state):
+        if builtin_plugin(node) or node.name in served:
+            continue
+        blocked = [(ds, ds.blocked_on(node.model)) for ds in dss]
+        if any(b is None for _, b in blocked):
+            continue  # some plugin DaemonSet is meant to run here: check_not_ready reports it
+        ds, why = blocked[0]
+        assert why is not None
+        reason, taint = why
+        if taint is not None:
+            tol = toleration_for(taint)
+            yield Finding(
+                "device-plugin-untolerated-taint",
+                ERROR,
+                node.ref,
+                f"GPU node has taint {taint} that the device plugin {ds.ref} does not tolerate, so no plugin "
+                "runs there and the node advertises no nvidia.com/gpu",
+                f"# add to {ds.ref} spec.template.spec.tolerations:\n{snippet([tol])}\n"
+                f"# e.g. kubectl -n {ds.namespace} patch daemonset {ds.name} --type json -p "
+                f'\'[{{"op":"add","path":"/spec/template/spec/tolerations/-","value":'
+                f"{_json(tol)}}}]'",
+            )
+        else:
+            yield Finding(
+                "device-plugin-node-selector",
+                ERROR,
+                node.ref,
+                f"the device plugin {ds.ref} does not select this GPU node ({reason}), so no plugin runs "
+                "there and the node advertises no nvidia.com/gpu",
+                f"# widen {ds.ref} spec.template.spec.nodeSelector / affinity to match the node's labels:\n"
+                f"kubectl get node {node.name} --show-labels",
+            )
+
+
+def _json(d: dict[str, str]) -> str:
+    return "{" + ",".join(f'"{k}":"{v}"' for k, v in d.items()) + "}"
+
+
+def _waiting_reason(pod: PodInfo) -> str:
+    status = pod.raw.get("status")
+    if not isinstance(status, dict):
+        return ""
+    for cs in status.get("containerStatuses") or ():
+        if not isinstance(cs, dict):
+            continue
+        state = cs.get("state")
+        if isinstance(state, dict):
+            for key in ("waiting", "terminated"):
+                part = state.get(key)
+                if isinstance(part, dict) and part.get("reason"):
+                    msg = str(part.get("message") or "")
+                    return f"{part['reason']}" + (f": {msg}" if msg else "")
+    return ""
+
+
+def not_ready_detail(pod: PodInfo) -> str:
+    why = _waiting_reason(pod)
+    return f"phase {pod.phase}" + (f", {why}" if why else "")
+
+
+def check_not_ready(state: ClusterState) -> Iterator[Finding]:
+    for ds in plugin_daemonsets(state):
+        st = ds.status
+        desired, ready = st.get("desiredNumberScheduled"), st.get("numberReady")
+        if isinstance(desired, int) and isinstance(ready, int) and ready < desired:
+            yield Finding(
+                "device-plugin-not-ready",
+                ERROR,
+                ds.ref,
+                f"{ready}/{desired} device plugin pods are Ready: GPU nodes without a Ready plugin advertise no "
+                "nvidia.com/gpu",
+                f"kubectl -n {ds.namespace} get pods -o wide -l {_selector(ds)}\n"
+                f"kubectl -n {ds.namespace} logs daemonset/{ds.name}",
+            )
+    for pod in plugin_pods(state.pods):
+        if pod.terminated or pod.ready:
+            continue
+        node = state.node_by_name.get(pod.node_name)
+        where = (
+            f"on GPU node {node.name}"
+            if node is not None and node.is_gpu
+            else (f"on node {pod.node_name}" if pod.node_name else "not scheduled")
+        )
+        yield Finding(
+            "device-plugin-not-ready",
+            ERROR,
+            pod.ref,
+            f"device plugin pod is not Ready {where} ({not_ready_detail(pod)}); the node's GPUs are not "
+            "advertised until it is. Usual causes: no NVIDIA driver or container toolkit on the host, "
+            "or the runtime is not nvidia",
+            f"kubectl -n {pod.namespace} logs {pod.name}\n"
+            f"# on the host: kgpu node-check (driver, CUDA, container toolkit, runtime config)",
+        )
+    # GPU nodes a plugin DaemonSet selects but where no plugin pod exists at all
+    dss = plugin_daemonsets(state)
+    served = {p.node_name for p in plugin_pods(state.pods) if p.node_name}
+    for node in _plugin_nodes(state):
+        if node.name in served or builtin_plugin(node):
+            continue
+        for ds in dss:
+            if ds.blocked_on(node.model) is None:
+                yield Finding(
+                    "device-plugin-not-ready",
+                    ERROR,
+                    node.ref,
+                    f"{ds.ref} selects this GPU node but no plugin pod runs on it",
+                    f"kubectl -n {ds.namespace} describe daemonset {ds.name}\n"
+                    f"kubectl get events -A --field-selector reason=FailedCreate",
+                )
+                break
+
+
+def _selector(ds: DaemonSetInfo) -> str:
+    spec = ds.raw.get("spec")
+    sel = spec.get("selector") if isinstance(spec, dict) else None
+    labels = sel.get("matchLabels") if isinstance(sel, dict) else None
+    if isinstance(labels, dict) and labels:
+        return ",".join(f"{k}={v}" for k, v in labels.items())
+    return "name=nvidia-device-plugin-ds"
+
+
+def check_duplicate(state: ClusterState) -> Iterator[Finding]:
+    dss = plugin_daemonsets(state)
+    if not dss and not any(builtin_plugin(n) for n in state.nodes):
+        return
+    running: dict[str, set[str]] = {}
+    for pod in plugin_pods(state.pods):
+        if pod.node_name and not pod.terminated:
+            owner = f"DaemonSet/{pod.namespace}/{pod.owner_name}" if pod.is_daemon else pod.ref
+            running.setdefault(pod.node_name, set()).add(owner)
+    for node in _plugin_nodes(state):
+        sources = set(running.get(node.name, ()))
+        sources.update(ds.ref for ds in dss if ds.blocked_on(node.model) is None)
+        builtin = builtin_plugin(node)
+        operator = node.labels.get(LABEL_OPERATOR_DEVICE_PLUGIN) == "true"
+        count = len(sources) + (1 if builtin else 0)
+        if count < 2:
+            continue
+        parts = sorted(sources)
+        if builtin:
+            parts.append(f"the node itself: {builtin}")
+        exclude = {
+            "key": LABEL_KGPU_DEVICE_PLUGIN if builtin else LABEL_OPERATOR_DEVICE_PLUGIN,
+            "operator": "NotIn" if builtin else "DoesNotExist",
+        }
+        if builtin:
+            exclude["values"] = ["builtin"]  # type: ignore[assignment]
+        fix = (
+            "# keep one plugin per node: exclude these nodes from the extra DaemonSet\n"
+            + (f"kubectl label node {node.name} {LABEL_KGPU_DEVICE_PLUGIN}=builtin\n" if builtin else "")
+            + "# and in its spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+            + ".nodeSelectorTerms[*].matchExpressions add:\n"
+            + snippet([exclude])
+        )
+        if operator and not builtin:
+            fix += "\n# (the GPU Operator deploys its own plugin on nodes labelled nvidia.com/gpu.deploy.device-plugin=true)"
+        yield Finding(
+            "device-plugin-duplicate",
+            ERROR,
+            node.ref,
+            f"{count} device plugins for one GPU node ({'; '.join(parts)}): they fight over the kubelet's "
+            "device-plugin socket and the node's nvidia.com/gpu flaps or disappears",
+            fix,
+        )
+
+
+def plugin_version(image: str) -> tuple[int, int, int] | None:
+    tag = image.split("@", 1)[0]
+    slash, colon = tag.rfind("/"), tag.rfind(":")
+    if colon <= slash:
+        return None
+    m = _VERSION.match(tag[colon + 1 :])
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def check_outdated(state: ClusterState) -> Iterator[Finding]:
+    for ds in plugin_daemonsets(state):
+        for image in ds.images:
+            if not is_plugin_image(image):
+                continue
+            version = plugin_version(image)
+            if version is None or (version >= OLDEST_SUPPORTED and version[0] == 0):
+                continue
+            shown = ".".join(str(v) for v in OLDEST_SUPPORTED)
+            what = "a pre-0.x release" if version[0] >= 1 else "older than"
+            container = _container_of(ds, image)
+            yield Finding(
+                "device-plugin-outdated",
+                WARNING,
+                ds.ref,
+                f"device plugin image {image} is {what} v{shown}"
+                + (" (before the project's v0.x numbering)" if version[0] >= 1 else "")
+                + f"; kgpu deploys {CURRENT_VERSION} (CDI, health checks, GPU Feature Discovery labels in step)",
+                f"kubectl -n {ds.namespace} set image daemonset/{ds.name} {container}={CURRENT_IMAGE}\n# or: {RENDER_FIX}",
+            )
+
+
+def _container_of(ds: DaemonSetInfo, image: str) -> str:
+    spec = ds.raw.get("spec", {}).get("template", {}).get("spec", {})
+    for c in spec.get("containers") or ():
+        if isinstance(c, dict) and c.get("image") == image:
+            return str(c.get("name") or "*")
+    return "*"
+
+
+CHECKS = {
+    "device-plugin-missing": check_missing,
+    "device-plugin-untolerated-taint": check_untolerated,
+    "device-plugin-node-selector": check_untolerated,
+    "device-plugin-not-ready": check_not_ready,
+    "device-plugin-duplicate": check_duplicate,
+    "device-plugin-outdated": check_outdated,
+}

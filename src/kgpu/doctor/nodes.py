@@ -1,0 +1,211 @@
+"""GPU nodes: advertised GPUs, taints, and what runs on them (with the hourly price of waste).
+
+A GPU node is one whose instance type has GPUs in kgpu's catalog, that GPU Feature Discovery / Node Feature
+Discovery labels as having an NVIDIA GPU, or that advertises ``nvidia.com/gpu`` capacity. TKE super nodes
+(virtual kubelets) are left out of the per-node checks: they have no host to configure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kgpu.catalog import aws_catalog
+from kgpu.doctor.common import names, snippet
+from kgpu.doctor.findings import ERROR, WARNING, Finding
+from kgpu.doctor.state import (
+    LABEL_EKS_NODEGROUP,
+    LABEL_EKSCTL_NODEGROUP,
+    LABEL_NODEPOOL,
+    ClusterState,
+    NodeInfo,
+)
+from kgpu.errors import InputError
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+CAPACITY_LABELS = (
+    "karpenter.sh/capacity-type",
+    "eks.amazonaws.com/capacityType",
+    "lifecycle",
+    "node-lifecycle",
+)
+
+
+def capacity_type(node: NodeInfo) -> str:
+    """spot or on-demand, from Karpenter's, EKS managed groups' or eksctl's (seed 001: lifecycle) labels."""
+    for key in CAPACITY_LABELS:
+        value = node.labels.get(key, "").lower()
+        if value:
+            return "spot" if "spot" in value else "on-demand"
+    return "on-demand"
+
+
+def hourly_price(node: NodeInfo, region: str) -> float | None:
+    """The catalog's price of the node's instance type in its region (spot: the region's median)."""
+    if node.catalog_type is None:
+        return None
+    where = node.labels.get("topology.kubernetes.io/region") or region
+    if not where:
+        return None
+    try:
+        pricing = aws_catalog().pricing(node.catalog_type.name, where)
+    except InputError:
+        return None
+    if pricing is None:
+        return None
+    if capacity_type(node) == "spot" and pricing.spot is not None:
+        return pricing.spot
+    return pricing.on_demand
+
+
+def _pool_of(node: NodeInfo) -> str:
+    for key, what in (
+        (LABEL_NODEPOOL, "NodePool"),
+        (LABEL_EKS_NODEGROUP, "node group"),
+        (LABEL_EKSCTL_NODEGROUP, "node group"),
+    ):
+        if node.labels.get(key):
+            return f"{what} {node.labels[key]}"
+    return ""
+
+
+def _nodes(state: ClusterState) -> list[NodeInfo]:
+    return [n for n in state.gpu_nodes if not n.virtual]
+
+
+def check_no_gpus(state: ClusterState) -> Iterator[Finding]:
+    for node in _nodes(state):
+        alloc = node.allocatable_gpus
+        if not node.ready:
+            yield Finding(
+                "gpu-node-not-ready",
+                WARNING,
+                node.ref,
+                f"GPU node is not Ready ({node.gpu_reason}); pods cannot start on it",
+                f"kubectl describe node {node.name}",
+            )
+            continue
+        if alloc:
+            if node.expected_gpus and alloc < node.expected_gpus:
+                yield Finding(
+                    "gpu-node-missing-gpus",
+                    WARNING,
+                    node.ref,
+                    f"GPU node advertises {alloc} allocatable nvidia.com/gpu but has {node.expected_gpus} "
+                    f"({node.gpu_reason if node.catalog_type else 'per its GPU count label'}): the device plugin "
+                    "marked some GPUs unhealthy (XID errors, fallen off the bus)",
+                    f"kubectl -n kube-system logs -l name=nvidia-device-plugin-ds --prefix | grep -i -e unhealthy -e xid\n"
+                    f"# on the host: nvidia-smi -q | grep -i -e xid -e retired; drain and reboot: kubectl drain {node.name} --ignore-daemonsets",
+                )
+            continue
+        if node.capacity_gpus:
+            msg = (
+                f"GPU node has {node.capacity_gpus} nvidia.com/gpu capacity but 0 allocatable: every GPU "
+                "is marked unhealthy by the device plugin"
+            )
+        elif alloc == 0:
+            msg = "GPU node advertises 0 allocatable nvidia.com/gpu"
+        else:
+            msg = "GPU node has no nvidia.com/gpu in its allocatable resources: no device plugin registered the GPUs"
+        yield Finding(
+            "gpu-node-no-gpus",
+            ERROR,
+            node.ref,
+            f"{msg} ({node.gpu_reason}); GPU pods see Insufficient nvidia.com/gpu",
+            f"kubectl get pods -A -o wide --field-selector spec.nodeName={node.name} | grep -i device-plugin\n"
+            f"kubectl get node {node.name} -o jsonpath='{{.status.allocatable}}'\n"
+            "# on the host: kgpu node-check (driver, container toolkit, runtime, device-plugin socket)",
+        )
+
+
+def check_untainted(state: ClusterState) -> Iterator[Finding]:
+    for node in _nodes(state):
+        if any(t.effect in ("NoSchedule", "NoExecute") for t in node.model.taints):
+            continue
+        pool = _pool_of(node)
+        fix = f"kubectl taint nodes {node.name} nvidia.com/gpu=true:NoSchedule"
+        if pool.startswith("NodePool"):
+            fix += f"\n# and keep it on new nodes: in NodePool {node.labels[LABEL_NODEPOOL]} spec.template.spec.taints:\n"
+            fix += snippet([GPU_TAINT])
+        elif pool:
+            fix += '\n# and keep it on new nodes: eksctl nodeGroups[].taints: {nvidia.com/gpu: "true:NoSchedule"}'
+            fix += '\n# plus the ASG tag k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu: "true:NoSchedule"'
+        yield Finding(
+            "gpu-node-untainted",
+            WARNING,
+            node.ref,
+            f"GPU node has no NoSchedule taint ({node.gpu_reason}"
+            + (f", {pool}" if pool else "")
+            + "): pods that need no GPU can fill it and keep the expensive node up",
+            fix,
+        )
+
+
+def _cost(node: NodeInfo, region: str) -> tuple[str, float]:
+    price = hourly_price(node, region)
+    if price is None:
+        return "", 0.0
+    return f"; {node.instance_type} {capacity_type(node)} costs ${price:.3f}/hour", price
+
+
+def check_usage(state: ClusterState) -> Iterator[Finding]:
+    """Idle GPU nodes and GPU nodes whose pods use no GPU: what each wastes per hour."""
+    for node in _nodes(state):
+        pods = [p for p in state.pods_by_node.get(node.name, ()) if not p.is_daemon]
+        if not node.ready or not node.allocatable_gpus:
+            continue  # gpu-node-not-ready / gpu-node-no-gpus say what is wrong with it
+        text, _ = _cost(node, state.region)
+        if not pods:
+            pool = _pool_of(node)
+            fix = f"kubectl drain {node.name} --ignore-daemonsets --delete-emptydir-data && kubectl delete node {node.name}"
+            if pool.startswith("NodePool"):
+                fix = (
+                    "# let Karpenter remove empty nodes: in NodePool "
+                    f"{node.labels[LABEL_NODEPOOL]} spec.disruption:\n"
+                    + snippet({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m"})
+                )
+            elif pool:
+                fix = (
+                    "# let cluster-autoscaler scale the group to 0: minSize 0 and the node-template tags for "
+                    "its labels/taints\n" + fix
+                )
+            yield Finding(
+                "gpu-node-idle",
+                WARNING,
+                node.ref,
+                f"GPU node runs no workload pods (only DaemonSets){text}",
+                fix,
+            )
+            continue
+        if any(p.gpus for p in pods):
+            continue
+        shown = names([p.key for p in pods], 3)
+        yield Finding(
+            "gpu-node-no-gpu-pods",
+            WARNING,
+            node.ref,
+            f"GPU node runs only pods that request no GPU ({shown}){text}: its GPUs are idle",
+            f"kubectl taint nodes {node.name} nvidia.com/gpu=true:NoSchedule\n"
+            "# then move those pods to CPU nodes: kubectl rollout restart on their controllers",
+        )
+
+
+def idle_cost(state: ClusterState) -> float:
+    """USD per hour of GPU nodes running no workload pod or none using a GPU."""
+    total = 0.0
+    for node in _nodes(state):
+        if not node.ready or not node.allocatable_gpus:
+            continue
+        pods = [p for p in state.pods_by_node.get(node.name, ()) if not p.is_daemon]
+        if not any(p.gpus for p in pods):
+            total += _cost(node, state.region)[1]
+    return round(total, 4)
+
+
+CHECKS = {
+    "gpu-node-no-gpus": check_no_gpus,
+    "gpu-node-missing-gpus": check_no_gpus,
+    "gpu-node-not-ready": check_no_gpus,
+    "gpu-node-untainted": check_untainted,
+    "gpu-node-idle": check_usage,
+    "gpu-node-no-gpu-pods": check_usage,
+}

@@ -1,0 +1,301 @@
+"""Every pending GPU pod, explained: kube-scheduler's reason, the cluster's own word, and what makes it run.
+
+The snapshot's pending pods are placed by ``kgpu.sim`` on the snapshot's nodes, around the pods already bound
+there (in priority order, as kube-scheduler's queue takes them), so the reason is kube-scheduler's message
+("0/3 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: true}, 2 Insufficient
+nvidia.com/gpu."). It is compared with the pod's newest FailedScheduling event when the snapshot has one.
+
+What would make it run comes from the same predicates, node by node: the toleration of the taint that keeps
+it off GPU nodes, the node selector that matches no node, the NodePool (the snapshot's, or the profile's
+pools with ``--profile``) that could launch a node and why it does not (Karpenter's own words from the
+simulator's provisioner: taints, requirements, limits), the TKE spec a super node would give it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from kgpu.catalog.tke import TkeMatchError
+from kgpu.doctor.common import snippet, toleration_for
+from kgpu.doctor.findings import ERROR, WARNING, Finding
+from kgpu.doctor.nodepools import nodepool_profile
+from kgpu.doctor.state import LABEL_NODEPOOL, TKE_PREFIX, ClusterState, Event, PodInfo
+from kgpu.model.load import Objects
+from kgpu.model.objects import GPU, Node, Pod, Taint
+from kgpu.model.predicates import first_untolerated, requirement_matches, static_reasons
+from kgpu.model.profile import Profile
+from kgpu.sim.simulate import PROVISIONED, SCHEDULED, Placement, simulate
+from kgpu.sim.tke import match_pod_spec
+
+CHECK = "pending-gpu-pod"
+
+
+def _strip_preemption(message: str) -> str:
+    """kube-scheduler appends the preemption attempt: '... preemption: 0/3 nodes are available: ...'."""
+    head, sep, _ = message.partition(" preemption: ")
+    return head.strip() if sep else message.strip()
+
+
+def _compare(reason: str, event: Event | None) -> str:
+    if event is None:
+        return "the snapshot has no FailedScheduling event for it"
+    said = _strip_preemption(event.message)
+    when = f" ({event.time})" if event.time else ""
+    if said == reason:
+        return f"the cluster's FailedScheduling event{when} says the same"
+    return f'the cluster\'s newest FailedScheduling event{when} says: "{said}"'
+
+
+def simulate_pending(state: ClusterState, profile: Profile | None) -> tuple[dict[int, Placement], list[str]]:
+    """Placements of the snapshot's pending pods (by id of the model pod), and notes on what is modelled."""
+    notes: list[str] = []
+    provisioner = None
+    if profile is None:
+        profile, notes = nodepool_profile(state)
+    if profile is not None:
+        from kgpu.sim.provision import provisioner_for
+
+        provisioner = provisioner_for(profile, daemonsets=state.objects.daemonsets)
+        notes.extend(provisioner.warnings)
+    objects = Objects(
+        nodes=list(state.objects.nodes),
+        pods=[p.model for p in state.pods if p.model is not None],
+        priority_classes=state.objects.priority_classes,
+    )
+    result = simulate(objects, provisioner=provisioner)
+    return {id(p.pod): p for p in result.placements}, notes
+
+
+def _labels_hint(nodes: list[Node], key: str) -> str:
+    values = Counter(n.labels[key] for n in nodes if key in n.labels)
+    if not values:
+        return f"no node has a label {key}"
+    shown = ", ".join(f"{key}={v} ({c})" for v, c in values.most_common(4))
+    return f"nodes have {shown}"
+
+
+def _what_would_help(state: ClusterState, pod: PodInfo, model: Pod) -> list[str]:
+    """Fix lines for one pending GPU pod, from the predicates over the cluster's nodes."""
+    spec = model.spec
+    fixes: list[str] = []
+    gpu_nodes = [
+        n.model for n in state.nodes if (n.allocatable_gpus or 0) > 0 or (n.is_gpu and not n.virtual)
+    ]
+    # untolerated taints on GPU nodes that otherwise match
+    taints: dict[Taint, int] = {}
+    for node in gpu_nodes:
+        taint = first_untolerated(node.taints, spec.tolerations)
+        if taint is not None and static_reasons(_without_taints(spec), node) is None:
+            taints[taint] = taints.get(taint, 0) + 1
+    if taints:
+        tols = [toleration_for(t) for t in taints]
+        fixes.append(
+            f"# {sum(taints.values())} GPU node(s) have taints it does not tolerate; add to the pod template's spec:\n"
+            + snippet({"tolerations": tols})
+        )
+    # GPU nodes it would fit but for missing GPUs: the device plugin, not the pod, is the problem
+    dark = [
+        n.name
+        for n in state.nodes
+        if n.is_gpu and not n.virtual and not n.allocatable_gpus and static_reasons(spec, n.model) is None
+    ]
+    if dark:
+        fixes.append(
+            f"# {len(dark)} GPU node(s) match the pod but advertise no nvidia.com/gpu ({', '.join(dark[:3])}): "
+            "fix the device plugin there first (see the device-plugin-* and gpu-node-no-gpus findings)"
+        )
+    # selectors that match no node at all
+    all_nodes = [n.model for n in state.nodes]
+    for key, value in spec.node_selector:
+        if not any(n.labels.get(key) == value for n in all_nodes):
+            fixes.append(
+                f"# nodeSelector {key}: {value!r} matches no node ({_labels_hint(gpu_nodes or all_nodes, key)}); "
+                "fix the selector, or label the GPU nodes:\n"
+                + (
+                    f"kubectl label node {gpu_nodes[0].name} {key}={value}"
+                    if gpu_nodes
+                    else f"kubectl label node <gpu-node> {key}={value}"
+                )
+            )
+    if spec.affinity is not None:
+        for term in spec.affinity.terms:
+            for req in term.match_expressions:
+                if not any(requirement_matches(req, n.labels) for n in all_nodes):
+                    fixes.append(
+                        f"# required node affinity {req.key} {req.operator} {list(req.values)} matches no node "
+                        f"({_labels_hint(gpu_nodes or all_nodes, req.key)})"
+                    )
+    # GPUs: how many it asks and what the nodes have
+    want = spec.gpus
+    most = max((max(n.allocatable_gpus or 0, n.expected_gpus) for n in state.nodes), default=0)
+    if want and want > most and not _tke(pod):
+        fixes.append(
+            f"# it asks {want} nvidia.com/gpu; the largest node has {most}: lower the request or add a bigger "
+            "GPU instance type to the NodePool / node group"
+        )
+    if _tke(pod):
+        try:
+            m = match_pod_spec(pod.annotations, dict(spec.requests), dict(model.limits))
+            fixes.append(
+                f"# TKE super node spec it needs: {m.gpu_count} x {m.gpu_type}, {m.cpu} cores, {m.memory} "
+                f"({m.mode} match); schedule it on a super node:\n"
+                + snippet({"nodeSelector": {"type": "virtual-kubelet"}})
+            )
+        except TkeMatchError as exc:
+            fixes.append(f"# TKE: {exc} (see the tke-annotation-no-spec finding)")
+    return fixes
+
+
+def _pool_fixes(state: ClusterState, extra: str, spec_labels: tuple[tuple[str, str], ...]) -> list[str]:
+    """Fixes for what the provisioner said of each NodePool: limits used up, labels it does not set."""
+    out = []
+    for np in state.nodepools:
+        meta = np.get("metadata") if isinstance(np.get("metadata"), dict) else {}
+        assert isinstance(meta, dict)
+        name = str(meta.get("name") or "")
+        if f'exceed limits for nodepool "{name}"' in extra:
+            limits = (np.get("spec") or {}).get("limits") or {}
+            shown = ", ".join(f"{k}: {v}" for k, v in limits.items())
+            out.append(
+                f"# NodePool {name} has reached its limits ({shown}); raise them, e.g.:\n"
+                f'kubectl patch nodepool {name} --type merge -p \'{{"spec":{{"limits":{{"{GPU}":"<more>"}}}}}}\''
+            )
+        if f'nodepool "{name}"' in extra and "does not have known values" in extra and spec_labels:
+            out.append(
+                f"# or have NodePool {name} put the label on its nodes (spec.template.metadata.labels):\n"
+                + snippet({"spec": {"template": {"metadata": {"labels": dict(spec_labels)}}}})
+            )
+    return out
+
+
+def _without_taints(spec: Any) -> Any:
+    """The pod as if it tolerated everything: to ask 'would it fit but for the taint?'."""
+    from dataclasses import replace
+
+    from kgpu.model.objects import Toleration
+
+    return replace(spec, tolerations=(Toleration("", "Exists", "", ""),))
+
+
+def _tke(pod: PodInfo) -> bool:
+    return any(k.startswith(TKE_PREFIX) for k in pod.annotations)
+
+
+def _nodeclaim_notes(state: ClusterState) -> list[str]:
+    """NodeClaims that did not launch or register: Karpenter's reason (e.g. InsufficientCapacityError)."""
+    out = []
+    for nc in state.nodeclaims:
+        meta = nc.get("metadata") if isinstance(nc.get("metadata"), dict) else {}
+        status = nc.get("status") if isinstance(nc.get("status"), dict) else {}
+        assert isinstance(meta, dict) and isinstance(status, dict)
+        for cond in status.get("conditions") or ():
+            if not isinstance(cond, dict):
+                continue
+            if (
+                cond.get("type") in ("Launched", "Registered", "Initialized")
+                and cond.get("status") == "False"
+            ):
+                pool = (meta.get("labels") or {}).get(LABEL_NODEPOOL, "?")
+                out.append(
+                    f'NodeClaim {meta.get("name")} (NodePool "{pool}") {cond.get("type")}=False: '
+                    f"{cond.get('reason', '')} {cond.get('message', '')}".rstrip()
+                )
+                break
+    return out
+
+
+def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterator[Finding]:
+    pending = [p for p in state.pods if p.pending and p.gpus > 0 and p.model is not None]
+    if not pending:
+        return
+    placements, notes = simulate_pending(state, profile)
+    events = state.failed_scheduling()
+    claim_notes = _nodeclaim_notes(state)
+    existing = _Existing(state)
+    source = (
+        "The --profile pools"
+        if profile is not None
+        else ("The snapshot's NodePools" if state.nodepools else "")
+    )
+    for pod in pending:
+        model = pod.model
+        assert model is not None
+        placement = placements.get(id(model))
+        if placement is None:  # pragma: no cover - every pending pod is queued
+            continue
+        event = events.get(pod.key)
+        fixes: list[str] = []
+        if placement.phase == SCHEDULED:
+            said = _compare("", event) if event else "the snapshot has no FailedScheduling event for it"
+            yield Finding(
+                CHECK,
+                WARNING,
+                pod.ref,
+                f"Pending, but kgpu's simulation places it on node {placement.node} now; {said}. "
+                "What kgpu does not model (volumes, inter-pod affinity, topology spread, preemption) or "
+                "capacity freed since may explain it",
+                f"kubectl describe pod -n {pod.namespace} {pod.name}",
+            )
+            continue
+        if placement.phase == PROVISIONED:
+            reason = existing.reason(model)
+            new = placement.new_node
+            where = new.placement_fields() if new is not None else {}
+            pool = where.get("pool", "?")
+            itype = where.get("instance_type", "?")
+            cap = where.get("capacity_type", "")
+            msg = (
+                f'{reason} ({_compare(reason, event)}). {source}: pool "{pool}" can launch a '
+                f"{itype} {cap} node for it, so the autoscaler should be adding one"
+            )
+            if claim_notes:
+                msg += "; " + "; ".join(claim_notes[:3])
+            fixes.append(
+                "kubectl get nodeclaims -o wide\nkubectl logs -n kube-system deploy/karpenter --tail 200 "
+                "# or -n karpenter; cluster-autoscaler: kubectl -n kube-system logs deploy/cluster-autoscaler"
+            )
+            fixes.extend(_what_would_help(state, pod, model))
+            yield Finding(CHECK, ERROR, pod.ref, msg, "\n".join(fixes))
+            continue
+        reason = placement.reason or ""
+        base, _, extra = reason.partition("; ")
+        msg = f"{base} ({_compare(base, event)})"
+        if extra:
+            msg += f". {source or 'Provisioning'}: {extra}"
+        elif not source and not _tke(pod):
+            msg += ". No NodePool in the snapshot (and no --profile): nothing will add a node for it"
+        fixes.extend(_what_would_help(state, pod, model))
+        fixes.extend(_pool_fixes(state, extra, spec_labels=model.spec.node_selector))
+        if notes:
+            fixes.append("# not modelled: " + "; ".join(notes[:3]))
+        if not fixes:
+            fixes.append(f"kubectl describe pod -n {pod.namespace} {pod.name}")
+        yield Finding(CHECK, ERROR, pod.ref, msg, "\n".join(fixes))
+
+
+class _Existing:
+    """kube-scheduler's message on the existing nodes alone (before any provisioning), built once."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.sched: Any = None
+
+    def reason(self, model: Pod) -> str:
+        if self.sched is None:
+            from kgpu.sim.scheduler import Scheduler
+
+            bound = [
+                p.model for p in self.state.pods if p.model is not None and p.node_name and not p.terminated
+            ]
+            self.sched = Scheduler(self.state.objects.nodes, bound)
+        text: str = self.sched.explain_pod(model)
+        return text
+
+
+def pending_gpu_pods(state: ClusterState) -> list[PodInfo]:
+    return [p for p in state.pods if p.pending and p.gpus > 0]
+
+
+CHECKS = {CHECK: check_pending}

@@ -1,0 +1,510 @@
+"""A cluster as doctor sees it: a snapshot document turned into indexed, typed views.
+
+Input is the parsed JSON of ``kgpu snapshot`` (``kind: ClusterSnapshot``) or of ``kubectl get ... -o json``
+(``kind: List``, no metadata). Nodes, pods and DaemonSets go through the model loader (the same typed
+objects ``simulate`` uses); everything doctor reads beyond scheduling (readiness, images, labels, events,
+NodePools) is read from the raw objects, once, into the small records below.
+
+A pod whose GPU resources the API server would reject (a request without a limit, request and limit
+unequal, a fraction of a GPU) is not bad input here: it is a finding. Such a pod keeps its raw record and
+is left out of the scheduling model; any other invalid object is bad input (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+from kgpu.catalog import InstanceType, aws_catalog
+from kgpu.errors import InputError
+from kgpu.model.load import Objects, Parser
+from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo, Taint
+from kgpu.model.predicates import first_untolerated, static_reasons
+from kgpu.model.quantity import parse_quantity
+from kgpu.sim.simulate import DAEMON_TOLERATIONS
+
+SNAPSHOT_KIND = "ClusterSnapshot"
+
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LABEL_INSTANCE_TYPE_BETA = "beta.kubernetes.io/instance-type"
+LABEL_REGION = "topology.kubernetes.io/region"
+LABEL_GFD_PRESENT = "nvidia.com/gpu.present"
+LABEL_GFD_COUNT = "nvidia.com/gpu.count"
+LABEL_GFD_PRODUCT = "nvidia.com/gpu.product"
+LABEL_NFD_NVIDIA_PCI = "feature.node.kubernetes.io/pci-10de.present"
+LABEL_KARPENTER_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+LABEL_ACCELERATOR = "k8s.amazonaws.com/accelerator"
+LABEL_NODEPOOL = "karpenter.sh/nodepool"
+LABEL_EKS_NODEGROUP = "eks.amazonaws.com/nodegroup"
+LABEL_EKSCTL_NODEGROUP = "alpha.eksctl.io/nodegroup-name"
+# GPU Operator marks the nodes whose device plugin it deploys.
+LABEL_OPERATOR_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
+# kgpu's render target labels pools whose image runs the plugin itself (Bottlerocket NVIDIA).
+LABEL_KGPU_DEVICE_PLUGIN = "kgpu.dev/device-plugin"
+
+TKE_PREFIX = "eks.tke.cloud.tencent.com/"
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("true", "1", "yes")
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    name: str
+    raw: dict[str, Any]
+    model: Node
+    labels: Mapping[str, str]
+    gpu_reason: str  # why kgpu counts it as a GPU node; "" when it is not one
+    instance_type: str
+    catalog_type: InstanceType | None
+    expected_gpus: int  # from the catalog or GFD's count label; 0 when unknown
+    capacity_gpus: int | None  # None: the resource is absent
+    allocatable_gpus: int | None
+    ready: bool
+    os_image: str
+    virtual: bool  # TKE super node / virtual kubelet: no DaemonSets run there
+
+    @property
+    def is_gpu(self) -> bool:
+        return bool(self.gpu_reason)
+
+    @property
+    def ref(self) -> str:
+        return f"Node/{self.name}"
+
+
+@dataclass(slots=True)
+class ContainerGpu:
+    """One container's nvidia.com/gpu request and limit as written (None when absent)."""
+
+    name: str
+    field: str  # "containers[0]" / "initContainers[1]"
+    request: Fraction | None
+    limit: Fraction | None
+    raw_request: Any = None
+    raw_limit: Any = None
+
+
+@dataclass(slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    raw: dict[str, Any]
+    model: Pod | None
+    node_name: str
+    phase: str
+    owner_kind: str
+    owner_name: str
+    gpus: int  # effective request (whole GPUs; fractions rounded up)
+    gpu_containers: list[ContainerGpu]
+    images: list[str]
+    ready: bool
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def ref(self) -> str:
+        return f"Pod/{self.namespace}/{self.name}"
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def pending(self) -> bool:
+        return not self.node_name and not self.terminated
+
+    @property
+    def is_daemon(self) -> bool:
+        return self.owner_kind == "DaemonSet"
+
+
+@dataclass(slots=True)
+class DaemonSetInfo:
+    """A DaemonSet, its template as the scheduler sees daemon pods (the controller's tolerations added)."""
+
+    namespace: str
+    name: str
+    raw: dict[str, Any]
+    template: PodSpecInfo | None  # None: GPU resources the API server rejects (a workload finding)
+    images: list[str]
+
+    @property
+    def ref(self) -> str:
+        return f"DaemonSet/{self.namespace}/{self.name}"
+
+    @property
+    def status(self) -> dict[str, Any]:
+        st = self.raw.get("status")
+        return st if isinstance(st, dict) else {}
+
+    def blocked_on(self, node: Node) -> tuple[str, Taint | None] | None:
+        """Why the DaemonSet controller runs no pod on ``node``: (kube-scheduler's reason, the untolerated
+        taint if that is the reason); None when it does run one."""
+        if self.template is None:
+            return "its pod template is invalid", None
+        reasons = static_reasons(self.template, node)
+        if not reasons:
+            return None
+        return reasons[0], first_untolerated(node.taints, self.template.tolerations)
+
+
+@dataclass(slots=True)
+class Event:
+    reason: str
+    kind: str
+    namespace: str
+    name: str
+    message: str
+    time: str
+    count: int
+
+
+@dataclass
+class ClusterState:
+    source: str
+    metadata: dict[str, Any]
+    nodes: list[NodeInfo] = field(default_factory=list)
+    pods: list[PodInfo] = field(default_factory=list)
+    daemonsets: list[DaemonSetInfo] = field(default_factory=list)
+    nodepools: list[dict[str, Any]] = field(default_factory=list)
+    nodeclaims: list[dict[str, Any]] = field(default_factory=list)
+    rayclusters: list[dict[str, Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    objects: Objects = field(default_factory=Objects)  # the scheduling model (nodes, pods, PriorityClasses)
+    node_by_name: dict[str, NodeInfo] = field(default_factory=dict)
+    pods_by_node: dict[str, list[PodInfo]] = field(default_factory=dict)
+    region: str = ""
+
+    @property
+    def gpu_nodes(self) -> list[NodeInfo]:
+        return [n for n in self.nodes if n.is_gpu]
+
+    def failed_scheduling(self) -> dict[str, Event]:
+        """The newest FailedScheduling event of each pod, by ``namespace/name``."""
+        out: dict[str, Event] = {}
+        for ev in self.events:
+            if ev.reason == "FailedScheduling" and ev.kind == "Pod":
+                key = f"{ev.namespace}/{ev.name}"
+                if key not in out or ev.time >= out[key].time:
+                    out[key] = ev
+        return out
+
+
+# --- reading -------------------------------------------------------------------------------------------
+
+
+def _meta(item: dict[str, Any]) -> dict[str, Any]:
+    meta = item.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _int_quantity(raw: Any) -> int | None:
+    if raw is None:
+        return None
+    try:
+        q = parse_quantity(raw)
+    except InputError:
+        return None
+    return int(q) if q.denominator == 1 else -(-q.numerator // q.denominator)
+
+
+def _ready(status: dict[str, Any]) -> bool:
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+class _Catalog:
+    """The AWS catalog, loaded on first use (a cluster without instance-type labels never needs it)."""
+
+    def __init__(self) -> None:
+        self._types: dict[str, InstanceType | None] = {}
+
+    def get(self, name: str) -> InstanceType | None:
+        if not name:
+            return None
+        if name not in self._types:
+            try:
+                self._types[name] = aws_catalog().get(name)
+            except InputError:
+                self._types[name] = None
+        return self._types[name]
+
+
+def gpu_node_reason(
+    labels: Mapping[str, str], capacity_gpus: int | None, catalog_type: InstanceType | None
+) -> str:
+    """Why a node counts as a GPU node: its instance type, GFD/NFD labels, or advertised GPUs."""
+    if catalog_type is not None and catalog_type.gpu_count > 0 and catalog_type.gpu_manufacturer != "amd":
+        return f"instance type {catalog_type.name} has {catalog_type.gpu_count} GPU(s)"
+    if _truthy(labels.get(LABEL_GFD_PRESENT)):
+        return f"label {LABEL_GFD_PRESENT}=true"
+    if _truthy(labels.get(LABEL_NFD_NVIDIA_PCI)):
+        return f"label {LABEL_NFD_NVIDIA_PCI}=true (an NVIDIA PCI device)"
+    if (_int_quantity(labels.get(LABEL_KARPENTER_GPU_COUNT)) or 0) > 0:
+        return f"label {LABEL_KARPENTER_GPU_COUNT}={labels[LABEL_KARPENTER_GPU_COUNT]}"
+    if capacity_gpus:
+        return f"capacity nvidia.com/gpu: {capacity_gpus}"
+    if LABEL_ACCELERATOR in labels and "nvidia" in labels[LABEL_ACCELERATOR].lower():
+        return f"label {LABEL_ACCELERATOR}={labels[LABEL_ACCELERATOR]}"
+    return ""
+
+
+def _node_info(item: dict[str, Any], model: Node, catalog: _Catalog) -> NodeInfo:
+    labels = model.labels
+    status = item.get("status") if isinstance(item.get("status"), dict) else {}
+    assert isinstance(status, dict)
+    capacity = status.get("capacity") if isinstance(status.get("capacity"), dict) else {}
+    allocatable = status.get("allocatable") if isinstance(status.get("allocatable"), dict) else {}
+    assert isinstance(capacity, dict) and isinstance(allocatable, dict)
+    cap = _int_quantity(capacity.get(GPU))
+    alloc = _int_quantity(allocatable.get(GPU))
+    itype = labels.get(LABEL_INSTANCE_TYPE) or labels.get(LABEL_INSTANCE_TYPE_BETA) or ""
+    ctype = catalog.get(itype)
+    virtual = labels.get("type") == "virtual-kubelet" or itype == "eklet"
+    expected = 0
+    if ctype is not None and ctype.gpu_count:
+        expected = ctype.gpu_count
+    else:
+        expected = (
+            _int_quantity(labels.get(LABEL_GFD_COUNT))
+            or _int_quantity(labels.get(LABEL_KARPENTER_GPU_COUNT))
+            or 0
+        )
+    node_info = status.get("nodeInfo") if isinstance(status.get("nodeInfo"), dict) else {}
+    assert isinstance(node_info, dict)
+    return NodeInfo(
+        name=model.name,
+        raw=item,
+        model=model,
+        labels=labels,
+        gpu_reason=gpu_node_reason(labels, cap, ctype),
+        instance_type=itype,
+        catalog_type=ctype,
+        expected_gpus=expected,
+        capacity_gpus=cap,
+        allocatable_gpus=alloc,
+        ready=_ready(status),
+        os_image=str(node_info.get("osImage") or ""),
+        virtual=virtual,
+    )
+
+
+def container_gpus(spec: dict[str, Any]) -> list[ContainerGpu]:
+    """Each container's nvidia.com/gpu request and limit, as written (invalid quantities: None + raw)."""
+    out: list[ContainerGpu] = []
+    for group in ("initContainers", "containers"):
+        containers = spec.get(group)
+        if not isinstance(containers, list):
+            continue
+        for i, c in enumerate(containers):
+            if not isinstance(c, dict):
+                continue
+            res = c.get("resources")
+            if not isinstance(res, dict):
+                continue
+            req = res.get("requests") if isinstance(res.get("requests"), dict) else {}
+            lim = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+            assert isinstance(req, dict) and isinstance(lim, dict)
+            if GPU not in req and GPU not in lim:
+                continue
+            out.append(
+                ContainerGpu(
+                    str(c.get("name") or ""),
+                    f"{group}[{i}]",
+                    _fraction(req.get(GPU)),
+                    _fraction(lim.get(GPU)),
+                    req.get(GPU),
+                    lim.get(GPU),
+                )
+            )
+    return out
+
+
+def _fraction(raw: Any) -> Fraction | None:
+    if raw is None:
+        return None
+    try:
+        return parse_quantity(raw)
+    except InputError:
+        return None
+
+
+def _images(spec: dict[str, Any]) -> list[str]:
+    out = []
+    for group in ("initContainers", "containers"):
+        for c in spec.get(group) or ():
+            if isinstance(c, dict) and isinstance(c.get("image"), str):
+                out.append(c["image"])
+    return out
+
+
+def gpu_resource_problem(gpus: Iterable[ContainerGpu]) -> bool:
+    """Whether the API server would reject these GPU resources (what the model loader refuses)."""
+    for g in gpus:
+        if g.limit is None or (g.request is not None and g.request != g.limit) or g.limit.denominator != 1:
+            return True
+    return False
+
+
+def _daemonset_info(item: dict[str, Any], parser: Parser, label: str) -> DaemonSetInfo:
+    meta = _meta(item)
+    spec = item.get("spec") if isinstance(item.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    tmpl = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    assert isinstance(tmpl, dict)
+    pod_spec = tmpl.get("spec") if isinstance(tmpl.get("spec"), dict) else {}
+    assert isinstance(pod_spec, dict)
+    template: PodSpecInfo | None = None
+    if not gpu_resource_problem(container_gpus(pod_spec)):
+        parser.feed_object(item, label)
+        info = parser.out.daemonsets[-1].template
+        extra = tuple(t for t in DAEMON_TOLERATIONS if t not in info.tolerations)
+        template = replace(info, tolerations=info.tolerations + extra)
+    return DaemonSetInfo(
+        str(meta.get("namespace") or "default"),
+        str(meta.get("name") or ""),
+        item,
+        template,
+        _images(pod_spec),
+    )
+
+
+def _event(item: dict[str, Any]) -> Event:
+    meta = _meta(item)
+    inv = item.get("involvedObject") if isinstance(item.get("involvedObject"), dict) else {}
+    assert isinstance(inv, dict)
+    series = item.get("series") if isinstance(item.get("series"), dict) else {}
+    assert isinstance(series, dict)
+    time = (
+        series.get("lastObservedTime")
+        or item.get("lastTimestamp")
+        or item.get("eventTime")
+        or item.get("firstTimestamp")
+        or meta.get("creationTimestamp")
+        or ""
+    )
+    count = item.get("count") or series.get("count") or 1
+    return Event(
+        str(item.get("reason") or ""),
+        str(inv.get("kind") or ""),
+        str(inv.get("namespace") or meta.get("namespace") or "default"),
+        str(inv.get("name") or ""),
+        str(item.get("message") or item.get("note") or ""),
+        str(time),
+        int(count) if isinstance(count, int) else 1,
+    )
+
+
+def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
+    """Build the state from a snapshot document; bad input raises InputError naming the field."""
+    if not isinstance(doc, dict):
+        raise InputError(
+            f"expected a {SNAPSHOT_KIND} or a v1 List (a JSON object), got {type(doc).__name__}", where=source
+        )
+    kind = doc.get("kind")
+    items = doc.get("items")
+    if not isinstance(items, list):
+        if isinstance(kind, str) and kind:
+            raise InputError(
+                f"kind {kind} is not a {SNAPSHOT_KIND} or a List: no items", where=f"{source}: items"
+            )
+        raise InputError("required field missing", where=f"{source}: items")
+    metadata = doc.get("metadata") if kind == SNAPSHOT_KIND and isinstance(doc.get("metadata"), dict) else {}
+    assert isinstance(metadata, dict)
+    state = ClusterState(source, metadata)
+    parser = Parser(source)
+    out = parser.out
+    catalog = _Catalog()
+    pods_raw: list[tuple[dict[str, Any], str]] = []
+    for n, item in enumerate(items):
+        label = f"items[{n}]"
+        if not isinstance(item, dict):
+            raise InputError(f"expected an object, got {type(item).__name__}", where=f"{source}: {label}")
+        ikind = item.get("kind")
+        if not isinstance(ikind, str) or not ikind:
+            raise InputError("required field missing", where=f"{source}: {label}.kind")
+        if ikind == "Pod":
+            pods_raw.append((item, label))
+        elif ikind == "Node":
+            parser.feed_object(item, label)
+            state.nodes.append(_node_info(item, out.nodes[-1], catalog))
+        elif ikind == "DaemonSet":
+            state.daemonsets.append(_daemonset_info(item, parser, label))
+        elif ikind == "PriorityClass":
+            parser.feed_object(item, label)
+        elif ikind == "Event":
+            state.events.append(_event(item))
+        elif ikind == "NodePool":
+            state.nodepools.append(item)
+        elif ikind == "NodeClaim":
+            state.nodeclaims.append(item)
+        elif ikind == "RayCluster":
+            state.rayclusters.append(item)
+    for item, label in pods_raw:
+        state.pods.append(_pod_info(item, label, parser))
+    parser.finish()
+    state.objects = out
+    for node in state.nodes:
+        state.node_by_name[node.name] = node
+        if not state.region and node.labels.get(LABEL_REGION):
+            state.region = node.labels[LABEL_REGION]
+    by_node = state.pods_by_node
+    for pod in state.pods:
+        if pod.node_name and not pod.terminated:
+            by_node.setdefault(pod.node_name, []).append(pod)
+    return state
+
+
+def _str_map(x: Any) -> Mapping[str, str]:
+    return x if isinstance(x, dict) else {}
+
+
+def _pod_info(item: dict[str, Any], label: str, parser: Parser) -> PodInfo:
+    meta = _meta(item)
+    spec = item.get("spec") if isinstance(item.get("spec"), dict) else {}
+    status = item.get("status") if isinstance(item.get("status"), dict) else {}
+    assert isinstance(spec, dict) and isinstance(status, dict)
+    gpu_containers = container_gpus(spec)
+    model: Pod | None = None
+    if gpu_containers and gpu_resource_problem(gpu_containers):
+        gpus = 0
+        for g in gpu_containers:
+            amount = g.limit if g.limit is not None else g.request
+            if amount is not None:
+                gpus += -(-amount.numerator // amount.denominator)
+    else:
+        before = len(parser.out.pods)
+        parser.feed_object(item, label)
+        if len(parser.out.pods) > before:
+            model = parser.out.pods[-1]
+        gpus = model.spec.gpus if model is not None else 0
+    owner_kind = owner_name = ""
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, dict) and ref.get("controller"):
+            owner_kind, owner_name = str(ref.get("kind") or ""), str(ref.get("name") or "")
+    return PodInfo(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or meta.get("generateName") or label),
+        raw=item,
+        model=model,
+        node_name=str(spec.get("nodeName") or ""),
+        phase=str(status.get("phase") or "Pending"),
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        gpus=gpus,
+        gpu_containers=gpu_containers,
+        images=_images(spec),
+        ready=_ready(status),
+        labels=_str_map(meta.get("labels")),
+        annotations=_str_map(meta.get("annotations")),
+    )
