@@ -7,11 +7,22 @@ from typing import Any
 
 import click
 
-from kgpu.cli.output import ExitCode, emit, fail_input, handle_input_errors, output_option, summary_line
+from kgpu.cli.output import (
+    PATH,
+    ExitCode,
+    emit,
+    examples,
+    fail_input,
+    handle_input_errors,
+    headers_wanted,
+    output_option,
+    style,
+    summary_line,
+)
 from kgpu.errors import InputError
 from kgpu.model.profile import Profile
 
-SEVERITY_TITLES = (("error", "Errors"), ("warning", "Warnings"), ("info", "Info"))
+SEVERITY_TITLES = (("error", "Errors", "red"), ("warning", "Warnings", "yellow"), ("info", "Info", None))
 
 
 def read_snapshot(path: str) -> tuple[dict[str, Any], str]:
@@ -56,30 +67,33 @@ def _indent(text: str, prefix: str) -> str:
 
 
 def render_table(data: dict[str, Any]) -> str:
-    """Findings grouped by severity, errors first; each with its object, message and fix."""
+    """Findings grouped by severity, errors first; each with its object, message and fix.
+
+    ``--no-headers`` drops the group titles and the summary line, leaving the findings.
+    """
     out: list[str] = []
     findings = data["findings"]
-    for severity, title in SEVERITY_TITLES:
+    headers = headers_wanted()
+    for severity, title, colour in SEVERITY_TITLES:
         group = [f for f in findings if f["severity"] == severity]
         if not group:
             continue
-        out.append(f"{title} ({len(group)})")
-        out.append("")
+        if headers:
+            out.append(style(f"{title} ({len(group)})", fg=colour, bold=True))
+            out.append("")
         for f in group:
-            out.append(f"  [{f['check']}] {f['object']}")
-            out.append(
-                _indent(
-                    textwrap.fill(f["message"], width=104, break_long_words=False, break_on_hyphens=False),
-                    "    ",
-                )
-            )
+            out.append(f"  {style('[' + f['check'] + ']', fg=colour)} {f['object']}")
+            text = textwrap.fill(f["message"], width=104, break_long_words=False, break_on_hyphens=False)
+            out.append(_indent(text, "    "))
             if f["fix"]:
                 out.append("    fix:")
                 out.append(_indent(f["fix"], "      "))
             out.append("")
+    if not headers:
+        return "\n".join(out).rstrip("\n")
     if not findings:
         out.append(
-            "No findings: the device plugin, GPU nodes, pending pods, workloads, CUDA and monitoring look right."
+            "No findings: device plugin, GPU nodes, pending pods, workloads, CUDA and monitoring look right."
         )
         out.append("")
     summary = {k: v for k, v in data["summary"].items() if k != "checks"}
@@ -91,12 +105,26 @@ def render_table(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-@click.command(name="doctor")
+@click.command(
+    name="doctor",
+    epilog=examples(
+        ("a snapshot saved with `kgpu snapshot`", "kgpu doctor --snapshot snapshot.json"),
+        (
+            "what kubectl can list, as JSON for a script",
+            "kubectl get nodes,pods,ds,events -A -o json > snap.json && kgpu doctor --snapshot snap.json -o json",
+        ),
+        (
+            "which pool of a profile could run the pending GPU pods",
+            "kgpu doctor --snapshot snapshot.json -f kgpu.yaml",
+        ),
+    ),
+)
 @click.option(
     "--snapshot",
     "snapshot",
     required=True,
     metavar="FILE",
+    type=PATH,
     help="A snapshot from `kgpu snapshot -o FILE`, or `kubectl get nodes,pods,ds,events -A -o json`.",
 )
 @click.option(
@@ -105,9 +133,10 @@ def render_table(data: dict[str, Any]) -> str:
     "profile",
     metavar="PATH",
     default=None,
-    help="A cluster profile (kgpu.yaml): its pools explain which pool could run a pending pod.",
+    type=PATH,
+    help="A cluster profile (kgpu.yaml): its pools say which could run a pending GPU pod, and why not.",
 )
-@output_option("table", "json")
+@output_option("table", "json", "yaml")
 @handle_input_errors
 def command(snapshot: str, profile: str | None, output: str) -> None:
     """Check a cluster for every known GPU failure mode and explain pending GPU pods.

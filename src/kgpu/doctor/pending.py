@@ -13,6 +13,7 @@ simulator's provisioner: taints, requirements, limits), the TKE spec a super nod
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -38,12 +39,20 @@ def _strip_preemption(message: str) -> str:
     return head.strip() if sep else message.strip()
 
 
+# kube-scheduler up to v1.34.1 named the taint; later releases say "untolerated taint(s)" (kubernetes#134740).
+_TAINT_DETAIL = re.compile(r"untolerated taint \{[^}]*\}")
+
+
+def _normalise(message: str) -> str:
+    return _TAINT_DETAIL.sub("untolerated taint(s)", message)
+
+
 def _compare(reason: str, event: Event | None) -> str:
     if event is None:
         return "the snapshot has no FailedScheduling event for it"
     said = _strip_preemption(event.message)
     when = f" ({event.time})" if event.time else ""
-    if said == reason:
+    if _normalise(said) == _normalise(reason):
         return f"the cluster's FailedScheduling event{when} says the same"
     return f'the cluster\'s newest FailedScheduling event{when} says: "{said}"'
 
