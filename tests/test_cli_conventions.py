@@ -197,3 +197,77 @@ def test_extras_in_pyproject_match_the_modules_checked():
         "grpcio",
         "protobuf",
     }
+
+
+_TRICKY = [
+    "",
+    "null",
+    "~",
+    "yes",
+    "No",
+    "on",
+    "true",
+    "1",
+    "0x1F",
+    "1e3",
+    "1.5",
+    ".inf",
+    "2026-11-23",
+    "a: b",
+    "- x",
+    "#c",
+    "x #c",
+    "'q'",
+    '"d"',
+    "训练",
+    "tab\there",
+    "line\nbreak",
+    " lead",
+    "trail ",
+    "=",
+    "<<",
+    "ip-10-0-1-30.us-west-2.compute.internal",
+    "g4dn.xlarge",
+    "a/b",
+    "_x",
+    "x" * 150,
+    "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu. " * 2,
+]
+
+
+def _scalars():
+    from hypothesis import strategies as st
+
+    text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+    return st.one_of(st.sampled_from(_TRICKY), text, st.integers(), st.floats(), st.booleans(), st.none())
+
+
+def test_yaml_fast_rows_are_the_pure_python_bytes():
+    """Long lists of flat rows take a memoised path; the bytes must equal PyYAML's safe_dump on any data."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    keys = st.one_of(
+        st.sampled_from(["namespace", "name", "node", "reason", "yes", "a b", "1", ""]), st.text(max_size=8)
+    )
+    row = st.dictionaries(keys, _scalars(), min_size=1, max_size=6)
+
+    @settings(max_examples=25, deadline=None)
+    @given(rows=st.lists(row, min_size=1, max_size=6), extra=_scalars(), repeat=st.integers(40, 80))
+    def check(rows: list[dict], extra: object, repeat: int) -> None:
+        data = {"pods": [dict(r) for r in rows * repeat], "summary": {"n": extra}, "new_nodes": rows}
+        expected = yaml.dump(
+            data, Dumper=yaml.SafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True
+        )
+        assert output.to_yaml(data) == expected
+
+    check()
+
+
+def test_yaml_rows_shared_elsewhere_keep_pythons_anchors():
+    row = {"name": "a", "node": None}
+    data = {"pods": [row] + [{"name": f"p{i}", "node": "n"} for i in range(300)], "first": row}
+    expected = yaml.dump(
+        data, Dumper=yaml.SafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True
+    )
+    assert "&id001" in expected and output.to_yaml(data) == expected
