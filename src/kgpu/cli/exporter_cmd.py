@@ -14,6 +14,13 @@ except ImportError:  # without the exporter extra; the command then says which e
     DEFAULT_MAX_AGE = 1.0
 
 
+def _finite(value: float, param: click.Parameter) -> float:
+    """click's FloatRange lets nan through (every comparison with it is false)."""
+    if value != value:
+        raise click.BadParameter("must be a number of seconds, not nan", param=param)
+    return value
+
+
 @click.command(
     "exporter",
     epilog=examples(
@@ -27,14 +34,16 @@ except ImportError:  # without the exporter extra; the command then says which e
 @click.option(
     "--timeout",
     "timeout",
-    type=click.FloatRange(min=0.01),
+    type=click.FloatRange(min=0.01, max=3600),
+    callback=lambda ctx, param, value: _finite(value, param),
     default=5.0,
     show_default=True,
     help="Per-scrape timeout in seconds; a slower collection answers 503.",
 )
 @click.option(
     "--max-age",
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(min=0, max=3600),
+    callback=lambda ctx, param, value: _finite(value, param),
     default=DEFAULT_MAX_AGE,
     show_default=True,
     help="Serve a successful collection to further scrapes for up to this many seconds, refreshing it in the "

@@ -69,23 +69,16 @@ def _as_prog(command: click.Command, prog: str) -> None:
 _STDOUT_ERRNOS = (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT)
 
 
-def _stdout_broken() -> bool:
-    """After a failed write to standard output: point the descriptor at /dev/null so that the interpreter's
-    final flush of what is still buffered does not fail (and print) a second time. True if stdout failed."""
-    try:
-        sys.stdout.flush()
-    except OSError:
-        pass
-    else:
-        return False
+def _silence_stdout() -> None:
+    """After a failed write to standard output: point the descriptor at /dev/null, so that the interpreter's
+    final flush of what is still buffered does not fail (and print) a second time."""
     try:
         fd = sys.stdout.fileno()
-    except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing left to flush at exit
-        return True
+    except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing is flushed at exit
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, fd)
     os.close(devnull)
-    return True
 
 
 class LazyGroup(click.Group):
@@ -114,8 +107,11 @@ class LazyGroup(click.Group):
         except InputError as exc:
             fail_input(exc)
         except OSError as exc:
-            if exc.errno not in _STDOUT_ERRNOS or not _stdout_broken():
+            # Files kgpu opens fail with their name (and become InputErrors in cli.files); a stream
+            # write failing without one is standard output.
+            if exc.errno not in _STDOUT_ERRNOS or exc.filename is not None:
                 raise
+            _silence_stdout()
             if exc.errno == errno.EPIPE:  # the reader went away (`kgpu catalog | head`): not an error
                 sys.exit(ExitCode.OK)
             click.echo(f"error: cannot write to standard output: {exc.strerror}", err=True)

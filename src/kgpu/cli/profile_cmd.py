@@ -40,14 +40,9 @@ def schema(output: str) -> None:
 
 
 def read_profile_file(path: str) -> str:
-    from kgpu.cli.files import read_text
+    from kgpu.cli.profile_io import read_profile_text
 
-    try:
-        return read_text(path)
-    except InputError as exc:
-        if exc.message == "no such file or directory":
-            raise InputError("no such file", where=path, hint="create one with `kgpu init`") from None
-        raise
+    return read_profile_text(path)
 
 
 @command.command(
@@ -79,5 +74,9 @@ def validate(path: str) -> None:
         for line in all_validation_errors(exc):
             click.echo(f"error: {one_line(f'{path}: {line}', 1000)}", err=True)
         raise SystemExit(ExitCode.INPUT) from None
+    from kgpu.cli.profile_io import check_catalog_names
+
+    for warning in check_catalog_names(profile, path):
+        click.echo(f"warning: {path}: {warning}", err=True)
     gpu = len(profile.gpu_pools)
     click.echo(f"ok: {path}: profile {profile.metadata.name}, {len(profile.pools)} pools ({gpu} GPU)")

@@ -131,8 +131,9 @@ def command(
     manifests. Refuses (exit 1, listing every problem) when the pieces disagree; bad profiles exit 2.
     Nothing is written unless everything succeeded.
     """
-    from kgpu.cli.files import write_tree
+    from kgpu.cli.files import exists, is_dir, write_tree
     from kgpu.cli.profile_cmd import read_profile_file
+    from kgpu.cli.profile_io import check_catalog_names
     from kgpu.model.profile import builtin_profile, load_profile_text
     from kgpu.render import consistency, onprem
     from kgpu.render.stack import (
@@ -159,7 +160,8 @@ def command(
     else:
         source = path or "kgpu.yaml"
         profile = load_profile_text(read_profile_file(source), source=source)
-    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        check_catalog_names(profile, source)
+    if out_dir is not None and exists(out_dir, str(out_dir)) and not is_dir(out_dir, str(out_dir)):
         raise InputError("exists and is not a directory", where=str(out_dir))
     chosen = select_targets(profile, targets or None)
 

@@ -22,19 +22,29 @@ Decisions:
   a loop. The one exception is a hung collection: an NVML call that never returns keeps every scrape at 503
   and only a restart clears it, so once the running collection is older than ``hung_after`` seconds
   ``/healthz`` answers 503 and the liveness probe restarts the exporter.
+- Connections are bounded, so that clients cannot hold the server: a request must arrive complete (request
+  line and headers) within ``header_timeout`` seconds of the connection waiting for it, or the connection is
+  shut (one check per poll of the accept loop, no thread per connection); every socket operation times out
+  after the same time (a client that stops reading); at most ``max_connections`` are served at once, and
+  the next ones get an immediate 503. A client going away mid-response is logged at debug level, without a
+  traceback. HEAD is answered like GET, without the body.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kgpu.errors import quote
 from kgpu.exporter.collector import GpuCollector
 from kgpu.exporter.exposition import CONTENT_TYPE, TextWriter
 
@@ -75,8 +85,8 @@ class Scraper:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.collector = collector
-        self.timeout = timeout
-        self.max_age = max_age  # reuse a successful collection this young (0: every scrape collects afresh)
+        self.timeout = check_seconds(timeout, "timeout")
+        self.max_age = check_seconds(max_age, "max_age")  # reuse a successful collection this young (0: every scrape collects afresh)
         # a collection running longer than this is hung: /healthz answers 503 so that the exporter is restarted
         self.hung_after = max(30.0, 6 * timeout) if hung_after is None else hung_after
         self._clock = clock
@@ -147,13 +157,24 @@ class Scraper:
         return flight.body
 
 
+DEFAULT_HEADER_TIMEOUT = 10.0  # seconds for a request line and headers; a scrape sends them at once
+DEFAULT_MAX_CONNECTIONS = 512  # concurrent connections; Prometheus HA pairs and agents need a handful
+
+
 def parse_listen(address: str) -> tuple[str, int]:
     """``:9835``, ``0.0.0.0:9835``, ``127.0.0.1:0``, ``[::]:9835`` -> (host, port)."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"listen address must be [HOST]:PORT, got {address!r}")
+    if not sep or not (port.isascii() and port.isdigit()) or len(port) > 5 or int(port) > 65535:
+        raise ValueError(f"listen address must be [HOST]:PORT with a port from 0 to 65535, got {quote(address)}")
     host = host.strip("[]")
     return host, int(port)
+
+
+def check_seconds(value: float, name: str) -> float:
+    """A finite, non-negative number of seconds (``inf`` would wait forever, ``nan`` compares false)."""
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value}")
+    return value
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -163,6 +184,31 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = (
         True  # headers and body in separate segments would wait out delayed ACKs (40 ms)
     )
+
+    head_only = False
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.header_timeout)  # every read and write, a stalled peer
+
+    def handle_one_request(self) -> None:
+        self.server.watch(self.connection)  # until the request line and headers are in
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.unwatch(self.connection)
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        self.server.unwatch(self.connection)  # the headers are in: the scrape may now take its time
+        return ok
+
+    def do_HEAD(self) -> None:
+        self.head_only = True
+        try:
+            self.do_GET()
+        finally:
+            self.head_only = False
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -213,7 +259,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if not self.head_only:
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)
@@ -223,11 +270,88 @@ class ExporterHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # many scrapers connecting at once must not overflow the accept backlog
 
-    def __init__(self, address: tuple[str, int], scraper: Scraper) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        scraper: Scraper,
+        *,
+        header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
         host = address[0]
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.scraper = scraper
+        self.header_timeout = check_seconds(header_timeout, "header_timeout") or DEFAULT_HEADER_TIMEOUT
+        self.max_connections = max(1, max_connections)
+        self._conn_lock = threading.Lock()
+        self._active = 0
+        self._waiting_for_headers: dict[socket.socket, float] = {}  # socket -> deadline
+        self.refused_connections = 0
         super().__init__(address, _Handler)
+
+    # --- bounds on connections -----------------------------------------------------------------------
+
+    def watch(self, conn: socket.socket) -> None:
+        with self._conn_lock:
+            self._waiting_for_headers[conn] = time.monotonic() + self.header_timeout
+
+    def unwatch(self, conn: socket.socket) -> None:
+        with self._conn_lock:
+            self._waiting_for_headers.pop(conn, None)
+
+    @property
+    def active_connections(self) -> int:
+        with self._conn_lock:
+            return self._active
+
+    def service_actions(self) -> None:
+        """Called by serve_forever on every poll: shut connections whose request is overdue."""
+        now = time.monotonic()
+        with self._conn_lock:
+            overdue = [c for c, deadline in self._waiting_for_headers.items() if deadline < now]
+            for c in overdue:
+                del self._waiting_for_headers[c]
+        for c in overdue:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)  # the handler's blocked read returns; it closes the socket
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._conn_lock:
+            full = self._active >= self.max_connections
+            if not full:
+                self._active += 1
+        if full:
+            self.refused_connections += 1
+            with contextlib.suppress(OSError):
+                request.settimeout(0.5)
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 20\r\n"
+                    b"Connection: close\r\n\r\ntoo many connections"
+                )
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            with self._conn_lock:
+                self._active -= 1
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.unwatch(request)
+            with self._conn_lock:
+                self._active -= 1
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away or stalled is routine: one debug line, no traceback on stderr."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            log.debug("%s: connection ended: %s", client_address, exc)
+            return
+        log.exception("error serving %s", client_address)
 
     @property
     def url(self) -> str:

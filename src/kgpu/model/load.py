@@ -201,7 +201,7 @@ class Parser:
                 return
             obj = decoder.decode(raw)
         except msgspec.ValidationError as exc:
-            self._wire_error(exc, msgspec.json.decode(raw), label)
+            self._wire_error(exc, _identity(raw), label)
         except msgspec.DecodeError as exc:
             raise InputError(f"invalid JSON: {exc}", where=f"{self.source}: {label}") from None
         except RecursionError:
@@ -442,6 +442,23 @@ def resolve_priorities(*inputs: Objects) -> list[str]:
 def _job_pods(parallelism: int | None, completions: int | None) -> int:
     p = 1 if parallelism is None else parallelism
     return min(p, completions) if completions is not None else p
+
+
+class _Identity(msgspec.Struct, rename="camel"):
+    kind: str = "object"
+    metadata: wire.ObjectMeta = msgspec.field(default_factory=wire.ObjectMeta)
+
+
+_IDENTITY = msgspec.json.Decoder(_Identity)
+
+
+def _identity(raw: msgspec.Raw) -> Any:
+    """Just enough of a JSON object to name it in an error; {} when even that does not decode."""
+    try:
+        ident = _IDENTITY.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return {}
+    return {"kind": ident.kind, "metadata": {"name": ident.metadata.name, "namespace": ident.metadata.namespace}}
 
 
 def _describe(doc: Any, label: str) -> str:

@@ -33,8 +33,29 @@ DEFAULT_TEMPLATE = "eks-karpenter"
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, use_enum_values=True
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_enum_values=True,
+        allow_inf_nan=False,  # `hourlyPrice: .inf` is a typo, not a price
     )
+
+
+# Node counts a profile may ask for: Kubernetes' scalability limit is 5,000 nodes per cluster, and plan
+# creates a group's desired nodes one by one.
+MAX_NODES = 5000
+
+
+def _check_quantities(values: dict[str, Any]) -> None:
+    """Resource quantities (a pool's limits, a static node's cpu/memory) as apimachinery parses them."""
+    from kgpu.model.quantity import resource_amount
+
+    for name, raw in values.items():
+        try:
+            resource_amount(raw, milli=name == "cpu")
+        except InputError as exc:
+            raise ValueError(f"{name}: {exc.message}") from None
 
 
 class Provider(StrEnum):
@@ -177,10 +198,15 @@ class StaticNode(_Model):
             return f"{v}:{EXPORTER_PORT}"
         if port != str(EXPORTER_PORT) or not host:
             raise ValueError(
-                f"{v!r}: the exporter DaemonSet listens on the host's port {EXPORTER_PORT} (hostNetwork); "
+                f"{quote(v)}: the exporter DaemonSet listens on the host's port {EXPORTER_PORT} (hostNetwork); "
                 f"use {host or 'HOST'}:{EXPORTER_PORT}"
             )
         return v
+
+    @model_validator(mode="after")
+    def _quantities(self) -> StaticNode:
+        _check_quantities({k: v for k, v in (("cpu", self.cpu), ("memory", self.memory)) if v is not None})
+        return self
 
 
 class Pool(_Model):
@@ -191,9 +217,9 @@ class Pool(_Model):
     )
     requirements: Requirements | None = None
     capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND])
-    min_size: int = Field(default=0, ge=0)
+    min_size: int = Field(default=0, ge=0, le=MAX_NODES)
     max_size: int | None = Field(default=None, ge=0)
-    desired_size: int | None = Field(default=None, ge=0)
+    desired_size: int | None = Field(default=None, ge=0, le=MAX_NODES)
     limits: dict[str, str | int] = Field(
         default_factory=dict, description="Karpenter limits: cpu, memory, nvidia.com/gpu"
     )
@@ -225,6 +251,12 @@ class Pool(_Model):
         default="auto",
         description="auto: DaemonSet unless the AMI has the plugin built in (BottlerocketNvidia)",
     )
+
+    @field_validator("limits")
+    @classmethod
+    def _limits(cls, v: dict[str, str | int]) -> dict[str, str | int]:
+        _check_quantities(v)
+        return v
 
     @field_validator("labels")
     @classmethod
