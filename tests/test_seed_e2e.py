@@ -205,3 +205,176 @@ def test_seed_002_onprem_scrape_config_daemonset_and_alerts_agree(tmp_path: Path
     work = write_example(tmp_path, "002-vector-add-pod.yaml")
     (pod,) = plan(profile, work)["pods"]
     assert pod["phase"] == "Scheduled" and pod["node"] in ("k8s-node05", "k8s-node06")
+
+
+# --- seed 000: EKS + Karpenter GPU NodePool on an existing cluster ---------------------------------------
+
+DLAMI = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch * (Amazon Linux 2023) *"
+
+
+def _guide_000(data: dict[str, Any]) -> None:
+    """An existing cluster: the Deep Learning AMI (AL2023) by name, the cluster's own node role, subnets
+    and security groups by its discovery tag; the guide's 30 s WhenEmpty consolidation."""
+    data["cluster"]["name"] = "ml-cluster"
+    gpu = next(p for p in data["pools"] if p["name"] == "gpu")
+    gpu["amiSelectorTerms"] = [{"name": DLAMI, "owner": "amazon"}]
+    gpu["role"] = "eks-ml-cluster-node-role"
+    gpu["subnetSelectorTerms"] = [{"tags": {"karpenter.sh/discovery": "ml-cluster", "tier": "private"}}]
+    gpu["securityGroupSelectorTerms"] = [{"id": "sg-0123456789abcdef0"}]
+    gpu["consolidation"] = {"policy": "WhenEmpty", "after": "30s"}
+
+
+def test_seed_000_dlami_nodeclass_and_every_example_on_spot_gpu_nodes(tmp_path: Path) -> None:
+    """The EC2NodeClass selects the guide's Deep Learning AMI with amiFamily AL2023, the given role, subnets
+    and security groups; the PyTorch Job and both TensorFlow Serving replicas land on new spot GPU nodes of
+    the gpu NodePool (labelled node-type=gpu, tainted nvidia.com/gpu)."""
+    profile, out = follow_guide(tmp_path, "eks-karpenter", _guide_000)
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in _docs(out / "karpenter.yaml")}
+    nodeclass = docs["EC2NodeClass", "gpu"]["spec"]
+    assert nodeclass["amiSelectorTerms"] == [{"name": DLAMI, "owner": "amazon"}]
+    assert nodeclass["amiFamily"] == "AL2023"
+    assert nodeclass["role"] == "eks-ml-cluster-node-role" and "instanceProfile" not in nodeclass
+    assert nodeclass["subnetSelectorTerms"] == [
+        {"tags": {"karpenter.sh/discovery": "ml-cluster", "tier": "private"}}
+    ]
+    assert nodeclass["securityGroupSelectorTerms"] == [{"id": "sg-0123456789abcdef0"}]
+    nodepool = docs["NodePool", "gpu"]["spec"]
+    assert nodepool["disruption"]["consolidationPolicy"] == "WhenEmpty"
+    assert nodepool["disruption"]["consolidateAfter"] == "30s"
+
+    work = [
+        write_example(tmp_path, "000-pytorch-training.yaml"),
+        write_example(tmp_path, "000-tensorflow-serving.yaml"),
+    ]
+    result = plan(profile, *work)
+    placed = pods(result)
+    assert set(placed) == {"pytorch-training-0", "tensorflow-serving-0", "tensorflow-serving-1"}
+    for pod in placed.values():
+        assert pod["phase"] == "Provisioned" and pod["pool"] == "gpu" and pod["capacity_type"] == "spot"
+        assert pod["instance_type"].split(".")[0] in ("g4dn", "g5", "g6", "p3")
+
+
+def test_seed_000_custom_ami_without_user_data_is_an_input_error(tmp_path: Path) -> None:
+    """amiFamily Custom with a name selector but no userData: nodes would never join; exit 2 naming the field."""
+
+    def custom(data: dict[str, Any]) -> None:
+        gpu = next(p for p in data["pools"] if p["name"] == "gpu")
+        gpu["amiFamily"] = "Custom"
+        gpu["amiSelectorTerms"] = [{"name": DLAMI, "owner": "amazon"}]
+
+    profile = tmp_path / "kgpu.yaml"
+    kgpu("init", "--template", "eks-karpenter", "-f", str(profile))
+    data = yaml.safe_load(profile.read_text())
+    custom(data)
+    profile.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = CliRunner().invoke(cli, ["render", "-f", str(profile)])
+    assert result.exit_code == 2
+    assert "pools[1]" in result.output and "needs userData" in result.output
+    data["pools"][1]["userData"] = "#!/bin/bash\n/etc/eks/bootstrap.sh ml-cluster\n"
+    profile.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = kgpu("render", "-f", str(profile), "--target", "karpenter", "--validate")
+    nodeclass = next(
+        d
+        for d in yaml.safe_load_all(out)
+        if d and d["kind"] == "EC2NodeClass" and d["metadata"]["name"] == "gpu"
+    )
+    assert nodeclass["spec"]["amiFamily"] == "Custom"
+    assert nodeclass["spec"]["userData"].startswith("#!/bin/bash")
+
+
+# --- seed 001: eksctl spot node groups per zone, cluster-autoscaler from zero -------------------------------
+
+
+def test_seed_001_ten_replicas_scale_spot_gpu_groups_from_zero_with_consistent_tags(tmp_path: Path) -> None:
+    """Every GPU group's ASG describes its labels and taint to cluster-autoscaler in the right form and is
+    found by the chart's auto-discovery; the 10 cuda-vector-add replicas scale the per-zone spot groups
+    from zero, balanced over the three zones."""
+    profile, out = follow_guide(tmp_path, "eks-eksctl")
+    (config,) = _docs(out / "eksctl.yaml")
+    (values,) = _docs(out / "cluster-autoscaler-values.yaml")
+    cluster = values["autoDiscovery"]["clusterName"]
+    assert cluster == config["metadata"]["name"] == "gaia-kube"
+    gpu_groups = [g for g in config["nodeGroups"] if g["name"].startswith("gpu-spot-ng-")]
+    assert [g["name"] for g in gpu_groups] == ["gpu-spot-ng-a", "gpu-spot-ng-b", "gpu-spot-ng-c"]
+    for group in gpu_groups:
+        tags = group["tags"]
+        # auto-discovery's default tags
+        assert tags["k8s.io/cluster-autoscaler/enabled"] == "true"
+        assert f"k8s.io/cluster-autoscaler/{cluster}" in tags
+        for key, value in group["labels"].items():
+            assert tags[f"k8s.io/cluster-autoscaler/node-template/label/{key}"] == value
+        for taint in group["taints"]:
+            tag = tags[f"k8s.io/cluster-autoscaler/node-template/taint/{taint['key']}"]
+            assert tag == f"{taint.get('value', '')}:{taint['effect']}"
+        assert not any("taint/dedicated" in k for k in tags)  # the guide's ineffective tag
+        assert group["instancesDistribution"]["instanceTypes"] == ["p3.2xlarge"]  # one GPU count per group
+
+    work = write_example(tmp_path, "001-cuda-vector-add.yaml")
+    result = plan(profile, work)
+    assert {p["phase"] for p in result["pods"]} == {"Provisioned"}
+    assert len(result["pods"]) == 10
+    zones: dict[str, int] = {}
+    for node in result["new_nodes"]:
+        assert node["capacity_type"] == "spot" and node["pool"] == "gpu-spot-ng"
+        zones[node["zone"]] = zones.get(node["zone"], 0) + 1
+    assert set(zones) == {"us-west-2a", "us-west-2b", "us-west-2c"}
+    assert max(zones.values()) - min(zones.values()) <= 1
+
+
+def test_seed_001_the_guides_mixed_gpu_group_warns_at_render(tmp_path: Path) -> None:
+    """The guide's group of p3.2xlarge, p3.8xlarge and p3.16xlarge: render warns that cluster-autoscaler
+    sizes it from zero as a 1-GPU p3.2xlarge, and plan shows a 4-GPU pod never scaling it up."""
+
+    def guide_mix(data: dict[str, Any]) -> None:
+        data["pools"][1]["instanceTypes"] = ["p3.2xlarge", "p3.8xlarge", "p3.16xlarge"]
+
+    profile = tmp_path / "kgpu.yaml"
+    kgpu("init", "--template", "eks-eksctl", "-f", str(profile))
+    data = yaml.safe_load(profile.read_text())
+    guide_mix(data)
+    profile.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = CliRunner().invoke(cli, ["render", "-f", str(profile), "-d", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    assert "warning: pool gpu-spot-ng: pools[1].instanceTypes: mixes GPU counts" in result.output
+    assert "p3.2xlarge, 1 GPU(s)" in result.output
+
+    four = tmp_path / "four.yaml"
+    four.write_text(
+        """
+apiVersion: v1
+kind: Pod
+metadata: {name: four-gpus}
+spec:
+  nodeSelector: {nvidia.com/gpu: "true"}
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 4}}}]
+"""
+    )
+    (pod,) = plan(profile, four, expect=1)["pods"]
+    assert pod["phase"] == "Unschedulable"
+
+
+# --- seed 004: KubeRay on EKS managed node groups -------------------------------------------------------
+
+
+def test_seed_004_ray_head_on_cpu_group_and_gpu_worker_on_bottlerocket_group(tmp_path: Path) -> None:
+    """The CPU group (m5.xlarge, 256 GB) runs the head, the tainted Bottlerocket NVIDIA g5.xlarge group
+    (1024 GB) the GPU worker; no device-plugin DaemonSet reaches the Bottlerocket group (plugin built in)."""
+    profile, out = follow_guide(tmp_path, "kuberay")
+    (config,) = _docs(out / "eksctl.yaml")
+    groups = {g["name"]: g for g in config["managedNodeGroups"]}
+    assert groups["cpu-node-group"]["instanceTypes"] == ["m5.xlarge"]
+    assert groups["cpu-node-group"]["volumeSize"] == 256
+    gpu = groups["gpu-node-group"]
+    assert gpu["instanceTypes"] == ["g5.xlarge"] and gpu["volumeSize"] == 1024
+    assert gpu["amiFamily"] == "Bottlerocket"
+    assert gpu["taints"] == [{"key": "ray.io/node-type", "value": "worker", "effect": "NoSchedule"}]
+    for g in groups.values():
+        assert (g["minSize"], g["maxSize"], g["desiredCapacity"]) == (0, 1, 1)
+    assert _docs(out / "device-plugin.yaml") == []  # the only GPU group has the plugin built in
+
+    work = write_example(tmp_path, "004-raycluster.yaml")
+    placed = pods(plan(profile, work))
+    assert placed["raycluster-gpu-head-0"]["node"].startswith("cpu-node-group")
+    assert placed["raycluster-gpu-gpu-group-worker-0"]["node"].startswith("gpu-node-group")
+    assert {p["phase"] for p in placed.values()} == {"Scheduled"}

@@ -209,6 +209,44 @@ class StaticNode(_Model):
         return self
 
 
+class AmiSelectorTerm(_Model):
+    """One EC2NodeClass ``amiSelectorTerms`` entry: an alias (``al2023@latest``), an AMI id, a name pattern
+    (with an optional owner: ``amazon``, ``self`` or an account id) or tags."""
+
+    alias: str | None = Field(default=None, pattern=r"^[a-z0-9]+@(latest|v[0-9]+)$")
+    id: str | None = Field(default=None, pattern=r"^ami-[0-9a-z]+$")
+    name: str | None = Field(default=None, min_length=1)
+    owner: str | None = Field(default=None, min_length=1)
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one(self) -> AmiSelectorTerm:
+        given = [k for k in ("alias", "id", "name") if getattr(self, k)] + (["tags"] if self.tags else [])
+        if not given:
+            raise ValueError("an AMI selector term needs alias, id, name or tags")
+        if len(given) > 1 and ("alias" in given or "id" in given):
+            raise ValueError(f"{' and '.join(given)}: alias and id each stand alone in a term")
+        if self.owner and not (self.name or self.tags):
+            raise ValueError("owner goes with name or tags")
+        return self
+
+
+class SelectorTerm(_Model):
+    """A subnet or security-group selector term: an id, a name (security groups) or tags."""
+
+    id: str | None = Field(default=None, pattern=r"^(subnet|sg)-[0-9a-z]+$")
+    name: str | None = Field(default=None, min_length=1)
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one(self) -> SelectorTerm:
+        if not (self.id or self.name or self.tags):
+            raise ValueError("a selector term needs id, name or tags")
+        if self.id and (self.name or self.tags):
+            raise ValueError("id stands alone in a selector term")
+        return self
+
+
 class Pool(_Model):
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
     kind: PoolKind
@@ -251,6 +289,28 @@ class Pool(_Model):
         default="auto",
         description="auto: DaemonSet unless the AMI has the plugin built in (BottlerocketNvidia)",
     )
+    ami_selector_terms: list[AmiSelectorTerm] = Field(
+        default_factory=list,
+        description="Karpenter: EC2NodeClass amiSelectorTerms (alias, id, name + owner, tags); default: the "
+        "amiFamily's alias (al2023@latest, bottlerocket@latest)",
+    )
+    role: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Karpenter: node IAM role; default KarpenterNodeRole-<cluster>",
+    )
+    instance_profile: str | None = Field(
+        default=None, min_length=1, description="Karpenter: an existing instance profile instead of role"
+    )
+    subnet_selector_terms: list[SelectorTerm] = Field(
+        default_factory=list, description="Karpenter: default tags karpenter.sh/discovery: <cluster>"
+    )
+    security_group_selector_terms: list[SelectorTerm] = Field(
+        default_factory=list, description="Karpenter: default tags karpenter.sh/discovery: <cluster>"
+    )
+    user_data: str | None = Field(
+        default=None, description="Karpenter: EC2NodeClass userData (required for amiFamily Custom/Ubuntu)"
+    )
 
     @field_validator("limits")
     @classmethod
@@ -277,6 +337,21 @@ class Pool(_Model):
             raise ValueError("a static pool needs nodes")
         if self.kind == PoolKind.TKE_SUPERNODE and not self.gpu_types:
             raise ValueError("a tke-supernode pool needs gpuTypes (priority order, e.g. [T4, V100])")
+        if self.role and self.instance_profile:
+            raise ValueError("role and instanceProfile: give one (Karpenter takes exactly one)")
+        if (
+            self.kind == PoolKind.KARPENTER
+            and self.ami_family in (AmiFamily.CUSTOM, AmiFamily.UBUNTU)
+            and not any(t.alias for t in self.ami_selector_terms)
+            and not self.user_data
+        ):
+            raise ValueError(
+                f"amiFamily {self.ami_family} needs userData: Karpenter adds no bootstrap to a Custom AMI, so its "
+                "nodes would never join the cluster (or select an alias in amiSelectorTerms)"
+            )
+        aliases = [t for t in self.ami_selector_terms if t.alias]
+        if aliases and len(self.ami_selector_terms) > 1:
+            raise ValueError("amiSelectorTerms: an alias term must be the only term")
         return self
 
     @property
@@ -383,7 +458,9 @@ class Profile(_Model):
             if pool.kind == PoolKind.TKE_SUPERNODE and self.provider != Provider.TKE:
                 raise ValueError(f"pools[{i}]: a tke-supernode pool needs provider: tke")
         if self.kuberay and self.kuberay.head_pool and self.kuberay.head_pool not in names:
-            raise ValueError(f"kuberay.headPool: {quote(self.kuberay.head_pool)} is not a pool ({', '.join(names)})")
+            raise ValueError(
+                f"kuberay.headPool: {quote(self.kuberay.head_pool)} is not a pool ({', '.join(names)})"
+            )
         return self
 
     @property

@@ -10,7 +10,13 @@ Errors (``kgpu render`` refuses, exit 1):
 
 Warnings: a Karpenter pool of GPU instance types without a taint (any pod may land on a GPU node and keep
 it up), a Bottlerocket NVIDIA pool with the DaemonSet forced on, a node group whose ASG does not describe
-its taints, a malformed explicit ``node-template/taint`` tag.
+its taints, a malformed explicit ``node-template/taint`` tag, a cluster-autoscaler node group mixing
+instance types with different GPU counts (it scales from zero on its first type's template, so a pod asking
+for more GPUs than that never scales it up).
+
+Instance types and GPU names go through the same catalog check as ``kgpu plan``
+(:func:`kgpu.sim.provision.validate`): an unknown or retired type is the same input error (exit 2) in both,
+and a node group's unknown type beside known ones the same warning.
 
 Placement uses the scheduler's own predicates (:mod:`kgpu.model.predicates`) against one representative
 node per pool (:func:`pool_nodes`), built from what the pool's provisioner puts on its nodes.
@@ -23,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kgpu.errors import InputError
 from kgpu.model.load import parse_documents
 from kgpu.model.objects import GPU, Node, Pod, Taint
 from kgpu.model.predicates import first_untolerated, static_reasons, untolerated_taint_detail
@@ -38,6 +45,8 @@ from kgpu.render import (
     uses_device_plugin_daemonset,
 )
 from kgpu.render.eksctl import LABEL_TAG, TAINT_TAG, effective_asg_tags
+from kgpu.sim.provision import catalog_for, first_known_type
+from kgpu.sim.provision import validate as validate_catalog
 from kgpu.sim.scheduler import Scheduler
 
 ERROR = "error"
@@ -136,8 +145,13 @@ def _check_workloads(profile: Profile, pods: list[Pod]) -> list[Problem]:
         decision = Scheduler(nodes).place(pod)
         if nodes and decision.node is None:
             # kube-scheduler's reason no longer names the taint; say which one.
-            taints = sorted({untolerated_taint_detail(t) for n in nodes
-                             if (t := first_untolerated(n.taints, pod.spec.tolerations)) is not None})
+            taints = sorted(
+                {
+                    untolerated_taint_detail(t)
+                    for n in nodes
+                    if (t := first_untolerated(n.taints, pod.spec.tolerations)) is not None
+                }
+            )
             out.append(
                 Problem(
                     ERROR,
@@ -296,11 +310,46 @@ def _check_karpenter_taints(profile: Profile) -> list[Problem]:
     ]
 
 
+def _check_catalog(profile: Profile) -> list[Problem]:
+    """plan's catalog check: unknown names raise InputError; the warnings it returns become Problems."""
+    catalog = catalog_for(profile)
+    out = [
+        Problem(WARNING, "profile", line.split(": ", 1)[0], line.split(": ", 1)[-1])
+        for line in validate_catalog(profile, catalog)
+    ]
+    if catalog is None or profile.autoscaler != Autoscaler.CLUSTER_AUTOSCALER:
+        return out
+    for i, pool in enumerate(profile.pools):
+        if pool.kind != PoolKind.NODE_GROUP:
+            continue
+        counts: dict[int, list[str]] = {}
+        for name in pool.instance_types:
+            try:
+                counts.setdefault(catalog.get(name).gpu_count, []).append(name)
+            except InputError:  # unknown: validate_catalog already reported it
+                continue
+        if len(counts) > 1:
+            first = first_known_type(catalog, pool)
+            mix = "; ".join(f"{n} GPU(s): {', '.join(names)}" for n, names in sorted(counts.items()))
+            out.append(
+                Problem(
+                    WARNING,
+                    f"pool {pool.name}",
+                    f"pools[{i}].instanceTypes",
+                    f"mixes GPU counts ({mix}): cluster-autoscaler scales a group from zero on its first type's "
+                    f"template ({first}, {catalog.get(first).gpu_count} GPU(s)), so a pod asking for more never "
+                    "scales it up; use one node group per GPU count",
+                )
+            )
+    return out
+
+
 def check(profile: Profile, stack: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
     """Every problem and warning, errors first, each naming its pool/workload and field."""
     pods = _workload_pods(stack)
     problems = (
-        _check_workloads(profile, pods)
+        _check_catalog(profile)
+        + _check_workloads(profile, pods)
         + _check_device_plugin(profile, stack)
         + _check_autoscaler_tags(profile, stack, pods)
         + _check_karpenter_taints(profile)

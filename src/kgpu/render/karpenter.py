@@ -12,6 +12,11 @@ Decisions:
   pool's volume size goes to the data volume.
 - Subnets and security groups are found by the ``karpenter.sh/discovery: <cluster>`` tag, the node role is
   ``KarpenterNodeRole-<cluster>`` (the names of Karpenter's getting-started CloudFormation).
+- A pool's own ``amiSelectorTerms`` (an alias, an AMI id, a name pattern such as the Deep Learning AMI's with
+  its owner, or tags), ``role`` or ``instanceProfile``, subnet and security-group selector terms and
+  ``userData`` replace those defaults for existing clusters. Terms without an alias need ``amiFamily`` in the
+  EC2NodeClass: the pool's family (Ubuntu, which Karpenter v1 dropped, becomes Custom); a Custom family
+  without userData is a profile error, because Karpenter then writes no bootstrap at all.
 """
 
 from __future__ import annotations
@@ -130,19 +135,44 @@ def _block_devices(pool: Pool) -> list[dict[str, Any]]:
     return [{"deviceName": "/dev/xvda", "rootVolume": True, "ebs": ebs(pool.volume_size_gib)}]
 
 
+_NODECLASS_FAMILY = {
+    AmiFamily.AL2023: "AL2023",
+    AmiFamily.AL2: "AL2",
+    AmiFamily.BOTTLEROCKET: "Bottlerocket",
+    AmiFamily.BOTTLEROCKET_NVIDIA: "Bottlerocket",
+}
+
+
+def _terms(terms: list[Any]) -> list[dict[str, Any]]:
+    return [t.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True) for t in terms]
+
+
 def nodeclass(profile: Profile, pool: Pool) -> dict[str, Any]:
     cluster = profile.cluster.name
     discovery = [{"tags": {DISCOVERY_TAG: cluster}}]
-    alias = _ALIAS.get(AmiFamily(pool.ami_family))
+    family = AmiFamily(pool.ami_family)
+    alias = _ALIAS.get(family)
     spec: dict[str, Any] = {}
-    if alias is None:
+    if pool.ami_selector_terms:
+        terms = _terms(pool.ami_selector_terms)
+        if not any("alias" in t for t in terms):
+            spec["amiFamily"] = _NODECLASS_FAMILY.get(family, "Custom")
+        spec["amiSelectorTerms"] = terms
+    elif alias is None:
         spec["amiFamily"] = "Custom"
         spec["amiSelectorTerms"] = [{"tags": {DISCOVERY_TAG: cluster}}]
     else:
         spec["amiSelectorTerms"] = [{"alias": alias}]
-    spec["role"] = f"KarpenterNodeRole-{cluster}"
-    spec["subnetSelectorTerms"] = [dict(t) for t in discovery]
-    spec["securityGroupSelectorTerms"] = [dict(t) for t in discovery]
+    if pool.instance_profile:
+        spec["instanceProfile"] = pool.instance_profile
+    else:
+        spec["role"] = pool.role or f"KarpenterNodeRole-{cluster}"
+    spec["subnetSelectorTerms"] = _terms(pool.subnet_selector_terms) or [dict(t) for t in discovery]
+    spec["securityGroupSelectorTerms"] = _terms(pool.security_group_selector_terms) or [
+        dict(t) for t in discovery
+    ]
+    if pool.user_data:
+        spec["userData"] = pool.user_data
     spec["blockDeviceMappings"] = _block_devices(pool)
     spec["metadataOptions"] = {"httpTokens": "required", "httpPutResponseHopLimit": 1}
     spec["tags"] = {"kgpu.dev/pool": pool.name}
