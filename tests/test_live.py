@@ -404,3 +404,14 @@ def test_run_with_a_tke_profile_uses_annotations(api: FakeApiServer, tmp_path: P
     doc = json.loads(res.stdout)
     ann = doc["metadata"].get("annotations", {})
     assert ann.get("eks.tke.cloud.tencent.com/gpu-type"), ann
+
+
+def test_rendered_rbac_grants_every_read_a_snapshot_makes() -> None:
+    """`kgpu render --target rbac` must cover every list `kgpu snapshot` makes (a 403 points users at it)."""
+    from kgpu.live.client import EVENT
+    from kgpu.live.snapshot import SOURCES
+    from kgpu.render.rbac import RULES
+
+    granted = {(group, res) for group, resources in RULES for res in resources}
+    needed = {(r.group, r.plural) for r, _ in SOURCES} | {(EVENT.group, EVENT.plural)}
+    assert needed <= granted, needed - granted

@@ -217,8 +217,13 @@ def test_rbac_is_read_only_and_exact() -> None:
     assert granted == {
         ("", "nodes"), ("", "pods"), ("", "events"), ("apps", "daemonsets"),
         ("karpenter.sh", "nodepools"), ("karpenter.sh", "nodeclaims"), ("karpenter.k8s.aws", "ec2nodeclasses"),
+        ("scheduling.k8s.io", "priorityclasses"), ("ray.io", "rayclusters"),
     }  # fmt: skip
     assert all(rule["verbs"] == ["get", "list", "watch"] for rule in role["rules"])
+    run = named(docs, "ClusterRole", "kgpu-run")
+    assert {(r, v) for rule in run["rules"] for r in rule["resources"] for v in rule["verbs"]} == {
+        ("pods", "create"), ("pods", "get"), ("pods", "delete"), ("pods/log", "get"),
+    }  # fmt: skip
 
 
 def test_onprem_runtime_files_for_seed_002() -> None:

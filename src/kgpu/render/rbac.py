@@ -1,7 +1,12 @@
-"""Read-only RBAC for ``kgpu doctor``: exactly the objects it reads, get/list/watch, nothing else.
+"""RBAC for the live commands: read-only for ``kgpu snapshot`` / ``kgpu doctor``, and a role for ``kgpu run``.
 
-Core nodes, pods and events; apps daemonsets (is the device plugin running where it should); Karpenter
-nodepools and nodeclaims (karpenter.sh) and ec2nodeclasses (karpenter.k8s.aws). No secrets, no writes.
+``kgpu-doctor`` (bound to its ServiceAccount): get/list/watch on exactly what a snapshot reads: core
+nodes, pods and events; apps daemonsets (is the device plugin running where it should); scheduling
+priorityclasses (queue order); Karpenter nodepools and nodeclaims (karpenter.sh) and ec2nodeclasses
+(karpenter.k8s.aws); KubeRay rayclusters. No secrets, no writes.
+
+``kgpu-run`` (not bound: bind it to whoever runs smoke tests): create, get and delete pods and read their
+logs, the only writes kgpu makes.
 """
 
 from __future__ import annotations
@@ -16,8 +21,15 @@ VERBS = ["get", "list", "watch"]
 RULES: list[tuple[str, list[str]]] = [
     ("", ["events", "nodes", "pods"]),
     ("apps", ["daemonsets"]),
+    ("scheduling.k8s.io", ["priorityclasses"]),
     ("karpenter.sh", ["nodeclaims", "nodepools"]),
     ("karpenter.k8s.aws", ["ec2nodeclasses"]),
+    ("ray.io", ["rayclusters"]),
+]
+RUN_NAME = "kgpu-run"
+RUN_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "delete"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 ]
 
 
@@ -45,5 +57,11 @@ def render(profile: Profile) -> list[dict[str, Any]]:
             "metadata": {"name": NAME, "labels": labels},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
             "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": RUN_NAME, "labels": labels},
+            "rules": RUN_RULES,
         },
     ]
