@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from cluster import LocalCluster
+
 from conftest import binary
 
 KGPU = [sys.executable, "-m", "kgpu.cli.main"]
