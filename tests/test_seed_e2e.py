@@ -378,3 +378,15 @@ def test_seed_004_ray_head_on_cpu_group_and_gpu_worker_on_bottlerocket_group(tmp
     assert placed["raycluster-gpu-head-0"]["node"].startswith("cpu-node-group")
     assert placed["raycluster-gpu-gpu-group-worker-0"]["node"].startswith("gpu-node-group")
     assert {p["phase"] for p in placed.values()} == {"Scheduled"}
+
+
+def test_plan_without_f_uses_kgpu_yaml_in_the_current_directory(tmp_path: Path, monkeypatch: Any) -> None:
+    """As render does: ./kgpu.yaml when it exists, else the built-in default; it says which on stderr."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["plan", "-o", "json"])
+    assert "profile: the built-in template eks-karpenter" in result.stderr
+    kgpu("init", "--template", "eks-eksctl", "-f", "kgpu.yaml")
+    result = CliRunner().invoke(cli, ["plan", "-o", "json"])
+    assert result.exit_code in (0, 1), result.output
+    assert "profile: kgpu.yaml (eks-eksctl)" in result.stderr
+    assert json.loads(result.stdout)["profile"] == "eks-eksctl"

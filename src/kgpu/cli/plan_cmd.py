@@ -45,7 +45,7 @@ from kgpu.errors import InputError
     metavar="PATH",
     type=PATH,
     default=None,
-    help="Cluster profile (kgpu.yaml). Default: the built-in eks-karpenter template.",
+    help="Cluster profile. Default: ./kgpu.yaml when it exists (as render), else the built-in eks-karpenter template.",
 )
 @click.option(
     "--workload",
@@ -85,7 +85,14 @@ def command(
     from kgpu.cli.profile_io import load_profile_file
     from kgpu.sim import plan as planner
 
+    if profile is None and not compare and Path("kgpu.yaml").is_file():
+        profile = "kgpu.yaml"
     prof = load_profile_file(profile)
+    if not compare:
+        used = (
+            f"{profile} ({prof.metadata.name})" if profile else f"the built-in template {prof.metadata.name}"
+        )
+        click.echo(f"profile: {used}", err=True)
     paths = list(workload)
     if not paths and profile and prof.workloads:
         base = Path(profile).parent

@@ -19,6 +19,7 @@ from typing import Any
 from kgpu.errors import InputError, quote
 from kgpu.exporter.nvml import Nvml, NvmlUnavailable, as_text
 from kgpu.model.safeyaml import MAX_BYTES, load_json
+from kgpu.render import onprem
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 MIN_DRIVER = (384, 81)  # k8s-device-plugin's stated minimum ("NVIDIA drivers ~= 384.81")
@@ -35,23 +36,22 @@ FIX_TOOLKIT = """Install nvidia-container-toolkit (>= 1.7.0):
   yum-config-manager --enable nvidia-container-toolkit-experimental
   yum install -y nvidia-container-toolkit"""
 
-FIX_CONTAINERD = """Make nvidia-container-runtime containerd's default runtime in /etc/containerd/config.toml:
-  version = 2
-  [plugins]
-    [plugins."io.containerd.grpc.v1.cri"]
-      [plugins."io.containerd.grpc.v1.cri".containerd]
-        default_runtime_name = "nvidia"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes]
-          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
-            privileged_without_host_devices = false
-            runtime_engine = ""
-            runtime_root = ""
-            runtime_type = "io.containerd.runc.v2"
-            [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
-              BinaryName = "/usr/bin/nvidia-container-runtime"
-(containerd 2.x, config version 3: the same keys under [plugins."io.containerd.cri.v1.runtime".containerd];
- `nvidia-ctk runtime configure --runtime=containerd --set-as-default` writes either.) Then:
+FIX_CONTAINERD = (
+    f"""Write {onprem.CONTAINERD_DROPIN} exactly as `kgpu render --target onprem` renders it (its
+bootstrap-gpu-host.sh does every step of this, idempotently):
+"""
+    + "".join(f"  {line}\n" if line else "\n" for line in onprem.containerd_dropin().splitlines())
+    + f"""and import it from /etc/containerd/config.toml (top level, before any table):
+  {onprem.IMPORTS_LINE}
+(containerd 2.x reads the version-2 drop-in too; `nvidia-ctk runtime configure --runtime=containerd
+ --set-as-default` writes an equivalent one.) Then:
   systemctl restart containerd"""
+)
+
+FIX_CGROUP = """Make the nvidia runtime use the kubelet's cgroup driver: in the [...runtimes.nvidia.options] table
+  SystemdCgroup = true     # kubelet cgroupDriver: systemd (kubeadm's default)
+  SystemdCgroup = false    # kubelet cgroupDriver: cgroupfs
+Then: systemctl restart containerd. Two cgroup managers on one node make pods restart under pressure."""
 
 FIX_DOCKER = """Make nvidia-container-runtime docker's default runtime in /etc/docker/daemon.json:
   {
@@ -300,6 +300,55 @@ def check_containerd(root: Path, path: str = "/etc/containerd/config.toml") -> C
     return Check(name, PASS, f"{path}: default runtime nvidia -> {binary}")
 
 
+def kubelet_cgroup_driver(root: Path) -> str | None:
+    """``cgroupDriver`` from /var/lib/kubelet/config.yaml (kubeadm writes it); None when there is no file."""
+    path = _under(root, "/var/lib/kubelet/config.yaml")
+    if not _is_file(path):
+        return None
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")[:MAX_BYTES]
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "cgroupDriver" and not line.startswith((" ", "\t")):
+            return value.split("#", 1)[0].strip().strip("'\"") or None
+    return "cgroupfs"  # the kubelet's own default when the file does not set it
+
+
+def check_cgroup(root: Path, path: str = "/etc/containerd/config.toml") -> Check:
+    """The nvidia runtime's SystemdCgroup against the kubelet's cgroup driver."""
+    name = "containerd cgroup driver"
+    try:
+        _, nvidia, _ = containerd_runtime(load_containerd_config(root, path))
+    except Malformed:
+        return Check(name, WARN, f"{path}: cannot be read (see containerd runtime)", FIX_CGROUP)
+    if nvidia is None:
+        return Check(name, WARN, f"{path}: no nvidia runtime to check", FIX_CGROUP)
+    raw = (nvidia.get("options") or {}).get("SystemdCgroup")
+    systemd = raw is True
+    driver = kubelet_cgroup_driver(root)
+    shown = "true" if raw is True else "false" if raw is False else "unset"
+    if driver is None:
+        if systemd:
+            return Check(name, PASS, "runtimes.nvidia SystemdCgroup = true (kubeadm's systemd cgroup driver)")
+        return Check(
+            name,
+            WARN,
+            f"runtimes.nvidia SystemdCgroup is {shown}; no /var/lib/kubelet/config.yaml says which cgroup "
+            "driver the kubelet uses (kubeadm's default is systemd)",
+            FIX_CGROUP,
+        )
+    if systemd == (driver == "systemd"):
+        return Check(name, PASS, f"runtimes.nvidia SystemdCgroup = {shown}, kubelet cgroupDriver {driver}")
+    return Check(
+        name,
+        FAIL,
+        f"runtimes.nvidia SystemdCgroup is {shown} but the kubelet's cgroupDriver is {driver}",
+        FIX_CGROUP,
+    )
+
+
 def _is_file(path: Path) -> bool:
     try:
         return path.is_file()
@@ -335,6 +384,7 @@ def check_runtimes(root: Path) -> list[Check]:
     out = []
     if _under(root, "/etc/containerd/config.toml").is_file():
         out.append(check_containerd(root))
+        out.append(check_cgroup(root))
     if _under(root, "/etc/docker/daemon.json").is_file():
         out.append(check_docker(root))
     if not out:

@@ -136,7 +136,8 @@ def target_notes(profile: Profile, target: str) -> list[str]:
     if target == "onprem":
         return [
             f"Host files (also under onprem-files/ with -o DIR): {onprem.CONTAINERD_DROPIN} (containerd) or "
-            f"{onprem.DOCKER_DAEMON} (docker); run verify-gpu-runtime.sh on each GPU host."
+            f"{onprem.DOCKER_DAEMON} (docker); {onprem.BOOTSTRAP} (or {onprem.CLOUD_INIT}) sets a host up: driver, "
+            "container toolkit, the drop-in; run verify-gpu-runtime.sh or `kgpu node-check` on each GPU host."
         ]
     if target == "cluster-autoscaler":
         return [
