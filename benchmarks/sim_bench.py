@@ -1,4 +1,4 @@
-"""Seeded benchmark: kube-scheduler placement at 5,000 nodes and 50,000 pending pods.
+"""Seeded benchmark: kube-scheduler placement at 5,000 nodes and 50,000 pending pods, homogeneous and diverse.
 
 Generates a cluster snapshot (CPU and GPU node shapes with taints and labels, pods already running) and
 50,000 pending pods (CPU and GPU shapes, tolerations, selectors, affinity) as the JSON ``v1 List`` that
@@ -183,71 +183,85 @@ POD_SHAPES = [  # (owner, weight, requests, limits, spec_extra)
 ]
 
 
+def _node(i: int, shape: tuple, zone: str, rng: random.Random) -> dict:
+    itype, _, cpu, mem, pods, gpus, gpu_name = shape
+    name = f"ip-10-{i // 250}-{i % 250}-{i % 7}.us-west-2.compute.internal"
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": itype,
+        "topology.kubernetes.io/zone": zone,
+        "topology.kubernetes.io/region": "us-west-2",
+        "karpenter.sh/capacity-type": rng.choice(["spot", "on-demand"]),
+    }
+    alloc = {
+        "cpu": f"{cpu}m",
+        "memory": f"{mem}Ki",
+        "pods": str(pods),
+        "ephemeral-storage": "95551679124",
+        "hugepages-2Mi": "0",
+    }
+    taints = []
+    if gpus:
+        labels.update(
+            {
+                "node-type": "gpu",
+                "karpenter.k8s.aws/instance-gpu-name": gpu_name,
+                "karpenter.k8s.aws/instance-gpu-count": str(gpus),
+                "nvidia.com/gpu.present": "true",
+            }
+        )
+        alloc["nvidia.com/gpu"] = str(gpus)
+        taints.append(GPU_TAINT)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": taints, "providerID": f"aws:///{zone}/i-{i:017x}"},
+        "status": {
+            "allocatable": alloc,
+            "capacity": alloc,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {
+                "kubeletVersion": "v1.33.1",
+                "containerRuntimeVersion": "containerd://1.7.27",
+            },
+        },
+    }
+
+
+def _agent(i: int, j: int, node: str) -> dict:
+    return _pod(
+        f"node-agent-{i}-{j}",
+        "kube-system",
+        "node-agent",
+        {"tolerations": [{"operator": "Exists"}]},
+        _container("agent", "agent:1", {"cpu": "100m", "memory": "128Mi"}, {"memory": "256Mi"}),
+        node,
+        "Running",
+    )
+
+
+def _write(directory: Path, prefix: str, nodes: list, running: list, pending: list) -> tuple[Path, Path]:
+    cluster = directory / f"{prefix}cluster.json"
+    work = directory / f"{prefix}pending.json"
+    cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + running}))
+    work.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pending}))
+    return cluster, work
+
+
 def generate(directory: Path) -> tuple[Path, Path]:
+    """The homogeneous variant: 50,000 pods from 7 specs."""
     rng = random.Random(SEED)
     nodes, running = [], []
     shapes = [s for s in NODE_SHAPES for _ in range(s[1])]
     for i in range(NODES):
-        itype, _, cpu, mem, pods, gpus, gpu_name = rng.choice(shapes)
-        zone = ZONES[i % 3]
-        name = f"ip-10-{i // 250}-{i % 250}-{i % 7}.us-west-2.compute.internal"
-        labels = {
-            "kubernetes.io/hostname": name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "node.kubernetes.io/instance-type": itype,
-            "topology.kubernetes.io/zone": zone,
-            "topology.kubernetes.io/region": "us-west-2",
-            "karpenter.sh/capacity-type": rng.choice(["spot", "on-demand"]),
-        }
-        alloc = {
-            "cpu": f"{cpu}m",
-            "memory": f"{mem}Ki",
-            "pods": str(pods),
-            "ephemeral-storage": "95551679124",
-            "hugepages-2Mi": "0",
-        }
-        taints = []
-        if gpus:
-            labels.update(
-                {
-                    "node-type": "gpu",
-                    "karpenter.k8s.aws/instance-gpu-name": gpu_name,
-                    "karpenter.k8s.aws/instance-gpu-count": str(gpus),
-                    "nvidia.com/gpu.present": "true",
-                }
-            )
-            alloc["nvidia.com/gpu"] = str(gpus)
-            taints.append(GPU_TAINT)
-        nodes.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name, "labels": labels},
-                "spec": {"taints": taints, "providerID": f"aws:///{zone}/i-{i:017x}"},
-                "status": {
-                    "allocatable": alloc,
-                    "capacity": alloc,
-                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-                    "nodeInfo": {
-                        "kubeletVersion": "v1.33.1",
-                        "containerRuntimeVersion": "containerd://1.7.27",
-                    },
-                },
-            }
-        )
-        for j in range(2 if not gpus else 1):  # system pods already running
-            running.append(
-                _pod(
-                    f"node-agent-{i}-{j}",
-                    "kube-system",
-                    "node-agent",
-                    {"tolerations": [{"operator": "Exists"}]},
-                    _container("agent", "agent:1", {"cpu": "100m", "memory": "128Mi"}, {"memory": "256Mi"}),
-                    name,
-                    "Running",
-                )
-            )
+        shape = rng.choice(shapes)
+        node = _node(i, shape, ZONES[i % 3], rng)
+        nodes.append(node)
+        for j in range(2 if not shape[5] else 1):  # system pods already running
+            running.append(_agent(i, j, node["metadata"]["name"]))
     pending = []
     pshapes = [s for s in POD_SHAPES for _ in range(s[1])]
     for i in range(PENDING):
@@ -263,11 +277,135 @@ def generate(directory: Path) -> tuple[Path, Path]:
                 "Pending",
             )
         )
-    cluster = directory / "cluster.json"
-    work = directory / "pending.json"
-    cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + running}))
-    work.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pending}))
-    return cluster, work
+    return _write(directory, "", nodes, running, pending)
+
+
+# --- the diverse variant: what real clusters look like -------------------------------------------------
+
+DIVERSE_SHAPES = [  # 8 shapes: (instance type, weight, cpu m, memory Ki, pods, gpus, gpu label)
+    ("m5.2xlarge", 18, 7910, 31_500_000, 58, 0, None),
+    ("m5.4xlarge", 12, 15890, 63_000_000, 234, 0, None),
+    ("c5.4xlarge", 14, 15890, 30_600_000, 234, 0, None),
+    ("r5.2xlarge", 8, 7910, 63_300_000, 58, 0, None),
+    ("g4dn.xlarge", 14, 3920, 15_146_852, 29, 1, "t4"),
+    ("g6.2xlarge", 12, 7910, 31_000_000, 58, 1, "l4"),
+    ("g5.12xlarge", 12, 47810, 187_181_336, 234, 4, "a10g"),
+    ("p4d.24xlarge", 10, 95690, 1_135_000_000, 737, 8, "a100"),
+]
+GPU_NAMES = ["t4", "l4", "a10g", "a100"]
+DIVERSE_SPECS = 240
+
+
+def _affinity(*exprs: dict) -> dict:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": list(exprs)}]
+            }
+        }
+    }
+
+
+def diverse_specs(rng: random.Random) -> list[tuple[str, dict, dict, dict]]:
+    """Distinct pod templates (owner, requests, limits, spec extras): 35 % ask for 1, 2 or 4 GPUs."""
+    out: list[tuple[str, dict, dict, dict]] = []
+    seen: set[str] = set()
+    while len(out) < DIVERSE_SPECS:
+        extra: dict = {}
+        if rng.random() < 0.35:
+            gpus = rng.choice([1, 1, 1, 1, 2, 4])
+            req = {
+                "cpu": rng.choice(["500m", "1", "2", "3", "4"]),
+                "memory": rng.choice(["2Gi", "4Gi", "8Gi", "12Gi", "16Gi"]),
+            }
+            lim = {"nvidia.com/gpu": str(gpus)}
+            if rng.random() < 0.95:
+                extra["tolerations"] = [GPU_TOLERATION]
+            kind = rng.random()
+            if kind < 0.3:
+                extra["nodeSelector"] = {"karpenter.k8s.aws/instance-gpu-name": rng.choice(GPU_NAMES)}
+            elif kind < 0.5:
+                extra["nodeSelector"] = {"topology.kubernetes.io/zone": rng.choice(ZONES)}
+            elif kind < 0.75:
+                expr = {
+                    "key": "karpenter.k8s.aws/instance-gpu-count",
+                    "operator": "Gt",
+                    "values": [str(gpus - 1)],
+                }
+                extra["affinity"] = _affinity(expr)
+            kind_name = "gpu"
+        else:
+            req = {
+                "cpu": rng.choice(["100m", "200m", "250m", "300m", "500m", "750m", "1", "1500m", "2"]),
+                "memory": rng.choice(["128Mi", "256Mi", "384Mi", "512Mi", "1Gi", "1536Mi", "2Gi", "4Gi"]),
+            }
+            lim = {"memory": req["memory"]}
+            kind = rng.random()
+            if kind < 0.2:
+                extra["nodeSelector"] = {"topology.kubernetes.io/zone": rng.choice(ZONES)}
+            elif kind < 0.3:
+                types = rng.sample(["m5.2xlarge", "m5.4xlarge", "c5.4xlarge", "r5.2xlarge"], 2)
+                extra["affinity"] = _affinity(
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}
+                )
+            elif kind < 0.4:
+                extra["nodeSelector"] = {"karpenter.sh/capacity-type": rng.choice(["spot", "on-demand"])}
+            kind_name = "svc"
+        key = json.dumps([req, lim, extra], sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append((f"{kind_name}-{len(out):03d}", req, lim, extra))
+    return out
+
+
+def generate_diverse(directory: Path) -> tuple[Path, Path]:
+    """5,000 nodes of 8 shapes, ~2.5 running pods each; 50,000 pods from 240 distinct templates."""
+    rng = random.Random(SEED + 1)
+    nodes, running = [], []
+    shapes = [s for s in DIVERSE_SHAPES for _ in range(s[1])]
+    for i in range(NODES):
+        shape = rng.choice(shapes)
+        node = _node(i, shape, ZONES[i % 3], rng)
+        name = node["metadata"]["name"]
+        nodes.append(node)
+        for j in range(2):
+            running.append(_agent(i, j, name))
+        if rng.random() < 0.5:  # an application pod already running: ~2.5 pods per node
+            running.append(
+                _pod(
+                    f"resident-{i}",
+                    "apps",
+                    "resident",
+                    {},
+                    _container("app", "app:1", {"cpu": "500m", "memory": "1Gi"}, {}),
+                    name,
+                    "Running",
+                )
+            )
+    specs = diverse_specs(rng)
+    gpu = [s for s in specs if "nvidia.com/gpu" in s[2]]
+    cpu = [s for s in specs if "nvidia.com/gpu" not in s[2]]
+    gpu_w = [rng.uniform(0.2, 3.0) for _ in gpu]  # Deployments of different sizes
+    cpu_w = [rng.uniform(0.2, 3.0) for _ in cpu]
+    chosen = [
+        rng.choices(gpu, gpu_w)[0] if rng.random() < 0.35 else rng.choices(cpu, cpu_w)[0]
+        for _ in range(PENDING)
+    ]
+    pending = []
+    for i, (owner, req, lim, extra) in enumerate(chosen):
+        pending.append(
+            _pod(
+                f"{owner}-7f9c4b8d6-{i:05d}",
+                "apps",
+                owner,
+                json.loads(json.dumps(extra)),
+                _container(owner, f"registry.example.com/{owner}:1.0", req, lim),
+                None,
+                "Pending",
+            )
+        )
+    return _write(directory, "diverse-", nodes, running, pending)
 
 
 SIMULATE = """
@@ -284,6 +422,7 @@ t3 = time.perf_counter()
 s = result.summary()
 print(json.dumps({"import": t1 - t0, "load": t2 - t1, "place": t3 - t2, "total": t3 - t1,
                   "scheduled": s["scheduled"], "unschedulable": s["unschedulable"],
+                  "classes": len({p.spec for p in work.pods}),
                   "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
 
@@ -302,21 +441,15 @@ def _run(code: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    directory = Path(os.environ.get("KGPU_BENCH_DIR", ".bench"))
-    directory.mkdir(exist_ok=True)
-    t = time.perf_counter()
-    cluster, work = generate(directory)
+def measure(label: str, cluster: Path, work: Path, generated_s: float) -> None:
     size = (cluster.stat().st_size + work.stat().st_size) / 2**20
-    print(
-        f"simulate benchmark: {NODES} nodes, {PENDING} pending pods (seed {SEED}); "
-        f"input {size:.0f} MiB, generated in {time.perf_counter() - t:.1f}s"
-    )
+    print(f"{label}: input {size:.0f} MiB, generated in {generated_s:.1f}s")
     runs = []
     for _ in range(3):  # best of three for both, in alternation, so they share the machine's state
         runs.append((_run(SIMULATE, str(cluster), str(work)), _run(JSON_LOAD, str(cluster), str(work))))
     sim = min((r[0] for r in runs), key=lambda r: r["total"])
     base = min(r[1]["json_load"] for r in runs)
+    print(f"  pod classes (distinct pending pod specs): {sim['classes']}")
     print(f"  placed: {sim['scheduled']} scheduled, {sim['unschedulable']} unschedulable")
     print(
         f"  simulate: {sim['total']:.3f}s (decode {sim['load']:.3f}s + place {sim['place']:.3f}s) = "
@@ -325,6 +458,27 @@ def main() -> None:
     print(f"  json.load of the same input: {base:.3f}s")
     print(f"  ratio simulate / json.load: {sim['total'] / base:.2f}  (target <= 2)")
     print(f"  peak RSS of the simulate process: {sim['maxrss_kib'] / 1024:.0f} MiB  (target <= 2048)")
+
+
+def main() -> None:
+    directory = Path(os.environ.get("KGPU_BENCH_DIR", ".bench"))
+    directory.mkdir(exist_ok=True)
+    only = sys.argv[1:] if __name__ == "__main__" else []
+    variants = [
+        ("homogeneous", generate, f"{NODES} nodes, {PENDING} pending pods from {len(POD_SHAPES)} specs"),
+        (
+            "diverse",
+            generate_diverse,
+            f"{NODES} nodes of {len(DIVERSE_SHAPES)} shapes, {PENDING} pending pods "
+            f"from {DIVERSE_SPECS} specs",
+        ),
+    ]
+    for name, make, what in variants:
+        if only and name not in only:
+            continue
+        t = time.perf_counter()
+        cluster, work = make(directory)
+        measure(f"simulate benchmark, {name} ({what}; seed {SEED})", cluster, work, time.perf_counter() - t)
 
 
 if __name__ == "__main__":

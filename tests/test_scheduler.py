@@ -244,3 +244,93 @@ def test_new_nodes_become_candidates_for_waiting_classes():
     decision = sched.place(make_pod("big2", cpu="2"))
     assert decision.node is not None and decision.node.name == "large"
     assert sched.explain_pod(make_pod("huge", cpu="8")) == "0/2 nodes are available: 2 Insufficient cpu."
+
+
+def reference_events(events: list[tuple[str, object]]) -> list[tuple[str | None, str | None]]:
+    """The naive reference over a sequence of pods to place and nodes that join in between."""
+    states: list[NodeState] = []
+    out: list[tuple[str | None, str | None]] = []
+    for kind, obj in events:
+        if kind == "node":
+            states.append(NodeState(obj, len(states)))  # type: ignore[arg-type]
+            continue
+        pod: Pod = obj  # type: ignore[assignment]
+        feasible, reasons = [], Counter()
+        for st in states:
+            r = filter_reasons(pod.spec, st.node, st.requested, st.pod_count, st.ports)
+            if r is None:
+                feasible.append(st)
+            else:
+                reasons.update(r)
+        if feasible:
+            best = min(feasible, key=lambda st: (-score(pod.spec, st), st.node.name))
+            best.add(pod)
+            out.append((best.node.name, None))
+        else:
+            out.append(
+                (
+                    None,
+                    unschedulable_message(len(states), reasons)
+                    if states
+                    else "no nodes available to schedule pods",
+                )
+            )
+    return out
+
+
+def many_classes_case(rng: random.Random) -> list[tuple[str, object]]:
+    """Dozens of pod specs over nodes of very different sizes: tiny pods on big nodes (a bind may raise
+    BalancedAllocation), pods without requests (non-zero defaults near a full node), selectors, taints,
+    and nodes joining between pods."""
+
+    def node(i: int) -> Node:
+        gpus = rng.choice([0, 0, 0, 1, 4])
+        doc = node_dict(
+            f"n{rng.randint(0, 999):03d}-{i}",
+            cpu=rng.choice(["1", "2", "4", "16", "96", "1500m"]),
+            memory=rng.choice(["1Gi", "4Gi", "16Gi", "64Gi", "1Ti", "3000Mi"]),
+            pods=rng.choice([4, 8, 110]),
+            gpus=gpus,
+            labels={"zone": rng.choice("abc"), "size": str(rng.randint(0, 9))},
+            taints=[GPU_TAINT] if gpus and rng.random() < 0.7 else [],
+        )
+        return parse_documents([doc], "n").nodes[0]
+
+    shapes = []
+    for _ in range(rng.randint(20, 60)):
+        kw: dict = {
+            "cpu": rng.choice([None, "1m", "10m", "100m", "250m", "700m", "1", "3"]),
+            "memory": rng.choice([None, "1Mi", "64Mi", "256Mi", "1Gi", "5Gi"]),
+            "gpus": rng.choice([0, 0, 0, 1, 2]),
+        }
+        if rng.random() < 0.5:
+            kw["tolerations"] = [GPU_TOLERATION]
+        if rng.random() < 0.3:
+            kw["node_selector"] = {"zone": rng.choice("abc")}
+        if rng.random() < 0.2:
+            kw["affinity_terms"] = [
+                {"matchExpressions": [{"key": "size", "operator": "Gt", "values": [str(rng.randint(0, 8))]}]}
+            ]
+        shapes.append(kw)
+    events: list[tuple[str, object]] = [("node", node(i)) for i in range(rng.randint(0, 15))]
+    for i in range(rng.randint(40, 160)):
+        if rng.random() < 0.04:
+            events.append(("node", node(100 + i)))
+        events.append(("pod", make_pod(f"pod-{i}", **rng.choice(shapes))))
+    return events
+
+
+def test_fast_scheduler_matches_naive_reference_with_many_classes_and_joining_nodes():
+    rng = random.Random(11)
+    for case in range(150):
+        events = many_classes_case(rng)
+        expected = reference_events(events)
+        sched = Scheduler([])
+        got = []
+        for kind, obj in events:
+            if kind == "node":
+                sched.add_node(obj)  # type: ignore[arg-type]
+                continue
+            decision = sched.place(obj)  # type: ignore[arg-type]
+            got.append((decision.node.name if decision.node else None, decision.reason))
+        assert got == expected, f"case {case}"

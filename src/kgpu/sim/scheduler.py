@@ -1,19 +1,27 @@
-"""kube-scheduler's placement loop over a snapshot, fast enough for thousands of nodes.
+"""kube-scheduler's placement loop over a snapshot, fast enough for thousands of nodes and pod specs.
 
 For each pod, in queue order (priority, then input order), the scheduler filters every node with the
 default filters (see ``kgpu.model.predicates``), scores the feasible ones with NodeResourcesFit's
 LeastAllocated plus NodeResourcesBalancedAllocation (weight 1 each), and binds the pod to the best, ties
 broken by node name (kube-scheduler picks among ties at random; a simulator must be reproducible).
 
-What makes it fast is that identical pods form a *class* (same ``PodSpecInfo``):
+What makes it fast is that identical pods form a *class* (same ``PodSpecInfo``), and that real clusters
+have hundreds of classes, so nothing a bind or a new node costs may grow with their number:
 
-- the node-only filters (unschedulable, nodeName, taints, affinity) run once per class and node, memoised
-  on the parts of the node each filter reads;
-- each class keeps a max-heap of its feasible nodes by score. When a pod lands on a node, the node's
-  version moves on and a fresh entry is pushed into the heap of every class that can use the node; stale
-  entries are dropped when they surface. A node that no longer fits a class is dropped from its heap for
-  good, because during a simulation free resources only shrink;
-- the "0/N nodes are available" message is kept per class and updated only for nodes that changed.
+- the node-only filters (unschedulable, nodeName, taints, affinity) run once per *filter group* (classes
+  with the same tolerations, selector, affinity and nodeName) and node, memoised on the parts of the node
+  each filter reads; a new node is filtered when a class next needs an answer, not when it is added;
+- each class keeps a max-heap of its feasible nodes keyed by score. An entry whose node has changed since
+  it was pushed is *stale*; it is re-scored when it surfaces, and a node that no longer fits the class is
+  dropped for good, because during a simulation free resources only shrink. This is exact only if a stale
+  key is never below the node's current score. LeastAllocated only falls as pods land; BalancedAllocation
+  can rise, but by at most ``50 * |cpu fraction - memory fraction|`` of the landing pod (plus one for
+  rounding), while LeastAllocated falls by at least the landing pod's share of the node. ``bind`` checks
+  that inequality for every class at once from the pod and the node alone (``_cannot_raise``); when it
+  does not hold (a pod under ~1 % of the node, or a node whose non-zero requests near its allocatable),
+  the node is re-scored for every class that can use it, as before;
+- the "0/N nodes are available" message is kept per class and updated only for the nodes bound since the
+  class last asked (a log of binds, intersected with the class's feasible nodes).
 
 Not modelled (documented in docs/simulate.md): preemption, inter-pod affinity, topology spread, volume
 filters, and the scheduler's sampling of a percentage of nodes in large clusters.
@@ -26,16 +34,18 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from kgpu.model.objects import CPU, MEMORY, HostPort, Node, Pod, PodSpecInfo, Taint
+from kgpu.model.objects import CPU, EPHEMERAL, MEMORY, HostPort, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import (
     ERR_NODE_AFFINITY,
     ERR_NODE_NAME,
     ERR_NODE_PORTS,
     ERR_TAINTS,
+    ERR_TOO_MANY_PODS,
     ERR_UNSCHEDULABLE,
     TAINT_NODE_UNSCHEDULABLE,
     affinity_matches,
     first_untolerated,
+    insufficient,
     insufficient_resources,
     ports_conflict,
     tolerated,
@@ -62,10 +72,15 @@ class NodeState:
     alloc_cpu: int = 0
     alloc_memory: int = 0
     alloc_pods: int = 0
+    req_cpu: int = 0  # requested[CPU] and requested[MEMORY], read on every score
+    req_memory: int = 0
+    available: dict[str, int] = field(default_factory=dict)  # allocatable minus requested
 
     def __post_init__(self) -> None:
         a = self.node.allocatable
         self.alloc_cpu, self.alloc_memory, self.alloc_pods = a.get(CPU, 0), a.get(MEMORY, 0), a.get("pods", 0)
+        self.available = {k: v - self.requested.get(k, 0) for k, v in a.items()}
+        self.req_cpu, self.req_memory = self.requested.get(CPU, 0), self.requested.get(MEMORY, 0)
 
     @property
     def name(self) -> str:
@@ -73,9 +88,11 @@ class NodeState:
 
     def add(self, pod: Pod) -> None:
         spec = pod.spec
-        req = self.requested
+        req, free = self.requested, self.available
         for k, v in spec.requests:
             req[k] = req.get(k, 0) + v
+            free[k] = free.get(k, 0) - v
+        self.req_cpu, self.req_memory = req.get(CPU, 0), req.get(MEMORY, 0)
         self.nonzero_cpu += spec.nonzero_cpu
         self.nonzero_memory += spec.nonzero_memory
         self.pod_count += 1
@@ -85,16 +102,16 @@ class NodeState:
         self.version += 1
 
     def free(self, resource: str) -> int:
-        return self.node.allocatable.get(resource, 0) - self.requested.get(resource, 0)
+        return self.available.get(resource, 0)
 
 
 def fits(spec: PodSpecInfo, st: NodeState) -> bool:
     """The dynamic filters (NodePorts, NodeResourcesFit) as a yes/no, on the hot path."""
     if st.pod_count >= st.alloc_pods:
         return False
-    alloc, req = st.node.allocatable, st.requested
+    free = st.available
     for k, v in spec.requests:
-        if v > alloc.get(k, 0) - req.get(k, 0):
+        if v > free.get(k, 0):
             return False
     return not (spec.host_ports and ports_conflict(spec.host_ports, st.ports))
 
@@ -105,49 +122,115 @@ def dynamic_reasons(spec: PodSpecInfo, st: NodeState) -> tuple[str, ...]:
     return tuple(insufficient_resources(spec, st.node.allocatable, st.requested, st.pod_count))
 
 
+def _dynamic_reasons(cls: _Class, st: NodeState) -> tuple[str, ...]:
+    """``dynamic_reasons`` with the class's requests sorted once."""
+    spec = cls.spec
+    if spec.host_ports and ports_conflict(spec.host_ports, st.ports):
+        return (ERR_NODE_PORTS,)
+    alloc, req = st.node.allocatable, st.requested
+    out = [text for k, v, text in cls.reqs if v > alloc.get(k, 0) - req.get(k, 0)]
+    if st.pod_count + 1 > st.alloc_pods:
+        out.insert(0, ERR_TOO_MANY_PODS)
+    return tuple(out)
+
+
 def score(spec: PodSpecInfo, st: NodeState) -> int:
     """LeastAllocated (non-zero requests) + BalancedAllocation (actual requests), cpu and memory."""
+    return _score(spec.nonzero_cpu, spec.nonzero_memory, spec.request(CPU), spec.request(MEMORY), st)
+
+
+def _score(nz_cpu: int, nz_memory: int, req_cpu: int, req_memory: int, st: NodeState) -> int:
     total = 0
     least = n = 0
     ac, am = st.alloc_cpu, st.alloc_memory
     if ac:
-        r = st.nonzero_cpu + spec.nonzero_cpu
+        r = st.nonzero_cpu + nz_cpu
         least += (ac - r) * MAX_NODE_SCORE // ac if r <= ac else 0
         n += 1
     if am:
-        r = st.nonzero_memory + spec.nonzero_memory
+        r = st.nonzero_memory + nz_memory
         least += (am - r) * MAX_NODE_SCORE // am if r <= am else 0
         n += 1
     if n:
         total += least // n
-    if not spec.request(CPU) and not spec.request(MEMORY):
+    if not req_cpu and not req_memory:
         # BalancedAllocation skips pods that request neither (PreScore returns Skip; kubernetes#129138).
         return total
-    fractions = []
-    if ac:
-        fractions.append(min(1.0, float(st.requested.get(CPU, 0) + spec.request(CPU)) / float(ac)))
-    if am:
-        fractions.append(min(1.0, float(st.requested.get(MEMORY, 0) + spec.request(MEMORY)) / float(am)))
-    std = abs((fractions[0] - fractions[1]) / 2) if len(fractions) == 2 else 0.0
+    if ac and am:
+        f_cpu = min(1.0, float(st.req_cpu + req_cpu) / float(ac))
+        f_memory = min(1.0, float(st.req_memory + req_memory) / float(am))
+        std = abs((f_cpu - f_memory) / 2)
+    else:
+        std = 0.0
     total += int((1 - std) * MAX_NODE_SCORE)
     return total
+
+
+class _FilterGroup:
+    """The node-only filters of every class with the same tolerations, selector, affinity and nodeName:
+    which nodes pass, and why the others do not. Nodes are filtered up to ``seen``, when asked."""
+
+    __slots__ = ("feasible", "feasible_set", "flt", "seen", "static_counter")
+
+    def __init__(self, spec: PodSpecInfo) -> None:
+        self.flt = StaticFilter(spec)
+        self.feasible: list[int] = []
+        self.feasible_set: set[int] = set()
+        self.static_counter: Counter[str] = Counter()
+        self.seen = 0
+
+    def catch_up(self, states: Sequence[NodeState]) -> None:
+        reason = self.flt.reason
+        counter, feasible, fset = self.static_counter, self.feasible, self.feasible_set
+        for idx in range(self.seen, len(states)):
+            why = reason(states[idx].node)
+            if why is None:
+                feasible.append(idx)
+                fset.add(idx)
+            else:
+                counter[why] += 1
+        self.seen = len(states)
 
 
 class _Class:
     """Scheduling state shared by every pod with the same spec."""
 
-    __slots__ = ("dirty", "dyn", "dyn_counter", "feasible", "heap", "msg", "msg_epoch", "spec", "static_counter")
+    __slots__ = (
+        "dyn",
+        "dyn_counter",
+        "group",
+        "heap",
+        "latest",
+        "log_pos",
+        "msg",
+        "msg_nodes",
+        "new",
+        "pos",
+        "reqs",
+        "score_key",
+        "spec",
+    )
 
-    def __init__(self, spec: PodSpecInfo) -> None:
+    def __init__(self, spec: PodSpecInfo, group: _FilterGroup) -> None:
         self.spec = spec
+        self.group = group
+        self.score_key = (spec.nonzero_cpu, spec.nonzero_memory, spec.request(CPU), spec.request(MEMORY))
+        # requests with their "Insufficient" text, in the order insufficient_resources sorts them
+        order = {CPU: 1, MEMORY: 2, EPHEMERAL: 3}
+        self.reqs = tuple(
+            sorted(
+                ((k, v, insufficient(k)) for k, v in spec.requests), key=lambda r: (order.get(r[0], 4), r[2])
+            )
+        )
         self.heap: list[tuple[int, str, int, int]] = []
-        self.feasible: list[int] = []
-        self.static_counter: Counter[str] = Counter()
+        self.latest: dict[int, int] = {}  # node index -> version of its newest heap entry
+        self.pos = 0  # how many of the group's feasible nodes this class has taken in
+        self.new: list[int] = []  # feasible nodes taken in since the message was last built
         self.dyn: dict[int, tuple[str, ...]] = {}
         self.dyn_counter: Counter[str] = Counter()
-        self.dirty: set[int] = set()
+        self.log_pos = 0
         self.msg: str | None = None
-        self.msg_epoch = -1
+        self.msg_nodes = -1
 
 
 class StaticFilter:
@@ -155,7 +238,9 @@ class StaticFilter:
 
     def __init__(self, spec: PodSpecInfo) -> None:
         self.spec = spec
-        self.tolerates_unschedulable = tolerated(spec.tolerations, Taint(TAINT_NODE_UNSCHEDULABLE, "", "NoSchedule"))
+        self.tolerates_unschedulable = tolerated(
+            spec.tolerations, Taint(TAINT_NODE_UNSCHEDULABLE, "", "NoSchedule")
+        )
         self._taints: dict[tuple[Taint, ...], str | None] = {}
         self._affinity: dict[tuple[str | None, ...], bool] = {}
         keys = {k for k, _ in spec.node_selector}
@@ -195,6 +280,10 @@ class StaticFilter:
         return None if ok else ERR_NODE_AFFINITY
 
 
+def _filter_key(spec: PodSpecInfo) -> tuple[object, ...]:
+    return (spec.tolerations, spec.node_selector, spec.affinity, spec.node_name)
+
+
 @dataclass(slots=True)
 class Decision:
     node: NodeState | None
@@ -208,8 +297,13 @@ class Scheduler:
         self.states: list[NodeState] = []
         self.by_name: dict[str, NodeState] = {}
         self._classes: dict[PodSpecInfo, _Class] = {}
-        self._node_classes: list[list[_Class]] = []
-        self.epoch = 0
+        self._groups: dict[tuple[object, ...], _FilterGroup] = {}
+        self._node_classes: list[list[_Class]] = []  # per node, the classes that have taken it in
+        self._log: list[int] = []  # node index of every bind, in order
+        # Over every class so far: the largest non-zero cpu/memory request, and the largest excess of the
+        # non-zero request over the actual one (containers without requests count 100m / 200Mi).
+        self._max_nz = [0, 0]
+        self._max_excess = [0, 0]
         for node in nodes:
             self.add_node(node)
         for pod in bound:
@@ -220,52 +314,72 @@ class Scheduler:
     # --- nodes ---------------------------------------------------------------------------------------
 
     def add_node(self, node: Node) -> NodeState:
+        """A node joins; classes filter it the next time they place a pod or explain."""
         st = NodeState(node, len(self.states))
         self.states.append(st)
         self.by_name[node.name] = st
         self._node_classes.append([])
-        self.epoch += 1
-        for cls in self._classes.values():
-            self._consider(cls, StaticFilter(cls.spec), st)
         return st
 
-    def _consider(self, cls: _Class, flt: StaticFilter, st: NodeState) -> None:
-        reason = flt.reason(st.node)
-        if reason is not None:
-            cls.static_counter[reason] += 1
+    def _catch_up(self, cls: _Class) -> None:
+        """Take in the nodes added since the class last looked: filter, score, push."""
+        group = cls.group
+        if group.seen < len(self.states):
+            group.catch_up(self.states)
+        feasible = group.feasible
+        if cls.pos == len(feasible):
             return
-        cls.feasible.append(st.index)
-        self._node_classes[st.index].append(cls)
-        cls.dirty.add(st.index)
-        if fits(cls.spec, st):
-            heapq.heappush(cls.heap, (-score(cls.spec, st), st.node.name, st.index, st.version))
+        states, heap, latest, node_classes, new = (
+            self.states,
+            cls.heap,
+            cls.latest,
+            self._node_classes,
+            cls.new,
+        )
+        nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
+        memo: dict[tuple[int, ...], int] = {}
+        fresh = not heap
+        for idx in feasible[cls.pos :]:
+            st = states[idx]
+            node_classes[idx].append(cls)
+            new.append(idx)
+            # Unfit nodes are dropped when they surface; scoring them here costs less than checking.
+            key = (
+                st.alloc_cpu,
+                st.alloc_memory,
+                st.nonzero_cpu,
+                st.nonzero_memory,
+                st.req_cpu,
+                st.req_memory,
+            )
+            s = memo.get(key)
+            if s is None:
+                s = memo[key] = _score(nz_cpu, nz_memory, req_cpu, req_memory, st)
+            latest[idx] = st.version
+            entry = (-s, st.node.name, idx, st.version)
+            if fresh:
+                heap.append(entry)
+            else:
+                heapq.heappush(heap, entry)
+        if fresh:
+            heapq.heapify(heap)
+        cls.pos = len(feasible)
 
     def _class(self, spec: PodSpecInfo) -> _Class:
         cls = self._classes.get(spec)
-        if cls is not None:
-            return cls
-        cls = _Class(spec)
-        self._classes[spec] = cls
-        flt = StaticFilter(spec)
-        counter = cls.static_counter
-        entries = cls.heap
-        score_memo: dict[tuple[int, ...], int] = {}
-        for st in self.states:
-            reason = flt.reason(st.node)
-            if reason is not None:
-                counter[reason] += 1
-                continue
-            cls.feasible.append(st.index)
-            self._node_classes[st.index].append(cls)
-            if fits(spec, st):
-                key = (st.alloc_cpu, st.alloc_memory, st.nonzero_cpu, st.nonzero_memory,
-                       st.requested.get(CPU, 0), st.requested.get(MEMORY, 0))
-                s = score_memo.get(key)
-                if s is None:
-                    s = score_memo[key] = score(spec, st)
-                entries.append((-s, st.node.name, st.index, st.version))
-        heapq.heapify(entries)
-        cls.dirty.update(cls.feasible)
+        if cls is None:
+            key = _filter_key(spec)
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = _FilterGroup(spec)
+            cls = self._classes[spec] = _Class(spec, group)
+            cls.log_pos = len(self._log)
+            nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
+            mx, ex = self._max_nz, self._max_excess
+            mx[0], mx[1] = max(mx[0], nz_cpu), max(mx[1], nz_memory)
+            ex[0], ex[1] = max(ex[0], nz_cpu - req_cpu), max(ex[1], nz_memory - req_memory)
+        if cls.pos < len(cls.group.feasible) or cls.group.seen < len(self.states):
+            self._catch_up(cls)
         return cls
 
     # --- pods ----------------------------------------------------------------------------------------
@@ -276,15 +390,24 @@ class Scheduler:
         if spec.scheduling_gates:
             return Decision(None, f"waiting for scheduling gates: {', '.join(spec.scheduling_gates)}")
         cls = self._class(spec)
-        heap, states = cls.heap, self.states
+        heap, states, latest = cls.heap, self.states, cls.latest
+        nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
+        heappop, heapreplace = heapq.heappop, heapq.heapreplace
         while heap:
-            _, _, idx, version = heap[0]
+            _, name, idx, version = heap[0]
             st = states[idx]
             if version != st.version:
-                heapq.heappop(heap)
+                if version == latest[idx]:
+                    # stale: re-score and let the new entry sink from the top (fit is checked on top)
+                    version = latest[idx] = st.version
+                    heapreplace(
+                        heap, (-_score(nz_cpu, nz_memory, req_cpu, req_memory, st), name, idx, version)
+                    )
+                else:  # superseded by a newer entry
+                    heappop(heap)
                 continue
             if not fits(spec, st):
-                heapq.heappop(heap)
+                heappop(heap)
                 continue
             self.bind(pod, st)
             return Decision(st, None)
@@ -292,35 +415,80 @@ class Scheduler:
 
     def bind(self, pod: Pod, st: NodeState) -> None:
         st.add(pod)
-        self.epoch += 1
-        for other in self._node_classes[st.index]:
-            other.dirty.add(st.index)
+        self._log.append(st.index)
+        if self._cannot_raise(pod.spec, st):
+            return
+        version, name, idx = st.version, st.node.name, st.index
+        memo: dict[tuple[int, int, int, int], int] = {}
+        for other in self._node_classes[idx]:
             if fits(other.spec, st):
-                heapq.heappush(other.heap, (-score(other.spec, st), st.node.name, st.index, st.version))
+                s = memo.get(other.score_key)
+                if s is None:
+                    s = memo[other.score_key] = _score(*other.score_key, st)
+                other.latest[idx] = version
+                heapq.heappush(other.heap, (-s, name, idx, version))
+
+    def _cannot_raise(self, spec: PodSpecInfo, st: NodeState) -> bool:
+        """True when ``spec`` landing on ``st`` (already added) cannot raise the node's score for any class
+        that still fits it, so the stale heap entries stay upper bounds (see the module docstring).
+
+        LeastAllocated is floor((floor(100 (A_cpu - N_cpu)/A_cpu) + floor(100 (A_mem - N_mem)/A_mem)) / 2)
+        over non-zero requests N (the class's own included); it falls by at least
+        floor((floor(100 n_cpu/A_cpu) + floor(100 n_mem/A_mem)) / 2) for the landing pod's non-zero
+        requests n, unless a class's N exceeds A (the term is clamped at 0). BalancedAllocation is
+        int(100 - 50 |F_cpu - F_mem|) over actual requests, so it rises by at most
+        floor(50 |r_cpu/A_cpu - r_mem/A_mem|) + 1 (fractions are <= 1 for a class that fits). With one of
+        cpu/memory unallocatable BalancedAllocation is constant and LeastAllocated cannot rise.
+        """
+        ac, am = st.alloc_cpu, st.alloc_memory
+        if not ac or not am:
+            return True
+        k_cpu = spec.nonzero_cpu * MAX_NODE_SCORE // ac
+        k_memory = spec.nonzero_memory * MAX_NODE_SCORE // am
+        # A fitting class has request <= free, so its non-zero request is at most free + the largest excess.
+        free_cpu = ac - st.req_cpu
+        free_memory = am - st.req_memory
+        mx, ex = self._max_nz, self._max_excess
+        if st.nonzero_cpu + min(mx[0], free_cpu + ex[0]) > ac:
+            k_cpu = 0
+        if st.nonzero_memory + min(mx[1], free_memory + ex[1]) > am:
+            k_memory = 0
+        fall = (k_cpu + k_memory) // 2
+        r_cpu, r_memory = spec.request(CPU), spec.request(MEMORY)
+        rise = int(50.0 * abs(r_cpu / ac - r_memory / am) + 1e-9) + 1
+        return fall >= rise
 
     def explain(self, cls: _Class) -> str:
-        if cls.msg is not None and cls.msg_epoch == self.epoch:
-            return cls.msg
         if not self.states:
             return NO_NODES
-        for idx in cls.dirty:
-            new = dynamic_reasons(cls.spec, self.states[idx])
-            old = cls.dyn.get(idx, ())
+        self._catch_up(cls)
+        log = self._log
+        changed: set[int] | list[int] = cls.new
+        if cls.log_pos < len(log):
+            changed = cls.group.feasible_set.intersection(log[cls.log_pos :])
+            changed.update(cls.new)
+            cls.log_pos = len(log)
+        if cls.msg is not None and not changed and cls.msg_nodes == len(self.states):
+            return cls.msg
+        states, dyn, counter = self.states, cls.dyn, cls.dyn_counter
+        for idx in changed:
+            new = _dynamic_reasons(cls, states[idx])
+            old = dyn.get(idx, ())
             if new == old:
                 continue
             for r in old:
-                cls.dyn_counter[r] -= 1
+                counter[r] -= 1
             for r in new:
-                cls.dyn_counter[r] += 1
-            cls.dyn[idx] = new
-        cls.dirty.clear()
-        counts = cls.static_counter + cls.dyn_counter  # Counter addition drops zero counts
+                counter[r] += 1
+            dyn[idx] = new
+        cls.new = []
+        counts = cls.group.static_counter + counter  # Counter addition drops zero counts
         cls.msg = unschedulable_message(len(self.states), counts)
-        cls.msg_epoch = self.epoch
+        cls.msg_nodes = len(self.states)
         return cls.msg
 
     def explain_pod(self, pod: Pod) -> str:
         return self.explain(self._class(pod.spec))
 
     def feasible_nodes(self, spec: PodSpecInfo) -> Sequence[int]:
-        return self._class(spec).feasible
+        return self._class(spec).group.feasible
