@@ -195,6 +195,7 @@ def test_extras_in_pyproject_match_the_modules_checked():
         "prometheus-client",
         "nvidia-ml-py",
         "grpcio",
+        "bcrypt",
         "protobuf",
     }
 

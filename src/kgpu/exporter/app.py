@@ -16,7 +16,8 @@ from typing import Any
 from kgpu.exporter.collector import CollectorOptions, GpuCollector
 from kgpu.exporter.nvml import Nvml
 from kgpu.exporter.podresources import DEFAULT_SOCKET, PodResources
-from kgpu.exporter.server import DEFAULT_MAX_AGE, ExporterHTTPServer, make_server
+from kgpu.exporter.server import DEFAULT_MAX_AGE, DEFAULT_TELEMETRY_PATH, ExporterHTTPServer, make_server
+from kgpu.exporter.webconfig import WebConfig
 from kgpu.exporter.xid import XidWatcher
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,8 @@ class ExporterConfig:
     options: CollectorOptions = field(default_factory=CollectorOptions)
     xid: bool = True
     pod_resources_socket: str = DEFAULT_SOCKET
+    telemetry_path: str = DEFAULT_TELEMETRY_PATH
+    web: WebConfig | None = None
 
 
 def build(config: ExporterConfig, *, lib: Any | None = None) -> tuple[ExporterHTTPServer, XidWatcher | None]:
@@ -38,7 +41,15 @@ def build(config: ExporterConfig, *, lib: Any | None = None) -> tuple[ExporterHT
     xid = XidWatcher(nvml) if config.xid else None
     pods = PodResources(socket_path=config.pod_resources_socket) if config.options.pods else None
     collector = GpuCollector(nvml, options=config.options, xid=xid, pods=pods)
-    return make_server(collector, config.listen, timeout=config.timeout, max_age=config.max_age), xid
+    server = make_server(
+        collector,
+        config.listen,
+        timeout=config.timeout,
+        max_age=config.max_age,
+        telemetry_path=config.telemetry_path,
+        web=config.web,
+    )
+    return server, xid
 
 
 def run(
@@ -62,7 +73,7 @@ def run(
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-    log.info("kgpu exporter serving %s/metrics", server.url)
+    log.info("kgpu exporter serving %s%s", server.url, server.telemetry_path)
     if ready is not None:
         ready(server)
     try:

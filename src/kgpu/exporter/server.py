@@ -17,6 +17,11 @@ Decisions:
   are averages over sampling windows of 1/6 s to 1 s (utilization; power on Ampere and newer), so a window
   of 1 s loses no information. A failed collection is never reused: the next scrape collects (and so
   re-initialises NVML) again.
+- Conventions of Prometheus exporters (nvidia_gpu_exporter, node_exporter): the metrics path is settable
+  (``--web.telemetry-path``); a scraper that sends ``Accept-Encoding: gzip`` gets a gzip body (a reused
+  collection is compressed once); TLS, client certificates, basic auth and extra response headers come from
+  an exporter-toolkit web configuration file (``exporter.webconfig``). The TLS handshake runs in the
+  connection's own thread, so a client that never completes one cannot hold up others.
 - ``/healthz`` (alias ``/-/healthy``) never touches NVML: it answers whether the server is up and reports the
   last collection's outcome in the body, so a broken driver does not make Kubernetes restart the exporter in
   a loop. The one exception is a hung collection: an NVML call that never returns keeps every scrape at 503
@@ -33,20 +38,25 @@ Decisions:
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import logging
 import math
 import socket
+import ssl
 import sys
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgpu.errors import quote
 from kgpu.exporter.collector import GpuCollector
 from kgpu.exporter.exposition import CONTENT_TYPE, TextWriter
+
+if TYPE_CHECKING:
+    from kgpu.exporter.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +64,23 @@ log = logging.getLogger(__name__)
 # NVML's utilization and power figures are averages over windows of up to 1 s, so collecting more often than
 # this adds cost, not information.
 DEFAULT_MAX_AGE = 1.0
+DEFAULT_TELEMETRY_PATH = "/metrics"
+HANDSHAKE_TIMEOUT = 10.0  # seconds a client gets to complete the TLS handshake
+
+
+def accepts_gzip(header: str | None) -> bool:
+    """Whether an Accept-Encoding header allows gzip (``gzip;q=0`` refuses it)."""
+    for part in (header or "").split(","):
+        name, _, params = part.strip().partition(";")
+        if name.strip().lower() in ("gzip", "*"):
+            q = params.strip().lower()
+            if q.startswith("q="):
+                try:
+                    return float(q[2:]) > 0
+                except ValueError:
+                    return False
+            return True
+    return False
 
 
 class _Flight:
@@ -86,7 +113,9 @@ class Scraper:
     ) -> None:
         self.collector = collector
         self.timeout = check_seconds(timeout, "timeout")
-        self.max_age = check_seconds(max_age, "max_age")  # reuse a successful collection this young (0: every scrape collects afresh)
+        self.max_age = check_seconds(
+            max_age, "max_age"
+        )  # reuse a successful collection this young (0: every scrape collects afresh)
         # a collection running longer than this is hung: /healthz answers 503 so that the exporter is restarted
         self.hung_after = max(30.0, 6 * timeout) if hung_after is None else hung_after
         self._clock = clock
@@ -165,7 +194,9 @@ def parse_listen(address: str) -> tuple[str, int]:
     """``:9835``, ``0.0.0.0:9835``, ``127.0.0.1:0``, ``[::]:9835`` -> (host, port)."""
     host, sep, port = address.rpartition(":")
     if not sep or not (port.isascii() and port.isdigit()) or len(port) > 5 or int(port) > 65535:
-        raise ValueError(f"listen address must be [HOST]:PORT with a port from 0 to 65535, got {quote(address)}")
+        raise ValueError(
+            f"listen address must be [HOST]:PORT with a port from 0 to 65535, got {quote(address)}"
+        )
     host = host.strip("[]")
     return host, int(port)
 
@@ -212,7 +243,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        if path == "/metrics":
+        web = self.server.web
+        if web is not None and not web.authorized(self.headers.get("Authorization")):
+            self._send(
+                401,
+                b"Unauthorized\n",
+                "text/plain; charset=utf-8",
+                {"WWW-Authenticate": 'Basic realm="kgpu exporter"'},
+            )
+            return
+        if path == self.server.telemetry_path:
             try:
                 body = self.server.scraper.scrape()
             except ScrapeTimeout as exc:
@@ -222,11 +262,22 @@ class _Handler(BaseHTTPRequestHandler):
                 log.exception("scrape failed")
                 self._send(500, f"scrape failed: {exc}\n".encode(), "text/plain; charset=utf-8")
                 return
-            self._send(200, body, CONTENT_TYPE)
+            if accepts_gzip(self.headers.get("Accept-Encoding")):
+                self._send(
+                    200,
+                    self.server.gzipped(body),
+                    CONTENT_TYPE,
+                    {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"},
+                )
+            else:
+                self._send(200, body, CONTENT_TYPE, {"Vary": "Accept-Encoding"})
         elif path in ("/healthz", "/-/healthy"):
             self._health()
         elif path == "/":
-            page = b'<html><body><h1>kgpu exporter</h1><a href="/metrics">/metrics</a></body></html>\n'
+            target = self.server.telemetry_path
+            page = (
+                f'<html><body><h1>kgpu exporter</h1><a href="{target}">{target}</a></body></html>\n'.encode()
+            )
             self._send(200, page, "text/html")
         else:
             self._send(404, b"not found\n", "text/plain; charset=utf-8")
@@ -254,10 +305,15 @@ class _Handler(BaseHTTPRequestHandler):
             log.warning("healthz: %s", status["error"])
         self._send(503 if hung else 200, (json.dumps(status) + "\n").encode(), "application/json")
 
-    def _send(self, code: int, body: bytes, content_type: str) -> None:
+    def _send(self, code: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.server.web is not None:
+            for name, value in self.server.web.headers.items():
+                self.send_header(name, value)
         self.end_headers()
         if not self.head_only:
             self.wfile.write(body)
@@ -277,6 +333,8 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         *,
         header_timeout: float = DEFAULT_HEADER_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        telemetry_path: str = DEFAULT_TELEMETRY_PATH,
+        web: WebConfig | None = None,
     ) -> None:
         host = address[0]
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -287,6 +345,9 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         self._active = 0
         self._waiting_for_headers: dict[socket.socket, float] = {}  # socket -> deadline
         self.refused_connections = 0
+        self.telemetry_path = telemetry_path
+        self.web = web
+        self._gz: tuple[bytes, bytes] | None = None  # (body, its gzip) of the last compressed scrape
         super().__init__(address, _Handler)
 
     # --- bounds on connections -----------------------------------------------------------------------
@@ -353,13 +414,41 @@ class ExporterHTTPServer(ThreadingHTTPServer):
             return
         log.exception("error serving %s", client_address)
 
+    def gzipped(self, body: bytes) -> bytes:
+        """gzip of ``body``; the same body object (a reused collection) is compressed once."""
+        last = self._gz
+        if last is not None and last[0] is body:
+            return last[1]
+        packed = gzip.compress(body, compresslevel=6, mtime=0)
+        self._gz = (body, packed)
+        return packed
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """With TLS, the handshake happens here, in the connection's thread, bounded by a timeout."""
+        ctx = self.web.ssl_context if self.web is not None else None
+        if ctx is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(HANDSHAKE_TIMEOUT)
+        try:
+            tls = ctx.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("TLS handshake with %s failed: %s", client_address, exc)
+            return
+        try:
+            tls.settimeout(None)
+            super().finish_request(tls, client_address)
+        finally:
+            tls.close()
+
     @property
     def url(self) -> str:
         host, port = str(self.server_address[0]), int(self.server_address[1])
         if host in ("", "0.0.0.0", "::"):
             host = "127.0.0.1"
         host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{port}"
+        scheme = "https" if self.web is not None and self.web.ssl_context is not None else "http"
+        return f"{scheme}://{host}:{port}"
 
 
 def make_server(
@@ -368,10 +457,13 @@ def make_server(
     *,
     timeout: float = 5.0,
     max_age: float = DEFAULT_MAX_AGE,
+    telemetry_path: str = DEFAULT_TELEMETRY_PATH,
+    web: WebConfig | None = None,
 ) -> ExporterHTTPServer:
     """A bound server; ``max_age=0`` collects afresh on every scrape (concurrent ones still share one)."""
     host, port = parse_listen(listen)
-    return ExporterHTTPServer((host, port), Scraper(collector, timeout=timeout, max_age=max_age))
+    scraper = Scraper(collector, timeout=timeout, max_age=max_age)
+    return ExporterHTTPServer((host, port), scraper, telemetry_path=telemetry_path, web=web)
 
 
 def serve_in_thread(server: ExporterHTTPServer) -> threading.Thread:

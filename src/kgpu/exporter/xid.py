@@ -33,10 +33,14 @@ class XidCounts:
 class XidWatcher:
     """Waits for XID events on every GPU and counts them per (uuid, xid)."""
 
-    def __init__(self, nvml: Nvml, *, wait_ms: int = 1000, retry_s: float = 5.0) -> None:
+    def __init__(
+        self, nvml: Nvml, *, wait_ms: int = 1000, retry_s: float = 5.0, max_retry_s: float = 300.0
+    ) -> None:
         self._nvml = nvml
         self._wait_ms = wait_ms
         self._retry_s = retry_s
+        self._max_retry_s = max(max_retry_s, retry_s)
+        self.failures = 0  # consecutive failed attempts to register (reset once events flow)
         self._lock = threading.Lock()
         self._counts = XidCounts()
         self._stop = threading.Event()
@@ -66,20 +70,44 @@ class XidWatcher:
             self._counts.last_xid[uuid] = xid
 
     # -- the thread -----------------------------------------------------------------------------------
+    def retry_delay(self, failures: int) -> float:
+        """Seconds before the next attempt after ``failures`` consecutive failures: ``retry_s`` doubling up to
+        ``max_retry_s``. A driver that is gone for good (no GPU, NVML library removed) then costs an attempt
+        every five minutes, not every five seconds; a brief outage (driver reload) is retried quickly."""
+        return float(min(self._max_retry_s, self._retry_s * 2.0 ** max(0, failures - 1)))
+
+    def _failed(self, what: str, level: int) -> float:
+        """Count a failure and log it: every one at DEBUG, but at ``level`` only the first and the one that
+        reaches the ceiling, so a lasting outage leaves two lines in the log, not one per retry."""
+        self.failures += 1
+        delay = self.retry_delay(self.failures)
+        first = self.failures == 1
+        capped = delay >= self._max_retry_s > self.retry_delay(self.failures - 1)
+        if first or capped:
+            more = f"; backing off, retrying at most every {self._max_retry_s:.0f}s" if capped else ""
+            log.log(level, "XID watcher: %s; retrying in %.0fs%s", what, delay, more)
+        else:
+            log.debug("XID watcher: %s (attempt %d); retrying in %.0fs", what, self.failures, delay)
+        return delay
+
     def _run(self) -> None:
         while not self._stop.is_set():
             event_set = None
             generation = -1
+            delay = self._retry_s
             try:
                 self._nvml.ensure_init()
                 generation = self._nvml.generation  # the session the event set belongs to
                 event_set = self._register()
                 self.running = True
+                if self.failures:
+                    log.info("XID watcher: watching again after %d failed attempt(s)", self.failures)
+                self.failures = 0
                 self._wait_loop(event_set)
             except NvmlUnavailable as exc:
-                log.info("XID watcher: NVML unavailable (%s); retrying in %.0fs", exc, self._retry_s)
+                delay = self._failed(f"NVML unavailable ({exc})", logging.INFO)
             except Exception as exc:  # the thread must not die: XID counting is a side feature
-                log.warning("XID watcher: %s; retrying in %.0fs", exc, self._retry_s)
+                delay = self._failed(str(exc), logging.WARNING)
             finally:
                 self.running = False
                 # An event set of an NVML session that has been shut down died with it: not freed.
@@ -87,7 +115,7 @@ class XidWatcher:
                 if event_set is not None and nv.initialised and nv.generation == generation:
                     with contextlib.suppress(NvmlUnavailable):
                         nv.query("nvmlEventSetFree", event_set)
-            self._stop.wait(self._retry_s)
+            self._stop.wait(delay)
 
     def _register(self) -> Any:
         nv = self._nvml
