@@ -381,12 +381,15 @@ def test_seed_004_ray_head_on_cpu_group_and_gpu_worker_on_bottlerocket_group(tmp
 
 
 def test_plan_without_f_uses_kgpu_yaml_in_the_current_directory(tmp_path: Path, monkeypatch: Any) -> None:
-    """As render does: ./kgpu.yaml when it exists, else the built-in default; it says which on stderr."""
+    """As render does: ./kgpu.yaml when it exists, else the built-in default; it says which (on stderr for
+    tables, as profile_file in JSON)."""
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["plan", "-o", "json"])
+    result = CliRunner().invoke(cli, ["plan"])
     assert "profile: the built-in template eks-karpenter" in result.stderr
+    assert json.loads(kgpu("plan", "-o", "json"))["profile_file"] is None
     kgpu("init", "--template", "eks-eksctl", "-f", "kgpu.yaml")
-    result = CliRunner().invoke(cli, ["plan", "-o", "json"])
+    result = CliRunner().invoke(cli, ["plan"])
     assert result.exit_code in (0, 1), result.output
     assert "profile: kgpu.yaml (eks-eksctl)" in result.stderr
-    assert json.loads(result.stdout)["profile"] == "eks-eksctl"
+    data = json.loads(CliRunner().invoke(cli, ["plan", "-o", "json"]).stdout)
+    assert (data["profile"], data["profile_file"]) == ("eks-eksctl", "kgpu.yaml")

@@ -88,7 +88,7 @@ def command(
     if profile is None and not compare and Path("kgpu.yaml").is_file():
         profile = "kgpu.yaml"
     prof = load_profile_file(profile)
-    if not compare:
+    if not compare and output in ("table", "wide"):
         used = (
             f"{profile} ({prof.metadata.name})" if profile else f"the built-in template {prof.metadata.name}"
         )
@@ -112,6 +112,7 @@ def command(
         raise SystemExit(ExitCode.FINDINGS if failing else ExitCode.OK)
     result = planner.plan(prof, work)
     data = result.as_dict()
+    data["profile_file"] = profile  # None: the built-in template
     sim = result.simulation
     view = []
     if report is not None or (output in ("table", "wide") and headers_wanted()):
