@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from builders_catalog import make_instance_type
 from kgpu.catalog import Catalog, InstanceType, RegionPricing
 from kgpu.errors import InputError
 from kgpu.model.load import Objects
-from kgpu.model.objects import DaemonSet, Pod, PodSpecInfo, Toleration, resources
+from kgpu.model.objects import DaemonSet, HostPort, Pod, PodSpecInfo, Toleration, resources
 from kgpu.model.profile import Profile, parse_profile
 from kgpu.sim.provision import provisioner_for
 from kgpu.sim.simulate import PROVISIONED, UNSCHEDULABLE, SimulationResult, simulate
@@ -200,3 +201,46 @@ def test_new_node_json_fields() -> None:
     assert node["pods"] == ["default/a"]
     assert data["pods"][0]["node"] == node["name"]
     assert data["summary"]["hourly_cost"] == node["hourly_price"]
+
+
+def test_equal_weights_try_pools_by_name_descending() -> None:
+    """Karpenter's OrderByWeight (pkg/utils/nodepool): equal weights sort by name, descending."""
+    a = {**GENERAL, "name": "a-pool", "weight": 10}
+    b = {**GENERAL, "name": "b-pool", "weight": 10}
+    assert placed(sim(profile(a, b), make_pod("p")), "p")["pool"] == "b-pool"
+
+
+def test_prefer_no_schedule_pool_only_when_nothing_else_fits() -> None:
+    """Karpenter tolerates PreferNoSchedule taints only when relaxing: the heavier tainted pool loses to an
+    untainted one that fits, and takes the pod when that one cannot."""
+    spare = {
+        **GENERAL,
+        "name": "spare",
+        "weight": 50,
+        "taints": [{"key": "spare", "effect": "PreferNoSchedule"}],
+    }
+    small = {**GENERAL, "name": "small", "weight": 1, "instanceTypes": ["m5.large"]}
+    result = sim(profile(spare, small), make_pod("fits", cpu=1000), make_pod("big", cpu=3000))
+    assert placed(result, "fits")["pool"] == "small"
+    assert placed(result, "big")["pool"] == "spare"
+
+
+def test_daemonset_host_port_keeps_the_pod_off_the_pool() -> None:
+    """The DaemonSet holds host port 9100 on every node of the pool: Karpenter launches nothing for a pod
+    that wants the same port, and says why."""
+    ds_spec = PodSpecInfo(resources({"cpu": 100}), 100, 0, host_ports=(HostPort(9100),))
+    ds = DaemonSet("kube-system", "node-exporter", ds_spec)
+    pod = make_pod("p")
+    pod = Pod("default", "p", replace(pod.spec, host_ports=(HostPort(9100),)))
+    result = sim(profile(GENERAL), pod, daemonsets=(ds,))
+    assert not result.new_nodes
+    assert "checking host port usage, pod hostport conflicts" in (placed(result, "p")["reason"] or "")
+
+
+def test_one_pod_per_host_port_on_a_claim() -> None:
+    """Three replicas asking host port 8080 need three nodes, however small they are."""
+    base = make_pod("x", cpu=100, mem_gib=0.1)
+    spec = replace(base.spec, host_ports=(HostPort(8080),))
+    result = sim(profile(GENERAL), *(Pod("default", f"w-{i}", spec) for i in range(3)))
+    assert all(p.phase == PROVISIONED for p in result.placements)
+    assert len(result.new_nodes) == 3

@@ -4,7 +4,7 @@ For each pod, in Karpenter's queue order (CPU, then memory, descending), three s
 
 1. **existing node**: a node of the cluster, or one this simulation already launched (``Scheduler.place``);
 2. **in-flight node claim**: a claim opened earlier in this batch that can still hold the pod;
-3. **new node claim**: from the first NodePool, by descending weight (then name), that the pod is compatible
+3. **new node claim**: from the first NodePool, by descending weight (then name, descending), that the pod is compatible
    with: it tolerates the pool's taints, its node selector and required affinity can be met by some
    instance type / zone / capacity type the pool offers (the labels Karpenter puts on the node), and some
    type holds the pod plus the DaemonSet overhead, within the pool's limits.
@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kgpu.catalog import Catalog, InstanceType
-from kgpu.model.objects import CPU, GPU, MEMORY, Node, Pod, PodSpecInfo
-from kgpu.model.predicates import filter_reasons, first_untolerated, requirement_matches
+from kgpu.model.objects import CPU, GPU, MEMORY, HostPort, Node, Pod, PodSpecInfo
+from kgpu.model.predicates import filter_reasons, first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, PoolKind, Profile
 from kgpu.sim.provision import (
     LABEL_NODEPOOL,
@@ -49,6 +49,7 @@ from kgpu.sim.provision import (
     runs,
 )
 from kgpu.sim.scheduler import StaticFilter
+from kgpu.sim.simulate import daemon_pods
 
 LABEL_CAPACITY = "karpenter.sh/capacity-type"
 BIG = 1 << 62
@@ -99,6 +100,7 @@ class PoolModel:
         captypes = set(pool.capacity_types)
         options: list[Option] = []
         self.overhead: dict[str, int] = {}
+        self.ctx = ctx
         for t in self.types(catalog):
             for off in catalog.offerings(t.name, region):
                 if (zones and off.zone not in zones) or off.capacity_type not in captypes:
@@ -134,6 +136,8 @@ class PoolModel:
             for key in (CPU, MEMORY, GPU):
                 shape.limit[key] = max(shape.limit.get(key, 0), alloc.get(key, 0))
         self.shapes = list(shapes.values())
+        # host ports the DaemonSet pods hold on each offering's node (Karpenter's daemon host-port usage)
+        self.daemon_ports = [self._daemon_ports(opt.node) for opt in options]
         for idx, shape in enumerate(self.shapes):
             m = shape.mask
             while m:
@@ -149,7 +153,13 @@ class PoolModel:
             acc |= 1 << i
             self._upto.append(acc)
         self.remaining = self._remaining(ctx)
-        self._compat: dict[PodSpecInfo, Compat] = {}
+        self._compat: dict[tuple[PodSpecInfo, bool], Compat] = {}
+        self.prefer_no_schedule = any(t.effect == "PreferNoSchedule" for t in self.taints)
+
+    def _daemon_ports(self, node: Node) -> tuple[HostPort, ...]:
+        return tuple(
+            hp for ds in self.ctx.daemonsets for pod in daemon_pods(ds, [node]) for hp in pod.spec.host_ports
+        )
 
     def types(self, catalog: Catalog) -> list[InstanceType]:
         """Instance types the pool's requirements allow (Karpenter's instance-* label requirements)."""
@@ -207,22 +217,34 @@ class PoolModel:
         parts.extend(f"{k} In [{v}]" for k, v in sorted(pool.labels.items()))
         return ", ".join(parts)
 
-    def compat(self, spec: PodSpecInfo, vec: tuple[int, ...]) -> Compat:
-        """Which offerings ``spec`` may use, memoised; the error in Karpenter's words when none."""
-        hit = self._compat.get(spec)
+    def compat(self, spec: PodSpecInfo, vec: tuple[int, ...], strict: bool = False) -> Compat:
+        """Which offerings ``spec`` may use, memoised; the error in Karpenter's words when none.
+        ``strict``: PreferNoSchedule taints count too (Karpenter's first try, before relaxing)."""
+        hit = self._compat.get((spec, strict))
         if hit is not None:
             return hit
-        hit = self._compat[spec] = self._check(spec, vec)
+        hit = self._compat[spec, strict] = self._check(spec, vec, strict)
         return hit
 
-    def _check(self, spec: PodSpecInfo, vec: tuple[int, ...]) -> Compat:
-        taint = first_untolerated(self.taints, spec.tolerations)
+    def _check(self, spec: PodSpecInfo, vec: tuple[int, ...], strict: bool) -> Compat:
+        effects = ("NoSchedule", "NoExecute", "PreferNoSchedule") if strict else ("NoSchedule", "NoExecute")
+        taint = first_untolerated(self.taints, spec.tolerations, effects)
         if taint is not None:
             return Compat(0, f"did not tolerate {taint}")
+        ports_ok = self.all_mask
+        if spec.host_ports:
+            ports_ok = 0
+            for i, used in enumerate(self.daemon_ports):
+                if not ports_conflict(spec.host_ports, used):
+                    ports_ok |= 1 << i
+            if not ports_ok:
+                return Compat(
+                    0, "checking host port usage, " + _port_conflict(spec.host_ports, self.daemon_ports)
+                )
         flt = StaticFilter(spec)
         mask = 0
         for i, opt in enumerate(self.options):
-            if flt.reason(opt.node) is None:
+            if ports_ok >> i & 1 and flt.reason(opt.node) is None:
                 mask |= 1 << i
         if not mask:
             return Compat(0, "incompatible requirements, " + self._requirement_error(spec))
@@ -295,6 +317,21 @@ class PoolModel:
         return mask & ok
 
 
+def _port_conflict(wanted: Sequence[HostPort], used: Sequence[tuple[HostPort, ...]]) -> str:
+    """Karpenter's HostPortUsage conflict text for the first conflicting pair."""
+    for ports in used:
+        for u in ports:
+            for w in wanted:
+                if ports_conflict((w,), (u,)):
+                    return (
+                        f"pod hostport conflicts with existing hostport configuration (existing-hostport-ip="
+                        f"{u.host_ip or '0.0.0.0'}, existing-hostport-port={u.port}, existing-hostport-protocol="
+                        f"{u.protocol}, pod-hostport-ip={w.host_ip or '0.0.0.0'}, pod-hostport-port={w.port}, "
+                        f"pod-hostport-protocol={w.protocol})"
+                    )
+    return "pod hostport conflicts with existing hostport configuration"
+
+
 def _in_range(rng: object, n: int) -> bool:
     if rng is None:
         return True
@@ -318,7 +355,7 @@ def _count(cap: tuple[int, ...], total: list[int] | None, vec: tuple[int, ...]) 
 class NodeClaim:
     """Pods meant for one new node, and the offerings that can still hold them all."""
 
-    __slots__ = ("allowed", "pods", "pool", "shapes", "total")
+    __slots__ = ("allowed", "pods", "pool", "ports", "shapes", "total")
 
     def __init__(self, pool: PoolModel, mask: int) -> None:
         self.pool = pool
@@ -326,11 +363,12 @@ class NodeClaim:
         self.total = [0] * len(pool.dims)
         self.shapes = [s for s in pool.shapes if s.mask & mask]
         self.pods: list[Pod] = []
+        self.ports: list[HostPort] = []
 
-    def can_add(self, vec: tuple[int, ...], mask: int) -> int:
-        """How many pods of this kind the claim can still take."""
+    def can_add(self, vec: tuple[int, ...], mask: int, ports: Sequence[HostPort] = ()) -> int:
+        """How many pods of this kind the claim can still take (one at most with host ports)."""
         allowed = self.allowed & mask
-        if not allowed:
+        if not allowed or (ports and ports_conflict(ports, self.ports)):
             return 0
         best = 0
         for s in self.shapes:
@@ -338,11 +376,13 @@ class NodeClaim:
                 k = _count(s.cap, self.total, vec)
                 if k > best:
                     best = k
-        return best
+        return min(best, 1) if ports else best
 
     def add(self, pods: Sequence[Pod], vec: tuple[int, ...], mask: int) -> None:
         n = len(pods)
         self.pods.extend(pods)
+        for pod in pods:
+            self.ports.extend(pod.spec.host_ports)
         total = self.total
         for i, r in enumerate(vec):
             total[i] += r * n
@@ -384,7 +424,9 @@ class Karpenter:
         self.profile = profile
         self.catalog = catalog
         pools = [p for p in profile.pools if p.kind == PoolKind.KARPENTER]
-        self.pools = sorted(pools, key=lambda p: (-(p.weight or 0), p.name))
+        # Karpenter's OrderByWeight: weight descending, equal weights by name descending
+        by_name = sorted(pools, key=lambda p: p.name, reverse=True)
+        self.pools = sorted(by_name, key=lambda p: -(p.weight or 0))
         self.models: list[PoolModel] = []  # the last pass's, for cost bounds
 
     def provision(self, pending: Sequence[Pod], ctx: Context) -> dict[str, str]:
@@ -392,35 +434,41 @@ class Karpenter:
         models = [PoolModel(self.profile, p, self.catalog, ctx, dims) for p in self.pools]
         self.models = models
         claims: list[NodeClaim] = []
-        pointer: dict[PodSpecInfo, int] = {}
+        pointer: dict[tuple[PodSpecInfo, bool], int] = {}
         notes: dict[str, str] = {}
+        # Karpenter tries a pod with PreferNoSchedule taints untolerated first, and tolerates them only when
+        # relaxing, as the last preference (when some NodePool has one)
+        passes = (True, False) if any(m.prefer_no_schedule for m in models) else (False,)
         for run in runs(karpenter_order(pending)):
             spec = run[0].spec
             vec = pod_vector(spec, dims)
             todo = ctx.place_existing(run)
-            # in-flight claims, in creation order; a claim that cannot take this spec never will again
-            i = pointer.get(spec, 0)
-            while todo and i < len(claims):
-                claim = claims[i]
-                compat = claim.pool.compat(spec, vec)
-                k = claim.can_add(vec, compat.mask) if compat.mask else 0
-                if k <= 0:
-                    i += 1
-                    continue
-                claim.add(todo[:k], vec, compat.mask)
-                todo = todo[k:]
-            pointer[spec] = i
-            # new node claims, pools by weight
             errors: list[str] = []
-            while todo:
-                fresh = self._new_claim(models, spec, vec, errors, len(todo))
-                if fresh is None:
+            for strict in passes:
+                # in-flight claims, in creation order; a claim that cannot take this spec never will again
+                i = pointer.get((spec, strict), 0)
+                while todo and i < len(claims):
+                    claim = claims[i]
+                    compat = claim.pool.compat(spec, vec, strict)
+                    k = claim.can_add(vec, compat.mask, spec.host_ports) if compat.mask else 0
+                    if k <= 0:
+                        i += 1
+                        continue
+                    claim.add(todo[:k], vec, compat.mask)
+                    todo = todo[k:]
+                pointer[spec, strict] = i
+                # new node claims, pools by weight
+                while todo:
+                    fresh = self._new_claim(models, spec, vec, errors, len(todo), strict)
+                    if fresh is None:
+                        break
+                    k = fresh.can_add(vec, fresh.allowed, spec.host_ports)
+                    fresh.add(todo[:k], vec, fresh.allowed)
+                    fresh.pool.reserve(fresh.allowed)
+                    claims.append(fresh)
+                    todo = todo[k:]
+                if not todo:
                     break
-                k = fresh.can_add(vec, fresh.allowed)
-                fresh.add(todo[:k], vec, fresh.allowed)
-                fresh.pool.reserve(fresh.allowed)
-                claims.append(fresh)
-                todo = todo[k:]
             if todo:
                 text = "karpenter: " + ("; ".join(errors) if errors else "no nodepool")
                 for pod in todo:
@@ -430,11 +478,17 @@ class Karpenter:
         return notes
 
     def _new_claim(
-        self, models: list[PoolModel], spec: PodSpecInfo, vec: tuple[int, ...], errors: list[str], pods: int
+        self,
+        models: list[PoolModel],
+        spec: PodSpecInfo,
+        vec: tuple[int, ...],
+        errors: list[str],
+        pods: int,
+        strict: bool = False,
     ) -> NodeClaim | None:
         errors.clear()
         for model in models:
-            compat = model.compat(spec, vec)
+            compat = model.compat(spec, vec, strict)
             if not compat.mask:
                 errors.append(
                     f'incompatible with nodepool "{model.pool.name}", daemonset overhead='
