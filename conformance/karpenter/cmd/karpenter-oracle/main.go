@@ -1,0 +1,262 @@
+// Command karpenter-oracle runs Karpenter's provisioning scheduler (Scheduler.Solve) in-process over
+// NodePools, instance types, DaemonSets and pending pods read from one JSON file, and prints the new
+// NodeClaims and the pod errors as JSON on stdout.
+//
+// The scheduler is set up as Karpenter's provisioner does it (provisioning.Provisioner.NewScheduler):
+// NodePools ordered by weight, the same instance types for every NodePool (one EC2NodeClass), a topology
+// built from the pods, DaemonSet pods from their templates, and the provisioner's scheduler options
+// (strict reserved-capacity mode, strict minValues, preferences respected). The cloud provider is
+// Karpenter's fake one; the instance types are built from the input (kgpu's catalog) instead of its
+// generated ones.
+//
+// Input:
+//
+//	{"nodePools": [karpenter.sh/v1 NodePool], "instanceTypes": [{"name", "capacity", "kubeReserved",
+//	 "requirements": [NodeSelectorRequirement], "offerings": [{"zone", "capacityType", "price",
+//	 "available"}]}], "daemonSets": [apps/v1 DaemonSet], "pods": [v1 Pod], "wellKnownLabels": [key]}
+//
+// Output:
+//
+//	{"nodeClaims": [{"nodePool", "requirements", "pods": ["ns/name"], "instanceTypes": [{"name",
+//	 "price", "offerings": [{"zone", "capacityType", "price"}]}]}], "podErrors": {"ns/name": "text"}}
+//
+// Bad input is one line on stderr and exit code 2.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/samber/lo"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	fakecr "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+	"sigs.k8s.io/karpenter/pkg/cloudprovider"
+	"sigs.k8s.io/karpenter/pkg/cloudprovider/fake"
+	"sigs.k8s.io/karpenter/pkg/controllers/provisioning/scheduling"
+	"sigs.k8s.io/karpenter/pkg/controllers/state"
+	"sigs.k8s.io/karpenter/pkg/events"
+	"sigs.k8s.io/karpenter/pkg/operator/injection"
+	"sigs.k8s.io/karpenter/pkg/operator/logging"
+	karpopts "sigs.k8s.io/karpenter/pkg/operator/options"
+	kscheduling "sigs.k8s.io/karpenter/pkg/scheduling"
+	"sigs.k8s.io/karpenter/pkg/test"
+	"sigs.k8s.io/karpenter/pkg/utils/daemonset"
+	nodepoolutils "sigs.k8s.io/karpenter/pkg/utils/nodepool"
+)
+
+type offeringIn struct {
+	Zone         string  `json:"zone"`
+	CapacityType string  `json:"capacityType"`
+	Price        float64 `json:"price"`
+	Available    *bool   `json:"available,omitempty"`
+}
+
+type instanceTypeIn struct {
+	Name         string                           `json:"name"`
+	Capacity     corev1.ResourceList              `json:"capacity"`
+	KubeReserved corev1.ResourceList              `json:"kubeReserved"`
+	Requirements []corev1.NodeSelectorRequirement `json:"requirements"`
+	Offerings    []offeringIn                     `json:"offerings"`
+}
+
+type input struct {
+	NodePools       []*v1.NodePool      `json:"nodePools"`
+	InstanceTypes   []instanceTypeIn    `json:"instanceTypes"`
+	DaemonSets      []*appsv1.DaemonSet `json:"daemonSets"`
+	Pods            []*corev1.Pod       `json:"pods"`
+	WellKnownLabels []string            `json:"wellKnownLabels"`
+}
+
+type offeringOut struct {
+	Zone         string  `json:"zone"`
+	CapacityType string  `json:"capacityType"`
+	Price        float64 `json:"price"`
+}
+
+type optionOut struct {
+	Name      string        `json:"name"`
+	Price     float64       `json:"price"`
+	Offerings []offeringOut `json:"offerings"`
+}
+
+type nodeClaimOut struct {
+	NodePool      string                                    `json:"nodePool"`
+	Requirements  []v1.NodeSelectorRequirementWithMinValues `json:"requirements"`
+	InstanceTypes []optionOut                               `json:"instanceTypes"`
+	Pods          []string                                  `json:"pods"`
+}
+
+type output struct {
+	NodeClaims []nodeClaimOut    `json:"nodeClaims"`
+	PodErrors  map[string]string `json:"podErrors"`
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "karpenter-oracle: "+format+"\n", args...)
+	os.Exit(2)
+}
+
+func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+func instanceType(i int, in instanceTypeIn) *cloudprovider.InstanceType {
+	if in.Name == "" {
+		fail("instanceTypes[%d].name: required", i)
+	}
+	if len(in.Offerings) == 0 {
+		fail("instanceTypes[%d].offerings: at least one offering is required (%s)", i, in.Name)
+	}
+	reqs := kscheduling.NewNodeSelectorRequirements(in.Requirements...)
+	offerings := cloudprovider.Offerings{}
+	for _, o := range in.Offerings {
+		offerings = append(offerings, &cloudprovider.Offering{
+			Requirements: kscheduling.NewLabelRequirements(map[string]string{
+				v1.CapacityTypeLabelKey:  o.CapacityType,
+				corev1.LabelTopologyZone: o.Zone,
+			}),
+			Price:     o.Price,
+			Available: lo.FromPtrOr(o.Available, true),
+		})
+	}
+	// Zone and capacity type are requirements of the type too (what the cloud provider offers it in).
+	avail := offerings.Available()
+	reqs.Add(kscheduling.NewRequirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn,
+		lo.Uniq(lo.Map(avail, func(o *cloudprovider.Offering, _ int) string { return o.Zone() }))...))
+	reqs.Add(kscheduling.NewRequirement(v1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn,
+		lo.Uniq(lo.Map(avail, func(o *cloudprovider.Offering, _ int) string { return o.CapacityType() }))...))
+	return &cloudprovider.InstanceType{
+		Name:         in.Name,
+		Requirements: reqs,
+		Offerings:    offerings,
+		Capacity:     in.Capacity,
+		Overhead:     &cloudprovider.InstanceTypeOverhead{KubeReserved: in.KubeReserved},
+	}
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: karpenter-oracle INPUT.json")
+		os.Exit(2)
+	}
+	raw, err := os.ReadFile(os.Args[1])
+	if err != nil {
+		fail("%v", err)
+	}
+	var in input
+	if err := json.Unmarshal(raw, &in); err != nil {
+		fail("%s: %v", os.Args[1], err)
+	}
+	log.SetLogger(logging.NopLogger)
+	v1.WellKnownLabels.Insert(in.WellKnownLabels...)
+
+	ctx := karpopts.ToContext(injection.WithControllerName(context.Background(), "provisioner"), test.Options())
+
+	if len(in.NodePools) == 0 {
+		fail("nodePools: at least one NodePool is required")
+	}
+	for i, np := range in.NodePools {
+		if np.Name == "" {
+			fail("nodePools[%d].metadata.name: required", i)
+		}
+		if np.Spec.Template.Spec.NodeClassRef == nil {
+			np.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}
+		}
+		np.UID = types.UID("nodepool-" + np.Name)
+	}
+	nodePools := in.NodePools
+	nodepoolutils.OrderByWeight(nodePools)
+
+	its := make([]*cloudprovider.InstanceType, 0, len(in.InstanceTypes))
+	for i, it := range in.InstanceTypes {
+		its = append(its, instanceType(i, it))
+	}
+	instanceTypes := map[string][]*cloudprovider.InstanceType{}
+	for _, np := range nodePools {
+		instanceTypes[np.Name] = its
+	}
+
+	// UIDs in input order: Karpenter's queue breaks CPU/memory ties by creation time, then UID.
+	for i, p := range in.Pods {
+		if p.Name == "" {
+			fail("pods[%d].metadata.name: required", i)
+		}
+		if p.Namespace == "" {
+			p.Namespace = "default"
+		}
+		p.UID = types.UID(fmt.Sprintf("pod-%08d", i))
+	}
+	var daemonSetPods []*corev1.Pod
+	for i, ds := range in.DaemonSets {
+		pod := daemonset.PodForDaemonSet(ds)
+		if pod == nil {
+			fail("daemonSets[%d]: no pod template", i)
+		}
+		if pod.Namespace == "" {
+			pod.Namespace = "default"
+		}
+		pod.UID = types.UID(fmt.Sprintf("daemon-%08d", i))
+		daemonSetPods = append(daemonSetPods, pod)
+	}
+
+	cloudProvider := fake.NewCloudProvider()
+	cloudProvider.InstanceTypes = its
+	kubeClient := fakecr.NewFakeClient()
+	clk := &clock.RealClock{}
+	cluster := state.NewCluster(clk, kubeClient, cloudProvider)
+
+	opts := []scheduling.Options{
+		scheduling.DisableReservedCapacityFallback,
+		scheduling.NumConcurrentReconciles(1),
+		scheduling.MinValuesPolicy(karpopts.FromContext(ctx).MinValuesPolicy),
+	}
+	topology, err := scheduling.NewTopology(ctx, kubeClient, cluster, nil, nodePools, instanceTypes, in.Pods, opts...)
+	if err != nil {
+		fail("building topology: %v", err)
+	}
+	s := scheduling.NewScheduler(ctx, kubeClient, nodePools, cluster, nil, topology, instanceTypes, daemonSetPods,
+		events.NewRecorder(&record.FakeRecorder{}), clk, opts...)
+	pods := append([]*corev1.Pod(nil), in.Pods...)
+	results, err := s.Solve(ctx, pods)
+	if err != nil {
+		fail("solve: %v", err)
+	}
+
+	out := output{NodeClaims: []nodeClaimOut{}, PodErrors: map[string]string{}}
+	for p, e := range results.PodErrors {
+		out.PodErrors[key(p)] = e.Error()
+	}
+	for _, nc := range results.NewNodeClaims {
+		reqs := nc.Requirements
+		claim := nodeClaimOut{NodePool: nc.NodePoolName, Requirements: reqs.NodeSelectorRequirements(), Pods: []string{}}
+		sort.Slice(claim.Requirements, func(a, b int) bool { return claim.Requirements[a].Key < claim.Requirements[b].Key })
+		for _, p := range nc.Pods {
+			claim.Pods = append(claim.Pods, key(p))
+		}
+		for _, it := range nc.InstanceTypeOptions.OrderByPrice(reqs) {
+			opt := optionOut{Name: it.Name, Offerings: []offeringOut{}}
+			compat := it.Offerings.Available().Compatible(reqs)
+			for _, o := range compat {
+				opt.Offerings = append(opt.Offerings, offeringOut{Zone: o.Zone(), CapacityType: o.CapacityType(), Price: o.Price})
+			}
+			if len(compat) > 0 {
+				opt.Price = compat.Cheapest().Price
+			}
+			claim.InstanceTypes = append(claim.InstanceTypes, opt)
+		}
+		out.NodeClaims = append(out.NodeClaims, claim)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", " ")
+	if err := enc.Encode(out); err != nil {
+		fail("writing output: %v", err)
+	}
+}

@@ -1,0 +1,302 @@
+"""Seeded random Karpenter scenarios: profile pools (rendered to NodePools), DaemonSets and pending pods.
+
+One scenario is a kgpu profile (EKS, Karpenter, one region, some zones) whose Karpenter pools are drawn at
+random (requirement shorthand that renders to In/Gt/Lt, capacity types, zones, labels, taints incl.
+PreferNoSchedule, weights, limits incl. ``nodes``), DaemonSets (requests, host ports, node selectors) and
+pod classes (CPU/memory/GPU requests, node selectors, required node affinity with every operator and OR'ed
+terms, tolerations, host ports, zone topology spread). The same objects go to kgpu (``simulate`` with the
+profile's provisioner) and, as Kubernetes/Karpenter JSON, to the oracle; the NodePools are what
+``kgpu render`` writes for the profile.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+REGION = "us-west-2"
+ZONES = ("us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d")
+CATEGORIES = ("c", "g", "gr", "m", "p", "r", "t")
+FAMILIES = ("c5", "c6i", "c7i", "g4dn", "g5", "g5g", "g6", "g6e", "m5", "m6i", "m7i", "p3", "p4d", "r5", "t3")
+GPU_NAMES = ("a10g", "l4", "l40s", "t4", "v100", "a100", "h100")
+TYPES = (
+    "c5.2xlarge",
+    "m5.xlarge",
+    "m6i.4xlarge",
+    "r5.2xlarge",
+    "g4dn.xlarge",
+    "g5.2xlarge",
+    "g6.xlarge",
+    "g5.12xlarge",
+    "p3.2xlarge",
+    "m7i.large",
+    "c7i.4xlarge",
+    "t3.large",
+)
+AWS = "karpenter.k8s.aws/"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+
+
+@dataclass
+class Scenario:
+    seed: int
+    profile: dict[str, Any]
+    daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def zones(self) -> list[str]:
+        return list(self.profile["cluster"]["zones"])
+
+
+def _pick(r: random.Random, seq: tuple[str, ...] | list[str], lo: int = 1, hi: int = 3) -> list[str]:
+    return sorted(r.sample(list(seq), r.randint(lo, min(hi, len(seq)))))
+
+
+def _range(r: random.Random, values: tuple[int, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if r.random() < 0.6:
+        out["min"] = r.choice(values)
+    if r.random() < 0.6:
+        out["max"] = max(out.get("min", 0), r.choice(values))
+    return out or {"min": values[0]}
+
+
+def _pool(r: random.Random, i: int, zones: list[str]) -> dict[str, Any]:
+    gpu = r.random() < 0.5
+    req: dict[str, Any] = {}
+    if gpu:
+        choice = r.random()
+        if choice < 0.35:
+            req["families"] = _pick(r, ("g4dn", "g5", "g6", "g6e", "p3", "p4d"), 1, 3)
+        elif choice < 0.6:
+            req["gpuNames"] = _pick(r, GPU_NAMES, 1, 3)
+        elif choice < 0.8:
+            req["categories"] = _pick(r, ("g", "p"), 1, 2)
+        else:
+            req["gpuCount"] = {"min": r.choice((1, 1, 2, 4))}
+        if r.random() < 0.3:
+            req["gpuMemoryGiB"] = _range(r, (16, 24, 32, 48, 80))
+    else:
+        choice = r.random()
+        if choice < 0.4:
+            req["categories"] = _pick(r, ("c", "m", "r", "t"), 1, 3)
+        elif choice < 0.7:
+            req["families"] = _pick(r, ("c5", "c6i", "c7i", "m5", "m6i", "m7i", "r5", "t3"), 1, 4)
+        # else: no category: every type of the region, GPU ones included
+    if r.random() < 0.3:
+        req["generation"] = _range(r, (4, 5, 6, 7))
+    if r.random() < 0.3:
+        req["cpu"] = _range(r, (2, 4, 8, 16, 32, 64))
+    if r.random() < 0.15:
+        req["arch"] = ["amd64", "arm64"]
+    pool: dict[str, Any] = {
+        "name": f"pool-{i}",
+        "kind": "karpenter",
+        "requirements": req,
+        "capacityTypes": _pick(r, ("spot", "on-demand"), 1, 2),
+        "devicePlugin": "none",
+    }
+    if r.random() < 0.1:
+        pool["instanceTypes"] = _pick(r, TYPES, 2, 6)
+    if r.random() < 0.25:
+        pool["zones"] = _pick(r, zones, 1, len(zones))
+    if r.random() < 0.4:
+        pool["labels"] = {"team": r.choice(("ml", "web", "batch"))}
+    taints = []
+    if gpu and r.random() < 0.6:
+        taints.append(dict(GPU_TAINT))
+    if r.random() < 0.2:
+        taints.append({"key": "dedicated", "value": r.choice(("ml", "web")), "effect": "NoSchedule"})
+    if r.random() < 0.15:
+        taints.append({"key": "spare", "effect": "PreferNoSchedule"})
+    if taints:
+        pool["taints"] = taints
+    if r.random() < 0.6:
+        pool["weight"] = r.choice((1, 10, 10, 50, 100))
+    if r.random() < 0.3:
+        limits: dict[str, str] = {}
+        for key, values in (
+            ("cpu", ("8", "32", "100", "1000")),
+            ("memory", ("64Gi", "512Gi")),
+            ("nvidia.com/gpu", ("1", "4", "16")),
+            ("nodes", ("1", "2", "5")),
+        ):
+            if r.random() < 0.4:
+                limits[key] = r.choice(values)
+        if limits:
+            pool["limits"] = limits
+    return pool
+
+
+def _expr(r: random.Random, pools: list[dict[str, Any]], zones: list[str]) -> dict[str, Any]:
+    kind = r.randrange(13)
+    if kind == 0:
+        return {"key": "topology.kubernetes.io/zone", "operator": "In", "values": _pick(r, zones, 1, 2)}
+    if kind == 1:
+        return {
+            "key": "karpenter.sh/capacity-type",
+            "operator": r.choice(("In", "NotIn")),
+            "values": [r.choice(("spot", "on-demand"))],
+        }
+    if kind == 2:
+        return {"key": AWS + "instance-category", "operator": "In", "values": _pick(r, CATEGORIES, 1, 3)}
+    if kind == 3:
+        return {"key": AWS + "instance-family", "operator": "NotIn", "values": _pick(r, FAMILIES, 1, 4)}
+    if kind == 4:
+        return {
+            "key": AWS + "instance-cpu",
+            "operator": r.choice(("Gt", "Lt")),
+            "values": [str(r.choice((3, 7, 15, 31, 63)))],
+        }
+    if kind == 5:
+        return {
+            "key": AWS + "instance-generation",
+            "operator": r.choice(("Gt", "Lt")),
+            "values": [str(r.choice((4, 5, 6)))],
+        }
+    if kind == 6:
+        return {"key": AWS + "instance-gpu-name", "operator": r.choice(("Exists", "DoesNotExist"))}
+    if kind == 7:
+        return {"key": AWS + "instance-gpu-name", "operator": "In", "values": _pick(r, GPU_NAMES, 1, 2)}
+    if kind == 8:
+        return {"key": "kubernetes.io/arch", "operator": "In", "values": [r.choice(("amd64", "arm64"))]}
+    if kind == 9:
+        return {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": _pick(r, TYPES, 1, 4)}
+    if kind == 10:
+        op = r.choice(("In", "Exists", "DoesNotExist", "NotIn"))
+        expr: dict[str, Any] = {"key": "team", "operator": op}
+        if op in ("In", "NotIn"):
+            expr["values"] = [r.choice(("ml", "web", "batch"))]
+        return expr
+    if kind == 11:
+        return {"key": "karpenter.sh/nodepool", "operator": "In", "values": [r.choice(pools)["name"]]}
+    return {"key": "example.com/rack", "operator": "In", "values": ["r1"]}
+
+
+def _pod_class(
+    r: random.Random, c: int, pools: list[dict[str, Any]], zones: list[str], daemon_ports: list[int]
+) -> tuple[dict[str, Any], int]:
+    gpus = r.choice((0, 0, 0, 1, 1, 2, 4, 8)) if r.random() < 0.5 else 0
+    cpu_m = r.choice((100, 250, 500, 1000, 1500, 2000, 3500, 4000, 7000, 10000, 16000, 30000))
+    mem_mi = r.choice((128, 512, 1024, 2048, 4096, 8192, 16384, 30000, 65536, 200000))
+    requests: dict[str, str] = {"cpu": f"{cpu_m}m", "memory": f"{mem_mi}Mi"}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    app = f"app-{c}"
+    container: dict[str, Any] = {"name": "main", "image": "busybox", "resources": {"requests": requests}}
+    if gpus:
+        container["resources"]["limits"] = {"nvidia.com/gpu": str(gpus)}
+    replicas = r.choice((1, 1, 2, 3, 5, 8))
+    if r.random() < 0.12:
+        # One pod per host port: Karpenter v1.8.0 shares one host-port table between the NodeClaims of a
+        # NodePool (fixed upstream by kubernetes-sigs/karpenter#3022), so a second pod with the same port
+        # fails there even on another node. A DaemonSet's port on the same node is the behaviour under test.
+        port = r.choice([8080 + c, *daemon_ports])
+        container["ports"] = [{"containerPort": port, "hostPort": port}]
+        replicas = 1
+    spec: dict[str, Any] = {"containers": [container]}
+    if r.random() < 0.35:
+        expr = _expr(r, pools, zones)
+        if expr["operator"] == "In":
+            spec["nodeSelector"] = {expr["key"]: expr["values"][0]}
+    if r.random() < 0.45:
+        terms = []
+        for _ in range(1 if r.random() < 0.8 else 2):
+            terms.append({"matchExpressions": [_expr(r, pools, zones) for _ in range(r.randint(1, 2))]})
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        }
+    tolerations = []
+    if gpus or r.random() < 0.3:
+        tolerations.append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
+    if r.random() < 0.2:
+        tolerations.append(
+            {
+                "key": "dedicated",
+                "operator": "Equal",
+                "value": r.choice(("ml", "web")),
+                "effect": "NoSchedule",
+            }
+        )
+    if r.random() < 0.1:
+        tolerations.append({"operator": "Exists"})
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if r.random() < 0.15:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": app}},
+            }
+        ]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": app, "namespace": "default", "labels": {"app": app}},
+        "spec": spec,
+    }
+    return pod, replicas
+
+
+def _daemonset(r: random.Random, i: int) -> tuple[dict[str, Any], int | None]:
+    requests = {
+        "cpu": f"{r.choice((50, 100, 200, 500, 1000))}m",
+        "memory": f"{r.choice((64, 128, 256, 1024))}Mi",
+    }
+    container: dict[str, Any] = {"name": "agent", "image": "busybox", "resources": {"requests": requests}}
+    port = None
+    if r.random() < 0.25:
+        port = 9400 + i
+        container["ports"] = [{"containerPort": port, "hostPort": port}]
+    spec: dict[str, Any] = {"containers": [container]}
+    if r.random() < 0.5:
+        spec["tolerations"] = [{"operator": "Exists"}]
+    if r.random() < 0.25:
+        spec["nodeSelector"] = {"team": r.choice(("ml", "web", "batch"))}
+    ds = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": f"agent-{i}", "namespace": "kube-system"},
+        "spec": {
+            "selector": {"matchLabels": {"ds": f"agent-{i}"}},
+            "template": {"metadata": {"labels": {"ds": f"agent-{i}"}}, "spec": spec},
+        },
+    }
+    return ds, port
+
+
+def scenario(seed: int) -> Scenario:
+    r = random.Random(seed)
+    zones = _pick(r, ZONES, 2, 4)
+    pools = [_pool(r, i, zones) for i in range(r.randint(1, 3))]
+    profile = {
+        "apiVersion": "kgpu.dev/v1alpha1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": f"case-{seed}"},
+        "provider": "eks",
+        "autoscaler": "karpenter",
+        "cluster": {"region": REGION, "zones": zones},
+        "monitoring": {"enabled": False},
+        "pools": pools,
+    }
+    daemonsets: list[dict[str, Any]] = []
+    ports: list[int] = []
+    for i in range(r.choice((0, 0, 1, 2))):
+        ds, port = _daemonset(r, i)
+        daemonsets.append(ds)
+        if port:
+            ports.append(port)
+    pods: list[dict[str, Any]] = []
+    for c in range(r.randint(1, 6)):
+        template, replicas = _pod_class(r, c, pools, zones, ports)
+        for k in range(replicas):
+            pod = {
+                **template,
+                "metadata": {**template["metadata"], "name": f"{template['metadata']['name']}-{k}"},
+            }
+            pods.append(pod)
+    return Scenario(seed, profile, daemonsets, pods)

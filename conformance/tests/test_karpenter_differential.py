@@ -1,0 +1,71 @@
+"""kgpu's Karpenter provisioning against Karpenter's own scheduler (``Scheduler.Solve``, built from
+sigs.k8s.io/karpenter at the pinned version) on seeded random scenarios.
+
+Needs the oracle binary: ``$KGPU_CONFORMANCE_BIN/karpenter/karpenter-oracle`` (``make conformance`` builds it).
+``KGPU_CONFORMANCE_CASES`` (default 200) scenarios from ``KGPU_CONFORMANCE_SEED`` (default 0) on. Prints the
+agreement rate per comparison and every disagreement class; fails on any disagreement outside the known,
+documented classes (docs/simulate.md, "Known differences from Karpenter").
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from pathlib import Path
+
+import pytest
+from karpenter_diff import KNOWN, compare, run_kgpu, run_oracle
+from karpenter_gen import scenario
+
+CASES = int(os.environ.get("KGPU_CONFORMANCE_CASES", "200"))
+SEED = int(os.environ.get("KGPU_CONFORMANCE_SEED", "0"))
+
+
+@pytest.fixture(scope="module")
+def oracle() -> Path:
+    root = os.environ.get("KGPU_CONFORMANCE_BIN")
+    if not root:
+        pytest.fail("KGPU_CONFORMANCE_BIN is not set: run `make conformance` (it builds the oracles)")
+    binary = Path(root) / "karpenter" / "karpenter-oracle"
+    if not binary.is_file():
+        pytest.fail(f"{binary}: no such file: run `make conformance` (it builds the oracles)")
+    return binary
+
+
+def test_known_classes_are_documented() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "simulate.md").read_text(encoding="utf-8")
+    section = doc.split("## Known differences from Karpenter", 1)
+    assert len(section) == 2, "docs/simulate.md has no 'Known differences from Karpenter' section"
+    for name, _, _ in KNOWN:
+        assert f"`{name}`" in section[1], f"known class {name} is not documented"
+
+
+def test_differential(oracle: Path) -> None:
+    totals: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    unexplained: list[str] = []
+    examples: dict[tuple[str, str], str] = {}
+    for seed in range(SEED, SEED + CASES):
+        scn = scenario(seed)
+        outcome = compare(scn, run_kgpu(scn), run_oracle(oracle, scn), oracle)
+        for comparison, classes in outcome.checks.items():
+            for klass in classes:
+                totals[comparison][klass or "agree"] += 1
+        for line in outcome.detail:
+            klass = line[1:].split("]", 1)[0]
+            examples.setdefault(tuple(klass.split("/", 1)), line)  # type: ignore[arg-type]
+            if klass.endswith("/unexplained"):
+                unexplained.append(line)
+    print(f"\nKarpenter differential: {CASES} scenarios, seeds {SEED}..{SEED + CASES - 1}")
+    for comparison in ("claims", "errors", "type"):
+        counts = totals[comparison]
+        total = sum(counts.values())
+        rate = 100.0 * counts["agree"] / total if total else 100.0
+        classes = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "agree")
+        print(
+            f"  {comparison:7} {counts['agree']}/{total} agree ({rate:.1f}%)"
+            + (f"; {classes}" if classes else "")
+        )
+    for key in sorted(examples):
+        print(f"  e.g. {examples[key][:400]}")
+    assert totals["claims"]["agree"] > 0 and totals["errors"]["agree"] > 0
+    assert not unexplained, f"{len(unexplained)} unexplained disagreements:\n" + "\n".join(unexplained[:20])
