@@ -244,3 +244,14 @@ def test_one_pod_per_host_port_on_a_claim() -> None:
     result = sim(profile(GENERAL), *(Pod("default", f"w-{i}", spec) for i in range(3)))
     assert all(p.phase == PROVISIONED for p in result.placements)
     assert len(result.new_nodes) == 3
+
+
+def test_limits_count_capacity_not_allocatable() -> None:
+    """Karpenter's filterByRemainingResources compares instance capacity: with cpu limit 3950m, m5.xlarge
+    (4 vCPU capacity, 3920m allocatable) is over the limit, so a 3-core pod has no type left."""
+    pool = {**GENERAL, "limits": {"cpu": "3950m"}}
+    p = placed(sim(profile(pool), make_pod("a", cpu=3000, mem_gib=4)), "a")
+    assert p["phase"] == UNSCHEDULABLE
+    assert 'all available instance types exceed limits for nodepool "general"' in (p["reason"] or "")
+    ok = {**GENERAL, "limits": {"cpu": "4"}}
+    assert placed(sim(profile(ok), make_pod("a", cpu=3000, mem_gib=4)), "a")["instance_type"] == "m5.xlarge"

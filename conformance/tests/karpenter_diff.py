@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
-from karpenter_gen import REGION, Scenario
+from karpenter_gen import AWS, REGION, Scenario
 from karpenter_types import instance_types, well_known_labels
 
 from kgpu.catalog import aws_catalog
@@ -196,37 +196,106 @@ def compare(scn: Scenario, kg: KgpuResult, orc: dict[str, Any], oracle: Path) ->
     return out
 
 
-def _strip_spread(pod: dict[str, Any]) -> dict[str, Any]:
-    spec = {k: v for k, v in pod["spec"].items() if k != "topologySpreadConstraints"}
-    return {**pod, "spec": spec}
-
-
-def _first_term(pod: dict[str, Any]) -> dict[str, Any]:
-    aff = (
+def _terms(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The pod's required node affinity terms (one empty term without any), nodeSelector folded into each."""
+    selector = [
+        {"key": k, "operator": "In", "values": [v]} for k, v in pod["spec"].get("nodeSelector", {}).items()
+    ]
+    req = (
         pod["spec"]
         .get("affinity", {})
         .get("nodeAffinity", {})
         .get("requiredDuringSchedulingIgnoredDuringExecution")
     )
-    if not aff or len(aff["nodeSelectorTerms"]) < 2:
-        return pod
-    first = {"nodeSelectorTerms": aff["nodeSelectorTerms"][:1]}
-    spec = {
-        **pod["spec"],
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": first}},
-    }
-    return {**pod, "spec": spec}
+    terms = [t.get("matchExpressions", []) for t in req["nodeSelectorTerms"]] if req else [[]]
+    return [selector + t for t in terms]
 
 
-# Input features kgpu does not model, and how a scenario loses them (both sides see the reduced input).
-ABLATIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+def _contradictory_in(pod: dict[str, Any]) -> bool:
+    """Some term requires one key In two value sets with nothing in common."""
+    for term in _terms(pod):
+        sets: dict[str, set[str]] = {}
+        for e in term:
+            if e["operator"] == "In":
+                values = set(e["values"])
+                sets[e["key"]] = sets[e["key"]] & values if e["key"] in sets else values
+        if any(not v for v in sets.values()):
+            return True
+    return False
+
+
+WELL_KNOWN_PREFIXES = (
+    "kubernetes.io/",
+    "node.kubernetes.io/",
+    "topology.kubernetes.io/",
+    "karpenter.sh/",
+    AWS,
+)
+
+
+def _undefined_label(scn: Scenario, pod: dict[str, Any]) -> bool:
+    """Some term requires (In/Exists/Gt/Lt) a label that is not well known and that no NodePool sets."""
+    pool_labels = {k for p in scn.profile["pools"] for k in p.get("labels", {})}
+    for term in _terms(pod):
+        for e in term:
+            key = e["key"]
+            if e["operator"] in ("NotIn", "DoesNotExist") or key in pool_labels:
+                continue
+            if not key.startswith(WELL_KNOWN_PREFIXES):
+                return True
+    return False
+
+
+def _map_pods(scn: Scenario, fn: Callable[[dict[str, Any]], dict[str, Any] | None]) -> Scenario | None:
+    pods = []
+    changed = False
+    for pod in scn.pods:
+        new = fn(pod)
+        changed = changed or new != pod
+        if new is not None:
+            pods.append(new)
+    return Scenario(scn.seed, scn.profile, scn.daemonsets, pods) if changed else None
+
+
+def _strip_spread(scn: Scenario) -> Scenario | None:
+    def fn(pod: dict[str, Any]) -> dict[str, Any]:
+        return {**pod, "spec": {k: v for k, v in pod["spec"].items() if k != "topologySpreadConstraints"}}
+
+    return _map_pods(scn, fn)
+
+
+def _first_term(scn: Scenario) -> Scenario | None:
+    def fn(pod: dict[str, Any]) -> dict[str, Any]:
+        req = (
+            pod["spec"]
+            .get("affinity", {})
+            .get("nodeAffinity", {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution")
+        )
+        if not req or len(req["nodeSelectorTerms"]) < 2:
+            return pod
+        first = {"nodeSelectorTerms": req["nodeSelectorTerms"][:1]}
+        affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": first}}
+        return {**pod, "spec": {**pod["spec"], "affinity": affinity}}
+
+    return _map_pods(scn, fn)
+
+
+def _drop(pred: Callable[[Scenario, dict[str, Any]], bool]) -> Callable[[Scenario], Scenario | None]:
+    def ablate(scn: Scenario) -> Scenario | None:
+        return _map_pods(scn, lambda pod: None if pred(scn, pod) else pod)
+
+    return ablate
+
+
+# Input features kgpu does not model (or where Karpenter launches a node the pod cannot use), and how a
+# scenario loses them; None when the scenario has none. Both sides then see the reduced input.
+ABLATIONS: dict[str, Callable[[Scenario], Scenario | None]] = {
     "topology-spread": _strip_spread,
     "or-terms": _first_term,
+    "contradictory-in": _drop(lambda scn, pod: _contradictory_in(pod)),
+    "undefined-label": _drop(_undefined_label),
 }
-
-
-def has_feature(scn: Scenario, feature: str) -> bool:
-    return any(ABLATIONS[feature](p) != p for p in scn.pods)
 
 
 @dataclass
@@ -247,17 +316,15 @@ class Context:
     ) -> bool:
         """Whether ``comparison`` agrees everywhere once kgpu's ``deviation`` is off and the scenario has
         none of ``features`` (only asked where the scenario has them)."""
-        if any(not has_feature(self.scn, f) for f in features):
-            return False
         key = (deviation, features)
         if key not in self._variants:
-            scn = self.scn
+            scn: Scenario | None = self.scn
             orc = self.orc
+            for f in features:
+                scn = ABLATIONS[f](scn) if scn is not None else None
+            if scn is None:
+                return False  # the scenario lacks one of the features
             if features:
-                pods = scn.pods
-                for f in features:
-                    pods = [ABLATIONS[f](p) for p in pods]
-                scn = Scenario(scn.seed, scn.profile, scn.daemonsets, pods)
                 orc = run_oracle(self.oracle, scn)
             self._variants[key] = checks(run_kgpu(scn, deviation), orc)
         return all(ok for ok, _ in self._variants[key][comparison])
@@ -276,6 +343,8 @@ KNOWN: list[tuple[str, str | None, tuple[str, ...]]] = [
     ("cost-cap", "uncapped", ()),
     ("topology-spread", None, ("topology-spread",)),
     ("or-terms", None, ("or-terms",)),
+    ("contradictory-in", None, ("contradictory-in",)),
+    ("undefined-label", None, ("undefined-label",)),
     ("cost-cap+topology-spread", "uncapped", ("topology-spread",)),
     ("cost-cap+or-terms", "uncapped", ("or-terms",)),
 ]

@@ -2,7 +2,7 @@
 sigs.k8s.io/karpenter at the pinned version) on seeded random scenarios.
 
 Needs the oracle binary: ``$KGPU_CONFORMANCE_BIN/karpenter/karpenter-oracle`` (``make conformance`` builds it).
-``KGPU_CONFORMANCE_CASES`` (default 200) scenarios from ``KGPU_CONFORMANCE_SEED`` (default 0) on. Prints the
+``KGPU_CONFORMANCE_CASES`` (default 200) scenarios from ``KGPU_CONFORMANCE_SEED`` on. Prints the
 agreement rate per comparison and every disagreement class; fails on any disagreement outside the known,
 documented classes (docs/simulate.md, "Known differences from Karpenter").
 """
@@ -10,26 +10,21 @@ documented classes (docs/simulate.md, "Known differences from Karpenter").
 from __future__ import annotations
 
 import collections
-import os
 from pathlib import Path
 
 import pytest
 from karpenter_diff import KNOWN, compare, run_kgpu, run_oracle
 from karpenter_gen import scenario
 
-CASES = int(os.environ.get("KGPU_CONFORMANCE_CASES", "200"))
-SEED = int(os.environ.get("KGPU_CONFORMANCE_SEED", "0"))
+from conftest import binary, cases, seed
+
+CASES = cases(200)
+SEED = seed()
 
 
 @pytest.fixture(scope="module")
 def oracle() -> Path:
-    root = os.environ.get("KGPU_CONFORMANCE_BIN")
-    if not root:
-        pytest.fail("KGPU_CONFORMANCE_BIN is not set: run `make conformance` (it builds the oracles)")
-    binary = Path(root) / "karpenter" / "karpenter-oracle"
-    if not binary.is_file():
-        pytest.fail(f"{binary}: no such file: run `make conformance` (it builds the oracles)")
-    return binary
+    return binary("karpenter", "karpenter-oracle")
 
 
 def test_known_classes_are_documented() -> None:
@@ -44,8 +39,8 @@ def test_differential(oracle: Path) -> None:
     totals: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     unexplained: list[str] = []
     examples: dict[tuple[str, str], str] = {}
-    for seed in range(SEED, SEED + CASES):
-        scn = scenario(seed)
+    for n in range(SEED, SEED + CASES):
+        scn = scenario(n)
         outcome = compare(scn, run_kgpu(scn), run_oracle(oracle, scn), oracle)
         for comparison, classes in outcome.checks.items():
             for klass in classes:

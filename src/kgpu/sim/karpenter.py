@@ -19,12 +19,11 @@ that open it, and may only use offerings no pricier than that one; pods that com
 Karpenter itself lets a claim grow to its largest type and relies on consolidation
 (WhenEmptyOrUnderutilized) to replace the big node with cheaper ones later; kgpu reports that steady state.
 
-Limits: like Karpenter, opening a claim reserves the largest capacity it may still launch against the
-pool's limits; offerings that would exceed what is left are not considered.
+Limits: like Karpenter, opening a claim reserves the largest capacity (not allocatable) it may still launch
+against the pool's limits; offerings whose capacity would exceed what is left are not considered.
 
 Known differences from Karpenter (docs/simulate.md): in-flight claims are tried in creation order (Karpenter
-tries the emptiest first), preferred affinities, topology spread and pod affinity are not modelled, and limits
-compare allocatable (not capacity) per offering shape.
+tries the emptiest first), preferred affinities, topology spread and pod affinity are not modelled.
 """
 
 from __future__ import annotations
@@ -121,6 +120,7 @@ class PoolModel:
         self.options = options
         shapes: dict[tuple[int, ...], Shape] = {}
         overheads: dict[str, dict[str, int]] = {}
+        capacities: dict[str, dict[str, int]] = {}
         for i, opt in enumerate(options):
             ov = overheads.get(opt.type.name)
             if ov is None:
@@ -133,8 +133,12 @@ class PoolModel:
             if shape is None:
                 shape = shapes[cap] = Shape(cap)
             shape.mask |= 1 << i
+            # limits count capacity, as Karpenter's filterByRemainingResources and subtractMax do
+            capacity = capacities.get(opt.type.name)
+            if capacity is None:
+                capacity = capacities[opt.type.name] = opt.type.capacity()
             for key in (CPU, MEMORY, GPU):
-                shape.limit[key] = max(shape.limit.get(key, 0), alloc.get(key, 0))
+                shape.limit[key] = max(shape.limit.get(key, 0), capacity.get(key, 0))
         self.shapes = list(shapes.values())
         # host ports the DaemonSet pods hold on each offering's node (Karpenter's daemon host-port usage)
         self.daemon_ports = [self._daemon_ports(opt.node) for opt in options]

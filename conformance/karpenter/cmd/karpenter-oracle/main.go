@@ -200,9 +200,11 @@ func main() {
 		if pod == nil {
 			fail("daemonSets[%d]: no pod template", i)
 		}
-		if pod.Namespace == "" {
-			pod.Namespace = "default"
-		}
+		// Named like a running daemon pod, as the provisioner's cluster state gives it
+		// (Cluster.GetDaemonSetPod): host-port usage is keyed by pod name, and unnamed template pods of
+		// two DaemonSets would share one key.
+		pod.Namespace = lo.Ternary(ds.Namespace == "", "default", ds.Namespace)
+		pod.Name = ds.Name + "-daemon"
 		pod.UID = types.UID(fmt.Sprintf("daemon-%08d", i))
 		daemonSetPods = append(daemonSetPods, pod)
 	}
