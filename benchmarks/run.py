@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-BENCHES = ["sim_bench.py", "provision_bench.py", "exporter_bench.py", "output_bench.py"]
+BENCHES = ["sim_bench.py", "provision_bench.py", "exporter_bench.py", "output_bench.py", "doctor_bench.py"]
 
 
 def main() -> None:

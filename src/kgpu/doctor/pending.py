@@ -85,9 +85,26 @@ def _labels_hint(nodes: list[Node], key: str) -> str:
     return f"nodes have {shown}"
 
 
+class _Helper:
+    """Fix lines per pod class: pods that share a spec (and TKE annotations and limits) share the answer."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.memo: dict[Any, list[str]] = {}
+
+    def fixes(self, pod: PodInfo, model: Pod) -> list[str]:
+        tke = tuple(sorted((k, v) for k, v in pod.annotations.items() if k.startswith(TKE_PREFIX)))
+        key = (model.spec, tke, model.limits)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = _what_would_help(self.state, pod, model)
+        return list(hit)
+
+
 def _what_would_help(state: ClusterState, pod: PodInfo, model: Pod) -> list[str]:
     """Fix lines for one pending GPU pod, from the predicates over the cluster's nodes."""
     spec = model.spec
+    tolerant = _without_taints(spec)
     fixes: list[str] = []
     gpu_nodes = [
         n.model for n in state.nodes if (n.allocatable_gpus or 0) > 0 or (n.is_gpu and not n.virtual)
@@ -96,7 +113,7 @@ def _what_would_help(state: ClusterState, pod: PodInfo, model: Pod) -> list[str]
     taints: dict[Taint, int] = {}
     for node in gpu_nodes:
         taint = first_untolerated(node.taints, spec.tolerations)
-        if taint is not None and static_reasons(_without_taints(spec), node) is None:
+        if taint is not None and static_reasons(tolerant, node) is None:
             taints[taint] = taints.get(taint, 0) + 1
     if taints:
         tols = [toleration_for(t) for t in taints]
@@ -223,6 +240,7 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
     events = state.failed_scheduling()
     claim_notes = _nodeclaim_notes(state)
     existing = _Existing(state)
+    helper = _Helper(state)
     source = (
         "The --profile pools"
         if profile is not None
@@ -265,7 +283,7 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
                 "kubectl get nodeclaims -o wide\nkubectl logs -n kube-system deploy/karpenter --tail 200 "
                 "# or -n karpenter; cluster-autoscaler: kubectl -n kube-system logs deploy/cluster-autoscaler"
             )
-            fixes.extend(_what_would_help(state, pod, model))
+            fixes.extend(helper.fixes(pod, model))
             yield Finding(CHECK, ERROR, pod.ref, msg, "\n".join(fixes))
             continue
         reason = placement.reason or ""
@@ -275,7 +293,7 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
             msg += f". {source or 'Provisioning'}: {extra}"
         elif not source and not _tke(pod):
             msg += ". No NodePool in the snapshot (and no --profile): nothing will add a node for it"
-        fixes.extend(_what_would_help(state, pod, model))
+        fixes.extend(helper.fixes(pod, model))
         fixes.extend(_pool_fixes(state, extra, spec_labels=model.spec.node_selector))
         if notes:
             fixes.append("# not modelled: " + "; ".join(notes[:3]))

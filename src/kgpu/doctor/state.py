@@ -17,9 +17,12 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+import msgspec
+
 from kgpu.catalog import InstanceType, aws_catalog
 from kgpu.errors import InputError
-from kgpu.model.load import Objects, Parser
+from kgpu.model import wire
+from kgpu.model.load import Objects, Parser, spec_info
 from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import first_untolerated, static_reasons
 from kgpu.model.quantity import parse_quantity
@@ -450,8 +453,9 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
             state.nodeclaims.append(item)
         elif ikind == "RayCluster":
             state.rayclusters.append(item)
+    models = _PodModels(parser, source)
     for item, label in pods_raw:
-        state.pods.append(_pod_info(item, label, parser))
+        state.pods.append(_pod_info(item, label, models))
     parser.finish()
     state.objects = out
     for node in state.nodes:
@@ -465,33 +469,121 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
     return state
 
 
+# What the scheduling model reads of a pod spec (model.wire.PodSpec, Container): pods whose specs agree on
+# these share one decode. A real cluster's pods differ elsewhere (the nodeName, the per-pod
+# kube-api-access-xxxxx volume and its mounts), which is why the whole spec cannot be the key.
+_SPEC_FIELDS = (
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "priority",
+    "priorityClassName",
+    "overhead",
+    "schedulingGates",
+    "hostNetwork",
+    "resources",
+)
+_CONTAINER_FIELDS = ("resources", "ports", "restartPolicy")
+_KEY = msgspec.json.Encoder()
+
+
+class _PodModels:
+    """Scheduling models of pods, decoding each distinct spec once (the loader's work, memoised).
+
+    A pod the shortcut cannot take as is (no ``spec.priority`` for admission to have resolved, odd types)
+    goes through the loader unchanged, which also reports any invalid field.
+    """
+
+    def __init__(self, parser: Parser, source: str) -> None:
+        self.parser = parser
+        self.source = source
+        self.cache: dict[bytes, tuple[PodSpecInfo, tuple[tuple[str, int], ...]]] = {}
+
+    def _slow(self, item: dict[str, Any], label: str) -> Pod | None:
+        before = len(self.parser.out.pods)
+        self.parser.feed_object(item, label)
+        return self.parser.out.pods[-1] if len(self.parser.out.pods) > before else None
+
+    def model(
+        self,
+        item: dict[str, Any],
+        meta: dict[str, Any],
+        spec: dict[str, Any],
+        status: dict[str, Any],
+        label: str,
+        owner_kind: str,
+        owner_name: str,
+    ) -> Pod | None:
+        name, ns, node_name = meta.get("name"), meta.get("namespace") or "default", spec.get("nodeName") or ""
+        priority = spec.get("priority")
+        if not (isinstance(name, str) and name and isinstance(ns, str) and isinstance(node_name, str)):
+            return self._slow(item, label)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            return self._slow(item, label)
+        reduced: dict[str, Any] = {k: spec[k] for k in _SPEC_FIELDS if k in spec}
+        for group in ("containers", "initContainers"):
+            cs = spec.get(group)
+            if cs is None:
+                continue
+            if not isinstance(cs, list) or not all(isinstance(c, dict) for c in cs):
+                return self._slow(item, label)
+            reduced[group] = [{k: c[k] for k in _CONTAINER_FIELDS if k in c} for c in cs]
+        try:
+            key = _KEY.encode(reduced)
+        except (TypeError, msgspec.EncodeError):
+            return self._slow(item, label)
+        hit = self.cache.get(key)
+        if hit is None:
+            try:
+                wire_spec = msgspec.convert(reduced, wire.PodSpec)
+            except msgspec.ValidationError:
+                return self._slow(item, label)  # the loader names the field
+            hit = self.cache[key] = spec_info(wire_spec, f"{self.source}: Pod {ns}/{name}: spec")
+        info, limits = hit
+        if node_name:
+            info = replace(info, node_name=node_name)
+        phase = status.get("phase")
+        pod = Pod(
+            ns,
+            name,
+            info,
+            _str_map(meta.get("labels")),
+            _str_map(meta.get("annotations")),
+            phase=phase if isinstance(phase, str) and phase else "Pending",
+            owner_kind=owner_kind,
+            owner_name=owner_name,
+            source=self.source,
+            limits=limits,
+            priority=priority,
+        )
+        self.parser.out.pods.append(pod)
+        return pod
+
+
 def _str_map(x: Any) -> Mapping[str, str]:
     return x if isinstance(x, dict) else {}
 
 
-def _pod_info(item: dict[str, Any], label: str, parser: Parser) -> PodInfo:
+def _pod_info(item: dict[str, Any], label: str, models: _PodModels) -> PodInfo:
     meta = _meta(item)
     spec = item.get("spec") if isinstance(item.get("spec"), dict) else {}
     status = item.get("status") if isinstance(item.get("status"), dict) else {}
     assert isinstance(spec, dict) and isinstance(status, dict)
     gpu_containers = container_gpus(spec)
     model: Pod | None = None
+    gpus = 0
     if gpu_containers and gpu_resource_problem(gpu_containers):
-        gpus = 0
         for g in gpu_containers:
             amount = g.limit if g.limit is not None else g.request
             if amount is not None:
                 gpus += -(-amount.numerator // amount.denominator)
-    else:
-        before = len(parser.out.pods)
-        parser.feed_object(item, label)
-        if len(parser.out.pods) > before:
-            model = parser.out.pods[-1]
-        gpus = model.spec.gpus if model is not None else 0
     owner_kind = owner_name = ""
     for ref in meta.get("ownerReferences") or ():
         if isinstance(ref, dict) and ref.get("controller"):
             owner_kind, owner_name = str(ref.get("kind") or ""), str(ref.get("name") or "")
+    if model is None and not (gpu_containers and gpu_resource_problem(gpu_containers)):
+        model = models.model(item, meta, spec, status, label, owner_kind, owner_name)
+        gpus = model.spec.gpus if model is not None else 0
     return PodInfo(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or meta.get("generateName") or label),
