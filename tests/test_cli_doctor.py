@@ -68,7 +68,7 @@ def test_profile_pools_explain_pending_pod(tmp_path):
     res = invoke("doctor", "--snapshot", str(SNAPSHOTS / "pending-insufficient.json"), "-o", "json")
     without = next(f for f in json.loads(res.output)["findings"] if f["check"] == "pending-gpu-pod")
     assert "nothing will add a node" in without["message"]
-    init = invoke("init", "--template", "eks-karpenter", "-o", str(tmp_path / "kgpu.yaml"))
+    init = invoke("init", "--template", "eks-karpenter", "-f", str(tmp_path / "kgpu.yaml"))
     assert init.exit_code == 0, init.output
     res = invoke(
         "doctor",
@@ -147,3 +147,33 @@ def test_installed_entry_point_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: {path}: items[0]: expected an object, got int"
     assert "Traceback" not in proc.stderr
+
+
+def test_profile_node_groups_explain_pending_pod_in_cluster_autoscaler_words(tmp_path):
+    """--profile with eksctl node groups: cluster-autoscaler's own reason, and where to look when it could scale."""
+    init = invoke("init", "--template", "eks-eksctl", "-f", str(tmp_path / "kgpu.yaml"))
+    assert init.exit_code == 0, init.output
+    res = invoke(
+        "doctor",
+        "--snapshot",
+        str(SNAPSHOTS / "pending-selector.json"),
+        "-f",
+        str(tmp_path / "kgpu.yaml"),
+        "-o",
+        "json",
+    )
+    assert res.exit_code == 1
+    [f] = [f for f in json.loads(res.output)["findings"] if f["check"] == "pending-gpu-pod"]
+    assert "The --profile pools: cluster-autoscaler: pod didn't trigger scale-up" in f["message"]
+    res = invoke(
+        "doctor",
+        "--snapshot",
+        str(SNAPSHOTS / "pending-insufficient.json"),
+        "-f",
+        str(tmp_path / "kgpu.yaml"),
+        "-o",
+        "json",
+    )
+    [f] = [f for f in json.loads(res.output)["findings"] if f["check"] == "pending-gpu-pod"]
+    assert 'pool "gpu-spot-ng" can launch a p3.2xlarge spot node' in f["message"]
+    assert "logs deploy/cluster-autoscaler" in f["fix"] and "node-template" in f["fix"]

@@ -279,10 +279,7 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
             )
             if claim_notes:
                 msg += "; " + "; ".join(claim_notes[:3])
-            fixes.append(
-                "kubectl get nodeclaims -o wide\nkubectl logs -n kube-system deploy/karpenter --tail 200 "
-                "# or -n karpenter; cluster-autoscaler: kubectl -n kube-system logs deploy/cluster-autoscaler"
-            )
+            fixes.append(_autoscaler_fix(profile, pool))
             fixes.extend(helper.fixes(pod, model))
             yield Finding(CHECK, ERROR, pod.ref, msg, "\n".join(fixes))
             continue
@@ -300,6 +297,28 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
         if not fixes:
             fixes.append(f"kubectl describe pod -n {pod.namespace} {pod.name}")
         yield Finding(CHECK, ERROR, pod.ref, msg, "\n".join(fixes))
+
+
+def _autoscaler_fix(profile: Profile | None, pool: str) -> str:
+    """Where to look when a pool could launch a node but none came: Karpenter's or cluster-autoscaler's side."""
+    kind = "karpenter"
+    if profile is not None:
+        kind = next((str(p.kind) for p in profile.pools if p.name == pool), kind)
+    if kind == "nodegroup":
+        return (
+            "kubectl -n kube-system logs deploy/cluster-autoscaler --tail 200 | grep -i -e scale-up -e "
+            + pool
+            + "\n"
+            "# scaling from zero needs the ASG's node-template tags for the labels and taints the pod selects:\n"
+            f"kgpu render -f kgpu.yaml --target eksctl   # compare its k8s.io/cluster-autoscaler/node-template/* tags "
+            f"with: aws autoscaling describe-tags --filters Name=value,Values={pool}*"
+        )
+    if kind == "tke-supernode":
+        return "kubectl describe pod <pod>   # TKE's event names the spec it could not buy"
+    return (
+        f"kubectl get nodeclaims -l karpenter.sh/nodepool={pool} -o wide\n"
+        "kubectl -n kube-system logs deploy/karpenter --tail 200   # or -n karpenter"
+    )
 
 
 class _Existing:
