@@ -30,9 +30,30 @@ def test_hourly_cost_splits_spot_and_on_demand() -> None:
 def test_lp_bound_is_fractional_cover() -> None:
     """10 one-unit pods; offering 0 holds 4 for $1, offering 1 holds 1 for $0.3: LP picks 2.5 x $1."""
     demands = [Demand(10, (1,), (0, 1))]
-    assert abs(_lp_bound(demands, [(4,), (1,)], [1.0, 0.3]) - 2.5) < 1e-6
-    assert abs(lower_bound(demands, [(4,), (1,)], [1.0, 0.3]) - 2.5) < 1e-6
+    value, status = _lp_bound(demands, [(4,), (1,)], [1.0, 0.3])
+    assert value is not None and abs(value - 2.5) < 1e-6 and status == "Optimal"
+    bound = lower_bound(demands, [(4,), (1,)], [1.0, 0.3])
+    assert bound.method == "lp" and abs(bound.value - 2.5) < 1e-6 and bound.dropped == ()
     assert abs(per_resource_bound(demands, [(4,), (1,)], [1.0, 0.3]) - 2.5) < 1e-6
+
+
+def test_pods_no_offering_hosts_are_left_out_of_the_bound_and_reported() -> None:
+    """A kind with no compatible offering used to make the LP infeasible, read back as a bound of 0."""
+    demands = [Demand(10, (1, 0), (0,)), Demand(3, (0, 1), ())]
+    bound = lower_bound(demands, [(4, 0)], [1.0])
+    assert bound.method == "lp" and abs(bound.value - 2.5) < 1e-6
+    assert bound.dropped == (1,) and bound.dropped_pods == 3
+
+
+def test_a_solver_status_other_than_optimal_falls_back_to_the_per_resource_bound() -> None:
+    """An offering that cannot hold the demand's second resource: the LP is infeasible, HiGHS says so,
+    and the bound is the per-resource one instead of the solver's objective."""
+    demands = [Demand(10, (1, 1), (0,))]
+    value, status = _lp_bound(demands, [(4, 0)], [1.0])
+    assert value is None and status == "Infeasible"
+    bound = lower_bound(demands, [(4, 0)], [1.0])
+    assert bound.method == "per-resource" and bound.status == "Infeasible"
+    assert abs(bound.value - 2.5) < 1e-6
 
 
 def test_empty_existing_gpu_node_is_reported_with_its_remover() -> None:

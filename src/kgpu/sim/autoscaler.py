@@ -31,7 +31,7 @@ from kgpu.catalog import Catalog, InstanceType
 from kgpu.model.objects import CPU, MEMORY, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import ERR_NODE_AFFINITY, affinity_matches, filter_reasons
 from kgpu.model.profile import Pool, PoolKind, Profile
-from kgpu.sim.provision import (
+from kgpu.sim.pools import (
     LABEL_EKS_CAPACITY,
     LABEL_EKS_GROUP,
     LABEL_EKSCTL_CLUSTER,

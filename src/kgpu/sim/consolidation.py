@@ -13,7 +13,7 @@ from typing import Any
 
 from kgpu.model.objects import GPU
 from kgpu.model.profile import Pool, PoolKind, Profile
-from kgpu.sim.provision import LABEL_EKS_GROUP, LABEL_EKSCTL_GROUP, LABEL_NODEPOOL, NewNode, group_names
+from kgpu.sim.pools import LABEL_EKS_GROUP, LABEL_EKSCTL_GROUP, LABEL_NODEPOOL, NewNode, group_names
 from kgpu.sim.scheduler import Scheduler
 
 SCALE_DOWN_UNNEEDED_TIME = "10m"

@@ -3,9 +3,11 @@
 The lower bound is an LP relaxation solved with HiGHS (``highspy``): per pod kind, the pods may be split
 fractionally over the offerings they are compatible with; per offering, a fractional node count must cover
 every resource (allocatable minus DaemonSet overhead). Its optimum is below the cost of every integral
-packing, so ``cost / bound`` measures how far the provisioner is from optimal. Without highspy the bound is
-the per-resource one: for each resource, every pod pays at least its share of the cheapest price per unit of
-that resource it could use; the largest over resources.
+packing, so ``cost / bound`` measures how far the provisioner is from optimal. The bound is only taken when
+HiGHS reports the model Optimal; otherwise (and without highspy) it is the per-resource one: for each
+resource, every pod pays at least its share of the cheapest price per unit of that resource it could use;
+the largest over resources. Pods no offering can host are left out of either and reported, so a bound is
+never silently 0 or infeasible.
 """
 
 from __future__ import annotations
@@ -56,14 +58,40 @@ class Demand:
     offerings: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A lower bound on the hourly cost of any packing of the demands it kept.
+
+    ``method`` is ``lp`` (HiGHS proved the relaxation optimal) or ``per-resource`` (no highspy, or the
+    solver did not reach optimality: ``status`` says what it reported). ``dropped`` are the demands no
+    offering can host: they are left out, and a caller comparing a cost with the bound must say so.
+    """
+
+    value: float
+    method: str
+    status: str = ""
+    dropped: tuple[int, ...] = ()
+    dropped_pods: int = 0
+
+
 def lower_bound(
     demands: Sequence[Demand], capacities: Sequence[tuple[int, ...]], prices: Sequence[float]
-) -> float:
-    """The cheapest fractional cover of the demands; LP via highspy, else the per-resource bound."""
+) -> Bound:
+    """The cheapest fractional cover of the demands that some offering can host.
+
+    The LP (highspy) is used when its model status is Optimal; otherwise, and without highspy, the
+    per-resource bound, which is weaker but holds for any input.
+    """
+    dropped = tuple(k for k, d in enumerate(demands) if d.count > 0 and not d.offerings)
+    kept = [d for d in demands if d.count > 0 and d.offerings]
+    n_dropped = sum(demands[k].count for k in dropped)
     try:
-        return _lp_bound(demands, capacities, prices)
+        value, status = _lp_bound(kept, capacities, prices)
     except ImportError:
-        return per_resource_bound(demands, capacities, prices)
+        value, status = None, "highspy not installed"
+    if value is not None:
+        return Bound(value, "lp", status, dropped, n_dropped)
+    return Bound(per_resource_bound(kept, capacities, prices), "per-resource", status, dropped, n_dropped)
 
 
 def per_resource_bound(
@@ -88,13 +116,14 @@ def per_resource_bound(
 
 def _lp_bound(
     demands: Sequence[Demand], capacities: Sequence[tuple[int, ...]], prices: Sequence[float]
-) -> float:
+) -> tuple[float | None, str]:
+    """The LP optimum and HiGHS's model status; None unless the status is Optimal."""
     import highspy
     import numpy as np
 
     used = sorted({o for d in demands for o in d.offerings})
     if not used:
-        return 0.0
+        return 0.0, "no demand"
     col = {o: i for i, o in enumerate(used)}
     dims = len(demands[0].vector)
     h = highspy.Highs()  # type: ignore[no-untyped-call]
@@ -134,4 +163,8 @@ def _lp_bound(
             if len(cols) > 1:
                 h.addRow(-inf, 0.0, len(cols), np.array(cols, dtype=np.int32), np.array(vals))
     h.run()
-    return float(h.getInfo().objective_function_value)
+    status = h.getModelStatus()
+    text = h.modelStatusToString(status)
+    if status != highspy.HighsModelStatus.kOptimal:
+        return None, text
+    return float(h.getInfo().objective_function_value), text

@@ -36,7 +36,7 @@ from kgpu.catalog import Catalog, InstanceType
 from kgpu.model.objects import CPU, GPU, MEMORY, HostPort, Node, Pod, PodSpecInfo
 from kgpu.model.predicates import filter_reasons, first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, PoolKind, Profile
-from kgpu.sim.provision import (
+from kgpu.sim.pools import (
     LABEL_NODEPOOL,
     Context,
     NewNode,
@@ -158,6 +158,7 @@ class PoolModel:
             self._upto.append(acc)
         self.remaining = self._remaining(ctx)
         self._compat: dict[tuple[PodSpecInfo, bool], Compat] = {}
+        self._static: dict[tuple[object, ...], int] = {}
         self.prefer_no_schedule = any(t.effect == "PreferNoSchedule" for t in self.taints)
 
     def _daemon_ports(self, node: Node) -> tuple[HostPort, ...]:
@@ -245,11 +246,16 @@ class PoolModel:
                 return Compat(
                     0, "checking host port usage, " + _port_conflict(spec.host_ports, self.daemon_ports)
                 )
-        flt = StaticFilter(spec)
-        mask = 0
-        for i, opt in enumerate(self.options):
-            if ports_ok >> i & 1 and flt.reason(opt.node) is None:
-                mask |= 1 << i
+        key = (spec.tolerations, spec.node_selector, spec.affinity, spec.node_name)
+        static = self._static.get(key)
+        if static is None:  # the node-only filters, once per distinct selector/affinity/tolerations
+            flt = StaticFilter(spec)
+            static = 0
+            for i, opt in enumerate(self.options):
+                if flt.reason(opt.node) is None:
+                    static |= 1 << i
+            self._static[key] = static
+        mask = static & ports_ok
         if not mask:
             return Compat(0, "incompatible requirements, " + self._requirement_error(spec))
         fit = 0
@@ -451,14 +457,15 @@ class Karpenter:
             for strict in passes:
                 # in-flight claims, in creation order; a claim that cannot take this spec never will again
                 i = pointer.get((spec, strict), 0)
+                masks = {id(m): m.compat(spec, vec, strict).mask for m in models}
                 while todo and i < len(claims):
                     claim = claims[i]
-                    compat = claim.pool.compat(spec, vec, strict)
-                    k = claim.can_add(vec, compat.mask, spec.host_ports) if compat.mask else 0
+                    mask = masks[id(claim.pool)]
+                    k = claim.can_add(vec, mask, spec.host_ports) if mask else 0
                     if k <= 0:
                         i += 1
                         continue
-                    claim.add(todo[:k], vec, compat.mask)
+                    claim.add(todo[:k], vec, mask)
                     todo = todo[k:]
                 pointer[spec, strict] = i
                 # new node claims, pools by weight

@@ -15,7 +15,8 @@ from kgpu.errors import InputError
 from kgpu.model.examples import example_workloads
 from kgpu.model.load import Objects
 from kgpu.model.profile import TEMPLATES, PoolKind, Profile, builtin_profile
-from kgpu.sim.provision import baseline_cost, baseline_nodes, catalog_for, provisioner_for
+from kgpu.sim.pools import catalog_for
+from kgpu.sim.provision import baseline_cost, baseline_nodes, provisioner_for
 from kgpu.sim.simulate import UNSCHEDULABLE, SimulationResult, simulate
 
 

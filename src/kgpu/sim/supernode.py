@@ -20,7 +20,7 @@ from kgpu.model.objects import CPU, GPU, MEMORY, Node, Pod
 from kgpu.model.objects import Taint as NodeTaint
 from kgpu.model.predicates import filter_reasons
 from kgpu.model.profile import TKE_SUPERNODE_TAINT, Pool, PoolKind, Profile
-from kgpu.sim.provision import Context, NewNode, node_taints, pool_zones
+from kgpu.sim.pools import Context, NewNode, node_taints, pool_zones
 from kgpu.sim.tke import GPU_TYPE, match_pod_spec
 
 GIB = 1024**3
