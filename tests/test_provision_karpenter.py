@@ -255,3 +255,17 @@ def test_limits_count_capacity_not_allocatable() -> None:
     assert 'all available instance types exceed limits for nodepool "general"' in (p["reason"] or "")
     ok = {**GENERAL, "limits": {"cpu": "4"}}
     assert placed(sim(profile(ok), make_pod("a", cpu=3000, mem_gib=4)), "a")["instance_type"] == "m5.xlarge"
+
+
+def test_gpu_types_launch_last_for_pods_that_do_not_need_them() -> None:
+    """The AWS provider's filterExoticInstanceTypes: a claim that a CPU type can hold does not launch a GPU
+    (or metal) type, even a cheaper one; a pod that only fits the GPU type still gets it."""
+    cat = catalog(
+        (make_instance_type("m5.large", vcpus=2, memory_mib=8192), 0.096, None),
+        (make_instance_type("g4dn.xlarge", vcpus=4, memory_mib=16384, gpus=1, gpu_name="t4"), 0.05, None),
+    )
+    pool = {"name": "any", "kind": "karpenter", "requirements": {"categories": ["m", "g"]}}
+    result = sim(profile(pool), make_pod("small", cpu=1000, mem_gib=1), cat=cat)
+    assert placed(result, "small")["instance_type"] == "m5.large"
+    result = sim(profile(pool), make_pod("wide", cpu=3000, mem_gib=4), cat=cat)
+    assert placed(result, "wide")["instance_type"] == "g4dn.xlarge"

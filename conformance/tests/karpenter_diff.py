@@ -5,10 +5,9 @@ Comparisons, per scenario:
 - ``claims``: kgpu launches as many new nodes as Karpenter creates NodeClaims;
 - ``errors``: the same pods are left without a node (kgpu: Unschedulable; Karpenter: a pod error);
 - ``type``: for each kgpu node whose pods form one of Karpenter's NodeClaims, kgpu's instance type is among
-  that claim's instance-type options and its price is the cheapest launch price among them. The launch
-  price is the one EC2 is asked for: spot when the claim allows spot and an option offers it (the AWS
-  provider's capacity-type choice), else on-demand, over the offerings compatible with the claim's
-  requirements.
+  that claim's instance-type options and its price is the cheapest launch price among them, as the AWS
+  provider launches a claim (``launch_choice``: accelerator and metal types last, spot first where offered),
+  over the offerings compatible with the claim's requirements.
 
 A disagreement gets a class: a known one (``known_class``, documented in docs/simulate.md under "Known
 differences from Karpenter", each with a precise predicate) or ``unexplained``.
@@ -141,11 +140,27 @@ def run_oracle(binary: Path, scn: Scenario) -> dict[str, Any]:
 
 
 def launch_choice(claim: dict[str, Any]) -> tuple[str, float, set[str]]:
-    """Karpenter's launch for a claim: capacity type (spot first where allowed and offered), the cheapest
-    price at it, and the option names that offer that price."""
-    offers = [
-        (o["capacityType"], o["price"], it["name"]) for it in claim["instanceTypes"] for o in it["offerings"]
+    """What the AWS provider launches for a claim (its instance provider's Create): GPU and metal types
+    dropped when other options remain (filterExoticInstanceTypes); with both capacity types offered, types
+    whose cheapest offering costs more than the cheapest on-demand one dropped (filterUnwantedSpot); spot
+    when an option still offers it, else on-demand. Returns the capacity type, the lowest price at it, and
+    the options offering that price (EC2's lowest-price pick; price-capacity-optimized spot picks among
+    the cheapest pools)."""
+    catalog = aws_catalog(REGION)
+    options = claim["instanceTypes"]
+    generic = [
+        it
+        for it in options
+        if not catalog.get(it["name"]).has_gpu and "metal" not in catalog.get(it["name"]).size
     ]
+    options = generic or options
+    captypes = {o["capacityType"] for it in options for o in it["offerings"]}
+    if captypes == {"spot", "on-demand"}:
+        cheapest_od = min(
+            o["price"] for it in options for o in it["offerings"] if o["capacityType"] == "on-demand"
+        )
+        options = [it for it in options if min(o["price"] for o in it["offerings"]) <= cheapest_od]
+    offers = [(o["capacityType"], o["price"], it["name"]) for it in options for o in it["offerings"]]
     captype = "spot" if any(c == "spot" for c, _, _ in offers) else "on-demand"
     prices = [(p, n) for c, p, n in offers if c == captype]
     best = min(p for p, _ in prices)

@@ -141,7 +141,9 @@ class PoolModel:
                 shape.limit[key] = max(shape.limit.get(key, 0), capacity.get(key, 0))
         self.shapes = list(shapes.values())
         # host ports the DaemonSet pods hold on each offering's node (Karpenter's daemon host-port usage)
-        self.daemon_ports = [self._daemon_ports(opt.node) for opt in options]
+        self.daemon_ports: list[tuple[HostPort, ...]] = [()] * len(options)
+        if any(ds.template.host_ports for ds in ctx.daemonsets):
+            self.daemon_ports = [self._daemon_ports(opt.node) for opt in options]
         for idx, shape in enumerate(self.shapes):
             m = shape.mask
             while m:
@@ -149,6 +151,12 @@ class PoolModel:
                 options[low.bit_length() - 1].shape = idx
                 m ^= low
         self.all_mask = (1 << len(options)) - 1
+        # types the AWS provider launches first when a claim can use them (filterExoticInstanceTypes):
+        # no accelerator and not metal
+        self.generic_mask = 0
+        for i, opt in enumerate(options):
+            if not opt.type.has_gpu and "metal" not in opt.type.size:
+                self.generic_mask |= 1 << i
         by_price = sorted(range(len(options)), key=lambda i: options[i].price)
         self._prices = [options[i].price for i in by_price]
         self._upto: list[int] = []
@@ -299,11 +307,13 @@ class PoolModel:
 
     def opening_mask(self, mask: int, vec: tuple[int, ...], pods: int) -> int:
         """Offerings a new claim may use: those no pricier than the shape cheapest per pod for the
-        ``pods`` identical pods that open it (see the module docstring)."""
+        ``pods`` identical pods that open it (see the module docstring). That shape is sought among the
+        types launched first (no GPU, not metal) when the pods can use any."""
         best: tuple[float, int] | None = None
         best_price = 0.0
+        first = mask & self.generic_mask or mask
         for shape in self.shapes:
-            m = shape.mask & mask
+            m = shape.mask & first
             if not m:
                 continue
             k = min(_count(shape.cap, None, vec), pods)
@@ -405,11 +415,15 @@ class NodeClaim:
         ]
 
     def cheapest(self) -> Option:
-        """The first-ranked offering left: spot first where allowed, then price."""
+        """The first-ranked offering left: GPU and metal types only when nothing else can hold the pods
+        (the AWS provider's filterExoticInstanceTypes at launch), then spot first where allowed, then price."""
         m = 0
         for s in self.shapes:
             m |= s.mask
         m &= self.allowed
+        generic = m & self.pool.generic_mask
+        if generic:
+            m = generic
         low = m & -m
         return self.pool.options[low.bit_length() - 1]
 
