@@ -415,3 +415,20 @@ def test_rendered_rbac_grants_every_read_a_snapshot_makes() -> None:
     granted = {(group, res) for group, resources in RULES for res in resources}
     needed = {(r.group, r.plural) for r, _ in SOURCES} | {(EVENT.group, EVENT.plural)}
     assert needed <= granted, needed - granted
+
+
+def test_doctor_reads_the_live_cluster_read_only(api: FakeApiServer, tmp_path: Path) -> None:
+    kc = write_kubeconfig(tmp_path / "kc", api.kubeconfig())
+    res = kgpu(["doctor", "--kubeconfig", str(kc), "-o", "json"])
+    assert res.exit_code in (0, 1), res.output
+    data = json.loads(res.stdout)
+    checks = {f["check"] for f in data["findings"]}
+    # No device plugin DaemonSet on a cluster with a GPU node, and three pending GPU pods.
+    assert any("device-plugin" in c for c in checks), checks
+    assert any(f["object"] == "Pod/ml/train-0" for f in data["findings"]), data["findings"]
+    assert not [r for r in api.requests if r.method != "GET"]
+    # The same cluster through a saved snapshot gives the same findings.
+    snap = tmp_path / "snap.json"
+    assert kgpu(["snapshot", "--kubeconfig", str(kc), "-o", str(snap)]).exit_code == 0
+    again = json.loads(kgpu(["doctor", "--snapshot", str(snap), "-o", "json"]).stdout)
+    assert again["findings"] == data["findings"]

@@ -156,3 +156,30 @@ def test_run_that_cannot_schedule_says_why_and_times_out(cluster: LocalCluster) 
     assert res.returncode == 1
     assert "Unschedulable: 0/3 nodes are available:" in res.stdout and "Insufficient nvidia.com/gpu" in res.stdout
     assert "timed out after 8s" in res.stdout
+
+
+def _findings(res: subprocess.CompletedProcess[str]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for f in json.loads(res.stdout)["findings"]:
+        out.setdefault(f["check"], set()).add(f["object"])
+    return out
+
+
+def test_doctor_finds_what_was_broken_on_purpose(cluster: LocalCluster) -> None:
+    res = kgpu("doctor", "--kubeconfig", str(cluster.admin), "-o", "json")
+    assert res.returncode == 1, res.stderr
+    found = _findings(res)
+    assert "device-plugin-missing" in found
+    assert "Pod/ml/needs-16" in found.get("gpu-request-too-large", set()) | found.get("pending-gpu-pod", set())
+    assert "Pod/ml/forgot-toleration" in found["pending-gpu-pod"]
+    assert found["gpu-exporter-missing"]  # no GPU exporter anywhere
+    # A device plugin that is old and tolerates none of the GPU nodes' taints.
+    cluster.create({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                    "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": "kube-system"},
+                    "spec": {"selector": {"matchLabels": {"name": "nvidia-device-plugin-ds"}},
+                             "template": {"metadata": {"labels": {"name": "nvidia-device-plugin-ds"}},
+                                          "spec": {"containers": [{"name": "nvidia-device-plugin-ctr",
+                                                                   "image": "nvcr.io/nvidia/k8s-device-plugin:v0.9.0"}]}}}})
+    found = _findings(kgpu("doctor", "--kubeconfig", str(cluster.admin), "-o", "json"))
+    assert "device-plugin-missing" not in found
+    assert "device-plugin-untolerated-taint" in found and "device-plugin-outdated" in found, sorted(found)

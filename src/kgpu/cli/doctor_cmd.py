@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from kgpu.cli.cluster_flags import cluster_options
 from kgpu.cli.output import (
     PATH,
     ExitCode,
@@ -108,11 +109,8 @@ def render_table(data: dict[str, Any]) -> str:
 @click.command(
     name="doctor",
     epilog=examples(
-        ("a snapshot saved with `kgpu snapshot`", "kgpu doctor --snapshot snapshot.json"),
-        (
-            "what kubectl can list, as JSON for a script",
-            "kubectl get nodes,pods,ds,events -A -o json > snap.json && kgpu doctor --snapshot snap.json -o json",
-        ),
+        ("the cluster of the current kubeconfig context (read-only)", "kgpu doctor"),
+        ("a snapshot saved with `kgpu snapshot`, as JSON for a script", "kgpu doctor --snapshot snapshot.json -o json"),
         (
             "which pool of a profile could run the pending GPU pods",
             "kgpu doctor --snapshot snapshot.json -f kgpu.yaml",
@@ -122,10 +120,10 @@ def render_table(data: dict[str, Any]) -> str:
 @click.option(
     "--snapshot",
     "snapshot",
-    required=True,
     metavar="FILE",
     type=PATH,
-    help="A snapshot from `kgpu snapshot -o FILE`, or `kubectl get nodes,pods,ds,events -A -o json`.",
+    help="Check this snapshot (`kgpu snapshot -o FILE`, or `kubectl get nodes,pods,ds,events -A -o json`) "
+    "instead of the live cluster.",
 )
 @click.option(
     "--profile",
@@ -137,8 +135,10 @@ def render_table(data: dict[str, Any]) -> str:
     help="A cluster profile (kgpu.yaml): its pools say which could run a pending GPU pod, and why not.",
 )
 @output_option("table", "json", "yaml")
+@cluster_options()
 @handle_input_errors
-def command(snapshot: str, profile: str | None, output: str) -> None:
+def command(snapshot: str | None, profile: str | None, output: str, kubeconfig: str | None, context: str | None,
+            namespace: str | None, all_namespaces: bool, request_timeout: float) -> None:
     """Check a cluster for every known GPU failure mode and explain pending GPU pods.
 
     Device plugin (missing, not Ready, untolerated taints, installed twice, outdated), GPU nodes (no
@@ -146,12 +146,22 @@ def command(snapshot: str, profile: str | None, output: str) -> None:
     and what would make them run), GPU requests the API server rejects, CUDA images vs node drivers, GPU
     exporters. Each finding gives the YAML to add or the command to run (docs/doctor.md).
 
-    Exit status: 0 no error-level finding, 1 some error-level finding, 2 bad input.
+    Without --snapshot it reads the live cluster of the kubeconfig context (the same reads as
+    `kgpu snapshot`, every namespace unless -n is given; it never writes).
+
+    Exit status: 0 no error-level finding, 1 some error-level finding, 2 bad input or an API error.
     """
     prof = None
     if profile:
         from kgpu.cli.profile_io import load_profile_file
 
         prof = load_profile_file(profile)
-    doc, label = read_snapshot(snapshot)
+    if snapshot:
+        doc, label = read_snapshot(snapshot)
+    else:
+        from kgpu.cli.cluster_flags import access_from
+        from kgpu.cli.snapshot_cmd import fetch
+
+        doc = fetch(access_from(kubeconfig, context, namespace, all_namespaces, request_timeout))
+        label = f"cluster {doc['metadata']['context'] or doc['metadata']['server']}"
     raise SystemExit(run_doctor(doc, label, output, prof))
