@@ -67,7 +67,7 @@ def test_cli_json_and_exit_zero(tmp_path: Path) -> None:
     work.write_text(Path("examples/workloads/000-pytorch-training.yaml").read_text())
     res = CliRunner().invoke(cli, ["plan", "-w", str(work), "-o", "json"])
     assert res.exit_code == 0, res.output
-    data = json.loads(res.output)
+    data = json.loads(res.stdout)
     assert data["pods"][0]["phase"] == "Provisioned"
     assert data["new_nodes"][0]["pool"] == "gpu"
     assert data["summary"]["hourly_cost"] == data["cost"]["total"]

@@ -18,7 +18,7 @@ from kgpu.model.examples import example_files
 def kgpu(*args: str, expect: int = 0) -> str:
     result = CliRunner().invoke(cli, list(args))
     assert result.exit_code == expect, f"kgpu {' '.join(args)} -> {result.exit_code}\n{result.output}"
-    return result.output
+    return result.stdout
 
 
 def follow_guide(
