@@ -22,12 +22,13 @@ from hostile_inputs import (
     documents,
     invoke,
     load_yaml_docs,
+    mutate_doc,
     mutate_text,
     tree,
 )
 
 SEED = 15
-CASES = 150  # per verb: 1,350 runs in all, a few seconds
+CASES = 150  # per verb: 1,500 runs in all
 
 NODE = {
     "apiVersion": "v1",
@@ -240,7 +241,28 @@ def run_init(rng: random.Random, tmp: Path, n: int) -> None:
     check_result(invoke(args), names=None, what=f"init case {n}: {target[:100]}")
 
 
+SNAPSHOTS = Path(__file__).parent / "fixtures" / "snapshots"
+SNAPSHOT_DOCS = [
+    [json.loads((SNAPSHOTS / n).read_text())] for n in ("device-plugin-untolerated.json", "cuda-driver.json")
+]
+
+
+def run_doctor(rng: random.Random, tmp: Path, n: int) -> None:
+    """A mutated ClusterSnapshot through doctor, and through simulate as its cluster."""
+    doc = mutate_doc(rng, rng.choice(SNAPSHOT_DOCS)[0])
+    data = json.dumps(doc).encode()
+    if rng.random() < 0.2:
+        data = mutate_text(rng, data)
+    f = _write(tmp / f"s{n}.json", Case("snapshot", data))
+    if rng.random() < 0.7:
+        args = ["doctor", "--snapshot", f]
+    else:
+        args = ["simulate", "-c", f, "-w", str(EXAMPLES / "002-vector-add-pod.yaml")]
+    check_result(invoke(args), names=f, what=f"{args[0]} snapshot case {n}")
+
+
 VERBS: dict[str, Any] = {
+    "doctor": run_doctor,
     "simulate": run_simulate,
     "plan": run_plan,
     "render": run_render,

@@ -643,3 +643,55 @@ def test_messages_never_span_lines(tmp_path: Path) -> None:
     )
     line = input_error(["simulate", "-c", f], f, "tolerations[0].operator")
     assert "\\n" in line and "\\x00" in line
+
+
+# --- found by the fuzz suite ------------------------------------------------------------------------------
+
+SNAPSHOT = Path(__file__).parent / "fixtures" / "snapshots" / "device-plugin-untolerated.json"
+
+
+def test_doctor_deep_snapshot(tmp_path: Path) -> None:
+    f = write(
+        tmp_path / "s.json", b'{"kind": "ClusterSnapshot", "items": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    )
+    input_error(["doctor", "--snapshot", f], f, "depth limit")
+
+
+def test_invalid_utf8_inside_a_json_string(tmp_path: Path) -> None:
+    """msgspec raises UnicodeDecodeError (not a DecodeError) for a bad byte inside a string."""
+    data = SNAPSHOT.read_bytes().replace(b'"ip-192', b'"\xf0ip-192')
+    f = write(tmp_path / "s.json", data)
+    input_error(["doctor", "--snapshot", f], f, "not UTF-8")
+    input_error(["simulate", "-c", f], f, "not UTF-8")
+
+
+def test_doctor_node_conditions_not_a_list(tmp_path: Path) -> None:
+    doc = json.loads(SNAPSHOT.read_text())
+    for item in doc["items"]:
+        if item.get("kind") == "Node":
+            item["status"]["conditions"] = 5
+    f = write(tmp_path / "s.json", json.dumps(doc))
+    check_result(invoke(["doctor", "--snapshot", f]), names=f, what="doctor")
+
+
+def test_kubeconfig_deep_yaml(tmp_path: Path) -> None:
+    f = write(tmp_path / "kubeconfig", b"a: " + b"[" * 100_000)
+    proc = run_cli(["snapshot", "--kubeconfig", f, "-o", str(tmp_path / "s.json")])
+    assert proc.returncode == 2 and "depth limit" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_monitoring_without_gpu_pools_renders(tmp_path: Path) -> None:
+    """No GPU pool: nothing to monitor, and the exporter DaemonSet has no node selector to render."""
+    data = profile_text()
+    data["pools"] = [p for p in data["pools"] if p["name"] != "gpu"]  # type: ignore[index, attr-defined]
+    f = write(tmp_path / "p.yaml", data)
+    result = invoke(["render", "-f", f, "-o", "name"])
+    check_result(result, names=f, what="render")
+    assert result.exit_code == 0 and "daemonset.apps/kgpu-exporter" not in result.stdout
+
+
+def test_monitoring_on_tke_super_nodes_is_an_input_error(tmp_path: Path) -> None:
+    data = profile_text("tke-supernode")
+    data["monitoring"] = {"enabled": True}
+    f = write(tmp_path / "p.yaml", data)
+    input_error(["render", "-f", f], f, "monitoring.enabled", "TKE super nodes run no DaemonSets")

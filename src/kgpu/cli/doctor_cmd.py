@@ -28,18 +28,15 @@ SEVERITY_TITLES = (("error", "Errors", "red"), ("warning", "Warnings", "yellow")
 
 def read_snapshot(path: str) -> tuple[dict[str, Any], str]:
     """The parsed snapshot document and its label; unreadable or invalid JSON is an InputError."""
-    import msgspec
-
     from kgpu.cli.files import manifest_files, read_bytes
+    from kgpu.model.safeyaml import load_json
 
     label, file = next(manifest_files([path]))
     data = read_bytes(label, file)
     try:
-        doc = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise InputError(
-            f"invalid JSON: {exc}", where=label, hint="give the file `kgpu snapshot -o FILE` wrote"
-        ) from None
+        doc = load_json(data, label)
+    except InputError as exc:
+        raise InputError(exc.message, where=label, hint="give the file `kgpu snapshot -o FILE` wrote") from None
     if not isinstance(doc, dict):
         raise InputError(
             f"expected a ClusterSnapshot or a v1 List (a JSON object), got {type(doc).__name__}", where=label

@@ -220,7 +220,8 @@ def _int_quantity(raw: Any) -> int | None:
 
 
 def _ready(status: dict[str, Any]) -> bool:
-    for cond in status.get("conditions") or ():
+    conditions = status.get("conditions")
+    for cond in conditions if isinstance(conditions, list) else ():
         if isinstance(cond, dict) and cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return False

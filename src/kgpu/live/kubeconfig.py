@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core.exceptions import ConfigError
 
 from kgpu.errors import InputError
+from kgpu.model.safeyaml import load_document
 
 IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
@@ -147,11 +147,11 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         if path.stat().st_size > MAX_KUBECONFIG_BYTES:
             raise ClusterError(f"larger than {MAX_KUBECONFIG_BYTES >> 20} MiB", where=str(path))
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_document(path.read_text(encoding="utf-8"), str(path))  # the bounded reader of every verb
     except (OSError, UnicodeDecodeError) as exc:
         raise ClusterError(f"cannot read kubeconfig: {exc}", where=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise ClusterError(f"kubeconfig is not valid YAML: {str(exc).splitlines()[0]}", where=str(path)) from None
+    except InputError as exc:
+        raise ClusterError(f"kubeconfig: {exc.message}", where=str(path)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -176,6 +176,8 @@ class Parser:
             raise InputError(f"invalid JSON: {exc}", where=self.source) from None
         except RecursionError:
             raise InputError(f"nested deeper than the reader allows (depth limit: {MAX_DEPTH})", where=self.source) from None
+        except UnicodeDecodeError as exc:  # msgspec checks strings' UTF-8 as it decodes them
+            raise InputError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", where=self.source) from None
         if head.items is not None:
             if head.kind == SNAPSHOT_KIND:
                 self.out.observed = True
@@ -208,6 +210,8 @@ class Parser:
             raise InputError(
                 f"nested deeper than the reader allows (depth limit: {MAX_DEPTH})", where=f"{self.source}: {label}"
             ) from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text: {exc.reason}", where=f"{self.source}: {label}") from None
         self._add(kind, obj, label)
 
     # YAML (or any dicts): convert with the same Structs.
@@ -456,7 +460,7 @@ def _identity(raw: msgspec.Raw) -> Any:
     """Just enough of a JSON object to name it in an error; {} when even that does not decode."""
     try:
         ident = _IDENTITY.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return {}
     return {"kind": ident.kind, "metadata": {"name": ident.metadata.name, "namespace": ident.metadata.namespace}}
 

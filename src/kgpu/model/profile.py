@@ -457,6 +457,12 @@ class Profile(_Model):
                 raise ValueError(f"pools[{i}]: a karpenter pool needs autoscaler: karpenter")
             if pool.kind == PoolKind.TKE_SUPERNODE and self.provider != Provider.TKE:
                 raise ValueError(f"pools[{i}]: a tke-supernode pool needs provider: tke")
+        gpu = self.gpu_pools
+        if self.monitoring.enabled and gpu and all(p.kind == PoolKind.TKE_SUPERNODE for p in gpu):
+            raise ValueError(
+                "monitoring.enabled: TKE super nodes run no DaemonSets, so the GPU exporter has no node to run "
+                "on; set monitoring.enabled: false"
+            )
         if self.kuberay and self.kuberay.head_pool and self.kuberay.head_pool not in names:
             raise ValueError(
                 f"kuberay.headPool: {quote(self.kuberay.head_pool)} is not a pool ({', '.join(names)})"

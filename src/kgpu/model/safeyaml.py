@@ -199,6 +199,8 @@ def load_json(data: str | bytes, source: str) -> Any:
         ) from None
     except msgspec.DecodeError as exc:
         raise InputError(f"invalid JSON: {exc}", where=source) from None
+    except UnicodeDecodeError as exc:  # msgspec checks strings' UTF-8 as it decodes them
+        raise InputError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", where=source) from None
     check_depth(value, source)
     return value
 

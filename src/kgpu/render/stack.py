@@ -90,7 +90,7 @@ def applicable_targets(profile: Profile) -> list[str]:
         "device-plugin": has_gpu,
         "workloads": has_gpu,
         "kuberay": profile.kuberay is not None,
-        "monitoring": profile.monitoring.enabled and _monitoring_module() is not None,
+        "monitoring": profile.monitoring.enabled and has_gpu and _monitoring_module() is not None,
         "onprem": onprem.applies(profile),
         "rbac": True,
     }
