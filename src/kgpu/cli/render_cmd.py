@@ -28,6 +28,10 @@ FORMATS = ("yaml", "json", "name")
 NOT_FOR_APPLY = {
     "eksctl": "eksctl's ClusterConfig (eksctl create cluster -f)",
     "cluster-autoscaler": "Helm values (helm install -f)",
+    "karpenter-chart": "Helm values (helm upgrade -f)",
+    "node-termination-handler": "Helm values (helm install -f)",
+    "kuberay-operator": "Helm values (helm install -f)",
+    "interruption-queue": "a CloudFormation template (aws cloudformation deploy)",
 }
 KUSTOMIZATION = "kustomization.yaml"
 

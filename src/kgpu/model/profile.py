@@ -102,6 +102,7 @@ class AmiFamily(StrEnum):
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
+_POLICY_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::([0-9]{12}|aws):policy/[\w+=,.@/-]+$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
@@ -311,6 +312,42 @@ class Pool(_Model):
     user_data: str | None = Field(
         default=None, description="Karpenter: EC2NodeClass userData (required for amiFamily Custom/Ubuntu)"
     )
+    iam_policy_arns: list[str] = Field(
+        default_factory=list,
+        alias="iamPolicyARNs",
+        description="extra managed policies for the pool's node role (e.g. AmazonSSMManagedInstanceCore); "
+        "eksctl: added to the default node policies; Karpenter: attach commands for the role",
+    )
+    iam_addon_policies: list[
+        Literal[
+            "autoScaler",
+            "ebs",
+            "efs",
+            "fsx",
+            "albIngress",
+            "awsLoadBalancerController",
+            "cloudWatch",
+            "externalDNS",
+            "certManager",
+            "imageBuilder",
+            "xRay",
+            "appMesh",
+            "appMeshPreview",
+        ]
+    ] = Field(
+        default_factory=lambda: ["cloudWatch", "ebs"],  # type: ignore[arg-type]
+        description="eksctl withAddonPolicies (autoScaler is added under cluster-autoscaler)",
+    )
+
+    @field_validator("iam_policy_arns")
+    @classmethod
+    def _arns(cls, v: list[str]) -> list[str]:
+        for arn in v:
+            if not _POLICY_ARN.match(arn):
+                raise ValueError(
+                    f"{arn!r} is not an IAM policy ARN (arn:aws:iam::<account>|aws:policy/<name>)"
+                )
+        return v
 
     @field_validator("limits")
     @classmethod
@@ -419,6 +456,23 @@ class KubeRay(_Model):
     )
     gpus_per_worker: int = Field(default=1, ge=1)
     enable_in_tree_autoscaling: bool = False
+    operator_version: str = Field(
+        default="1.7.0",
+        pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$",
+        description="kuberay-operator Helm chart and image version (kgpu render --target kuberay-operator)",
+    )
+
+
+class SpotInterruptions(_Model):
+    """How spot interruptions reach the cluster: Karpenter's interruption queue (SQS + EventBridge rules)
+    for Karpenter pools, aws-node-termination-handler for eksctl node groups."""
+
+    enabled: bool = True
+    queue_name: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_-]{1,80}$",
+        description="Karpenter's SQS interruption queue; default: the cluster name (Karpenter's getting-started stack)",
+    )
 
 
 class Metadata(_Model):
@@ -439,6 +493,7 @@ class Profile(_Model):
     kuberay: KubeRay | None = Field(
         default=None, description="render a RayCluster (kgpu render --target kuberay)"
     )
+    spot_interruptions: SpotInterruptions = Field(default_factory=SpotInterruptions)
     workloads: list[str] = Field(
         default_factory=list, description="workload manifest files, relative to the profile; used by plan"
     )

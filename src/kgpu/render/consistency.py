@@ -344,11 +344,76 @@ def _check_catalog(profile: Profile) -> list[Problem]:
     return out
 
 
+def _check_spot_interruptions(profile: Profile) -> list[Problem]:
+    """A spot pool whose interruptions nothing handles loses its pods without a drain on every reclaim."""
+    if profile.spot_interruptions.enabled:
+        return []
+    from kgpu.render.addons import spot_karpenter_pools, spot_self_managed_groups
+
+    return [
+        Problem(
+            WARNING,
+            f"pool {name}",
+            "spotInterruptions.enabled",
+            f"spot capacity without interruption handling ({how}): pods are not drained on the two-minute "
+            "warning; enable spotInterruptions",
+        )
+        for names, how in (
+            (spot_karpenter_pools(profile), "Karpenter's interruption queue"),
+            (spot_self_managed_groups(profile), "aws-node-termination-handler"),
+        )
+        for name in names
+    ]
+
+
+def _pool_max_gpus(profile: Profile, pool: Pool) -> int | None:
+    """The most GPUs one node of the pool can have, where the profile says (instance types, static nodes)."""
+    if pool.kind == PoolKind.STATIC:
+        return max(n.gpus for n in pool.nodes)
+    catalog = catalog_for(profile)
+    if catalog is None or not pool.instance_types:
+        if pool.requirements and pool.requirements.gpu_count and pool.requirements.gpu_count.max is not None:
+            return pool.requirements.gpu_count.max
+        return None
+    counts = []
+    for name in pool.instance_types:
+        try:
+            counts.append(catalog.get(name).gpu_count)
+        except InputError:
+            continue
+    return max(counts) if counts else None
+
+
+def _check_ray_workers(profile: Profile) -> list[Problem]:
+    """A Ray GPU worker asking for more GPUs than any node of its pool has never schedules."""
+    if profile.kuberay is None:
+        return []
+    want = profile.kuberay.gpus_per_worker
+    out = []
+    for pool in profile.gpu_pools:
+        if pool.kind == PoolKind.TKE_SUPERNODE:
+            continue
+        most = _pool_max_gpus(profile, pool)
+        if most is not None and most < want:
+            out.append(
+                Problem(
+                    ERROR,
+                    f"pool {pool.name}",
+                    "kuberay.gpusPerWorker",
+                    f"{want} GPU(s) per Ray worker, but the pool's largest node has {most}: the worker group "
+                    "would never schedule",
+                )
+            )
+    return out
+
+
 def check(profile: Profile, stack: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
     """Every problem and warning, errors first, each naming its pool/workload and field."""
     pods = _workload_pods(stack)
     problems = (
         _check_catalog(profile)
+        + _check_spot_interruptions(profile)
+        + _check_ray_workers(profile)
         + _check_workloads(profile, pods)
         + _check_device_plugin(profile, stack)
         + _check_autoscaler_tags(profile, stack, pods)

@@ -73,13 +73,27 @@ def _tags(profile: Profile, pool: Pool) -> dict[str, str]:
     return dict(sorted(tags.items()))
 
 
-def _iam(profile: Profile) -> dict[str, Any]:
-    addons: dict[str, bool] = {}
+# What eksctl attaches to a node role by default; listing attachPolicyARNs replaces them, so they come first.
+DEFAULT_NODE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+)
+
+
+def _iam(profile: Profile, pool: Pool) -> dict[str, Any]:
+    """withAddonPolicies from the pool (autoScaler under cluster-autoscaler), and the pool's extra managed
+    policies after eksctl's defaults (eksctl attaches only the listed ARNs once attachPolicyARNs is set)."""
+    names = set(pool.iam_addon_policies)
     if profile.autoscaler == Autoscaler.CLUSTER_AUTOSCALER:
-        addons["autoScaler"] = True
-    addons["cloudWatch"] = True
-    addons["ebs"] = True
-    return {"withAddonPolicies": addons}
+        names.add("autoScaler")
+    iam: dict[str, Any] = {}
+    if pool.iam_policy_arns:
+        extra = [a for a in pool.iam_policy_arns if a not in DEFAULT_NODE_POLICIES]
+        iam["attachPolicyARNs"] = [*DEFAULT_NODE_POLICIES, *extra]
+    if names:
+        iam["withAddonPolicies"] = {n: True for n in sorted(names)}
+    return iam
 
 
 def _group(profile: Profile, pool: Pool, name: str, zones: list[str]) -> dict[str, Any]:
@@ -125,7 +139,9 @@ def _group(profile: Profile, pool: Pool, name: str, zones: list[str]) -> dict[st
     tags = _tags(profile, pool)
     if tags:
         group["tags"] = tags
-    group["iam"] = _iam(profile)
+    iam = _iam(profile, pool)
+    if iam:
+        group["iam"] = iam
     return group
 
 

@@ -13,23 +13,37 @@ from typing import Any
 from kgpu import __version__
 from kgpu.errors import InputError
 from kgpu.model.profile import Autoscaler, PoolKind, Profile
-from kgpu.render import deviceplugin, eksctl, karpenter, kuberay, onprem, rbac, workloads, yamltext
+from kgpu.render import addons, deviceplugin, eksctl, karpenter, kuberay, onprem, rbac, workloads, yamltext
 from kgpu.render.sort import apply_order
 
 TARGETS: tuple[str, ...] = (
     "karpenter",
+    "karpenter-chart",
+    "interruption-queue",
     "eksctl",
     "cluster-autoscaler",
+    "node-termination-handler",
     "device-plugin",
     "workloads",
     "kuberay",
+    "kuberay-operator",
     "monitoring",
     "onprem",
     "rbac",
 )
 # Targets whose documents are Helm values, not Kubernetes objects: never apply-sorted or schema-checked.
-VALUES_TARGETS = frozenset({"cluster-autoscaler"})
+# (and the CloudFormation template of the interruption queue).
+VALUES_TARGETS = frozenset(
+    {
+        "cluster-autoscaler",
+        "karpenter-chart",
+        "node-termination-handler",
+        "kuberay-operator",
+        "interruption-queue",
+    }
+)
 FILE_NAMES = {t: f"{t}-values.yaml" if t in VALUES_TARGETS else f"{t}.yaml" for t in TARGETS}
+FILE_NAMES["interruption-queue"] = "interruption-queue.cfn.yaml"
 
 Renderer = Callable[[Profile], list[dict[str, Any]]]
 
@@ -67,11 +81,15 @@ def _render_monitoring(profile: Profile) -> list[dict[str, Any]]:
 
 RENDERERS: dict[str, Renderer] = {
     "karpenter": karpenter.render,
+    "karpenter-chart": addons.karpenter_chart_values,
+    "interruption-queue": addons.interruption_queue,
     "eksctl": eksctl.render,
     "cluster-autoscaler": eksctl.render_autoscaler_values,
+    "node-termination-handler": addons.node_termination_handler_values,
     "device-plugin": deviceplugin.render,
     "workloads": workloads.render,
     "kuberay": kuberay.render,
+    "kuberay-operator": addons.kuberay_operator_values,
     "monitoring": _render_monitoring,
     "onprem": onprem.render,
     "rbac": rbac.render,
@@ -84,12 +102,17 @@ def applicable_targets(profile: Profile) -> list[str]:
     has_gpu = bool(profile.gpu_pools)
     wanted = {
         "karpenter": PoolKind.KARPENTER in kinds,
+        "karpenter-chart": PoolKind.KARPENTER in kinds,
+        "interruption-queue": PoolKind.KARPENTER in kinds and profile.spot_interruptions.enabled,
         "eksctl": PoolKind.NODE_GROUP in kinds,
+        "node-termination-handler": bool(addons.spot_self_managed_groups(profile))
+        and profile.spot_interruptions.enabled,
         "cluster-autoscaler": PoolKind.NODE_GROUP in kinds
         and profile.autoscaler == Autoscaler.CLUSTER_AUTOSCALER,
         "device-plugin": has_gpu,
         "workloads": has_gpu,
         "kuberay": profile.kuberay is not None,
+        "kuberay-operator": profile.kuberay is not None,
         "monitoring": profile.monitoring.enabled and has_gpu and _monitoring_module() is not None,
         "onprem": onprem.applies(profile),
         "rbac": True,
@@ -145,7 +168,45 @@ def target_notes(profile: Profile, target: str) -> list[str]:
             "  helm upgrade --install cluster-autoscaler autoscaler/cluster-autoscaler -n kube-system -f cluster-autoscaler-values.yaml",
         ]
     if target == "kuberay":
-        return ["Needs the KubeRay operator (helm install kuberay-operator kuberay/kuberay-operator)."]
+        return [
+            "Needs the KubeRay operator: kuberay-operator-values.yaml (kgpu render --target kuberay-operator)."
+        ]
+    if target == "kuberay-operator" and profile.kuberay is not None:
+        v = profile.kuberay.operator_version
+        return [
+            f"Helm values for the kuberay-operator chart {v} (the RayCluster CRD kgpu validates against):",
+            "  helm repo add kuberay https://ray-project.github.io/kuberay-helm/",
+            f"  helm upgrade --install kuberay-operator kuberay/kuberay-operator --version {v} "
+            "-f kuberay-operator-values.yaml",
+        ]
+    if target == "karpenter":
+        return [
+            f"Extra policies for pool {p.name}'s node role: aws iam attach-role-policy --role-name "
+            f"{p.role or 'KarpenterNodeRole-' + profile.cluster.name} --policy-arn {arn}"
+            for p in profile.pools
+            if p.kind == PoolKind.KARPENTER and not p.instance_profile
+            for arn in p.iam_policy_arns
+        ]
+    if target == "karpenter-chart":
+        return [
+            "Helm values for the Karpenter chart (merge with your install's values):",
+            "  helm upgrade --install karpenter oci://public.ecr.aws/karpenter/karpenter -n kube-system "
+            "--reuse-values -f karpenter-chart-values.yaml",
+        ]
+    if target == "interruption-queue":
+        return [
+            "CloudFormation for Karpenter's interruption queue (SQS + EventBridge rules):",
+            f"  aws cloudformation deploy --stack-name karpenter-interruption-{profile.cluster.name} "
+            "--template-file interruption-queue.cfn.yaml",
+            "The Karpenter controller's role needs sqs:DeleteMessage, sqs:GetQueueUrl, sqs:ReceiveMessage on it.",
+        ]
+    if target == "node-termination-handler":
+        groups = ", ".join(addons.spot_self_managed_groups(profile))
+        return [
+            f"Helm values for aws-node-termination-handler (IMDS mode) for the spot node groups {groups}:",
+            "  helm upgrade --install aws-node-termination-handler oci://public.ecr.aws/aws-ec2/helm/"
+            "aws-node-termination-handler -n kube-system -f node-termination-handler-values.yaml",
+        ]
     if target == "eksctl":
         return ["eksctl create cluster -f eksctl.yaml  (or: eksctl create nodegroup -f eksctl.yaml)"]
     return []
