@@ -64,8 +64,8 @@ def test_every_dash_f_completes_file_paths():
 def test_kubectl_protocol_candidates_and_directives():
     lines, directive = kubectl_candidates(["pl"])
     assert directive == NO_FILE_COMP and lines[0].startswith("plan\t")
-    lines, directive = kubectl_candidates(["render", "--target", "kar"])
-    assert lines == ["karpenter"] and directive == NO_FILE_COMP
+    lines, directive = kubectl_candidates(["render", "--target", "karpenter-c"])
+    assert lines == ["karpenter-chart"] and directive == NO_FILE_COMP
     assert kubectl_candidates(["simulate", "-c", ""]) == ([], DEFAULT_COMP)  # the shell completes paths
     lines, _ = kubectl_candidates([])
     assert {ln.split("\t")[0] for ln in lines} >= {"plan", "render", "simulate", "completion"}
