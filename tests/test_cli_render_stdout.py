@@ -72,6 +72,7 @@ def test_output_dir_writes_files_and_a_kustomization(tmp_path: Path):
         "kustomization.yaml",
         "eksctl.yaml",
         "cluster-autoscaler-values.yaml",
+        "node-termination-handler-values.yaml",  # Helm values, not for kubectl apply
     }
     assert listed == set(kust["resources"])
 
