@@ -103,7 +103,7 @@ def test_host_ip_is_read() -> None:
 
 
 def test_ray_names_are_the_crd_names() -> None:
-    crd = yaml.safe_load(RAY_CRD.read_text())
+    crd = yaml.load(RAY_CRD.read_text(), Loader=yaml.CSafeLoader)
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert _names(wire.RayClusterSpec) <= set(spec["properties"])
