@@ -175,11 +175,12 @@ def test_tke_workloads_carry_annotations_and_image_cache() -> None:
 
 
 @pytest.mark.parametrize(
-    ("image", "workspace", "disk"), [(5, 50, 60), (2, 20, 30), (10, 50, 70), (0.5, 30, 40)]
+    ("image", "disk"),
+    [(0.5, 50), (1.99, 50), (2, 100), (4.9, 100), (5, 200), (10, 200), (10.5, 300), (200, 350)],
 )
-def test_tke_disk_size_formula(image: float, workspace: int, disk: int) -> None:
-    """Seed 003: image x 1.5 + workspace, rounded up to 10 GB."""
-    assert workloads.tke_disk_size_gib(image, workspace) == disk
+def test_tke_disk_size_follows_the_guides_table(image: float, disk: int) -> None:
+    """Seed 003's table: <2 GB -> 50, 2-5 -> 100, 5-10 -> 200, >10 -> 300+ (the formula when larger)."""
+    assert workloads.tke_disk_size_gib(image) == disk
 
 
 def test_workloads_have_probes_limits_and_verification_pods() -> None:

@@ -88,7 +88,7 @@ def match(
     {"error": {"code", "message"}} for it), 2 bad input.
     """
     from kgpu.catalog.tke import TkeMatchError
-    from kgpu.sim.tke import match_pod_spec
+    from kgpu.sim.tke import cuda_warning, match_pod_spec
 
     flags_given = (
         gpu_type is not None or gpus is not None or cpu is not None or memory is not None or explicit
@@ -110,10 +110,14 @@ def match(
 
     results: list[dict[str, Any]] = []
     failed = False
-    for label, pod_annotations, requests, limits in inputs:
+    for label, pod_annotations, requests, limits, images in inputs:
         entry: dict[str, Any] = {"object": label} if label else {}
         try:
-            entry.update(match_pod_spec(pod_annotations, requests, limits).as_dict())
+            found = match_pod_spec(pod_annotations, requests, limits)
+            entry.update(found.as_dict())
+            warning = cuda_warning(found.gpu_type, images)
+            if warning:
+                entry["warning"] = warning
         except TkeMatchError as exc:
             failed = True
             entry["error"] = exc.as_dict()
@@ -140,9 +144,11 @@ def _emit_table(results: list[dict[str, Any]]) -> None:
     for r in results:
         if "error" in r:
             click.echo(f"{r.get('object', 'error')}: {r['error']['message']}")
+        elif "warning" in r:
+            click.echo(f"{r.get('object', 'warning')}: warning: {r['warning']}")
 
 
-Input = tuple[str, dict[str, str], dict[str, int], dict[str, int]]
+Input = tuple[str, dict[str, str], dict[str, int], dict[str, int], list[str]]
 
 
 def _from_flags(
@@ -157,13 +163,13 @@ def _from_flags(
         if missing:
             raise click.UsageError(f"--explicit needs {', '.join(missing)}")
         annotations.update({GPU_COUNT: str(gpus), CPU: str(cpu), MEM: str(memory)})
-        return "", annotations, {}, {}
+        return "", annotations, {}, {}, []
     requests: dict[str, int] = {"nvidia.com/gpu": gpus or 0}
     if cpu is not None:
         requests["cpu"] = resource_amount(cpu, milli=True, where="--cpu")
     if memory is not None:
         requests["memory"] = resource_amount(memory, where="--memory")
-    return "", annotations, requests, {}
+    return "", annotations, requests, {}, []
 
 
 def _from_file(path: str) -> Iterator[Input]:
@@ -184,7 +190,9 @@ def _templates(doc: Any, fallback: str) -> Iterator[tuple[str, Mapping[str, Any]
     from kgpu.model.load import closest
 
     if not isinstance(doc, Mapping):
-        raise InputError(f"expected a Kubernetes object (a mapping), got {type(doc).__name__}", where=fallback)
+        raise InputError(
+            f"expected a Kubernetes object (a mapping), got {type(doc).__name__}", where=fallback
+        )
     kind = doc.get("kind")
     if not isinstance(kind, str) or not kind:
         raise InputError("object without kind", where=fallback)
@@ -253,7 +261,10 @@ def _pod_input(label: str, template: Mapping[str, Any], prefix: str) -> Input:
         for i, c in enumerate(containers):
             where = f"{label}: {prefix}spec.{containers_field}[{i}].resources"
             if not isinstance(c, Mapping):
-                raise InputError(f"must be a mapping, got {type(c).__name__}", where=f"{label}: {prefix}spec.{containers_field}[{i}]")
+                raise InputError(
+                    f"must be a mapping, got {type(c).__name__}",
+                    where=f"{label}: {prefix}spec.{containers_field}[{i}]",
+                )
             res = c.get("resources") or {}
             if not isinstance(res, Mapping):
                 raise InputError("must be a mapping", where=where)
@@ -265,7 +276,9 @@ def _pod_input(label: str, template: Mapping[str, Any], prefix: str) -> Input:
                 parsed: dict[str, int] = {}
                 for name in RESOURCES:
                     if name in values:
-                        parsed[name] = resource_amount(values[name], milli=name == "cpu", where=f"{where}.{section}.{name}")
+                        parsed[name] = resource_amount(
+                            values[name], milli=name == "cpu", where=f"{where}.{section}.{name}"
+                        )
                 pair.append(parsed)
             requests, limits = pair
             for name, amount in limits.items():  # API-server defaulting: requests default to limits
@@ -283,4 +296,7 @@ def _pod_input(label: str, template: Mapping[str, Any], prefix: str) -> Input:
         for pair in inits:
             for name, amount in pair[side].items():
                 totals[side][name] = max(totals[side].get(name, 0), amount)
-    return label, annotations, totals[0], totals[1]
+    images = [
+        str(c["image"]) for c in spec.get("containers") or [] if isinstance(c, Mapping) and c.get("image")
+    ]
+    return label, annotations, totals[0], totals[1], images

@@ -280,6 +280,12 @@ class Pool(_Model):
     gpu_types: list[str] = Field(
         default_factory=list, description="TKE super node: GPU types in priority order"
     )
+    image_cache: str = Field(
+        default="auto",
+        pattern=r"^(auto|none|imc-[a-z0-9]+)$",
+        description="TKE super node: image cache for the rendered GPU workloads: auto (match a cache by image, "
+        "with an ImageCache resource and the guide's disk size), an imc-... id from the console, or none",
+    )
     auto_schedule: bool = Field(
         default=True,
         description="TKE super node: pods that fit no other node go here whatever the super node's taint "

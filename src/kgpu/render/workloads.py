@@ -12,8 +12,9 @@ device plugin). When the second passes and the first stays Pending, the device p
 
 TKE (seed 003): the training Job uses an explicit spec (gpu-count/cpu/mem annotations; 1 GPU, 8 cores,
 32 GiB is a valid spec for both T4 and V100), the inference Deployment lets TKE round its requests up to a
-spec. Both use the image cache (``use-image-cache: auto``) with a pod disk sized by
-:func:`tke_disk_size_gib`, and an ``ImageCache`` resource pre-builds that cache. TKE's GPUs run driver 470,
+spec. Both use the image cache: ``use-image-cache: auto`` with a pod disk from the guide's disk-size table
+(:func:`tke_disk_size_gib`) and an ``ImageCache`` resource that pre-builds the cache, or the pool's
+``imageCache: imc-...`` id of a cache made in the console (no ImageCache, no disk annotation), or none. TKE's GPUs run driver 470,
 so TKE templates use CUDA 11 images.
 """
 
@@ -54,14 +55,21 @@ IMAGE_SIZES_GIB = {
 TKE_TRAIN_SPEC = {"gpu-count": "1", "cpu": "8", "mem": "32Gi"}
 
 
-def tke_disk_size_gib(image_size_gib: float, workspace_gib: int = 50) -> int:
-    """Seed 003's rule: disk = image size x 1.5 + workspace (20-50 GB), rounded up to a multiple of 10.
+# Seed 003's disk-size table for the image cache (镜像大小 -> 推荐磁盘大小), GiB: below 2 -> 50, 2-5 -> 100,
+# 5-10 -> 200, above 10 -> 300 or more. Its ~5 GB PyTorch example uses 200, so 5 counts as the 5-10 row.
+DISK_TABLE_GIB = ((2.0, 50), (5.0, 100), (10.0, 200))
+DISK_LARGE_GIB = 300
 
-    The default workspace is the top of the seed's range: training writes checkpoints and logs.
-    """
-    if image_size_gib < 0 or workspace_gib < 0:
-        raise ValueError("image size and workspace must not be negative")
-    return int(math.ceil((image_size_gib * 1.5 + workspace_gib) / 10) * 10)
+
+def tke_disk_size_gib(image_size_gib: float) -> int:
+    """Seed 003's disk-size table; above 10 GiB of images, 300 GiB or the guide's formula (images x 1.5 +
+    50 GiB workspace, rounded up to 10 GiB) when that is larger."""
+    if image_size_gib < 0:
+        raise ValueError("image size must not be negative")
+    for below, disk in DISK_TABLE_GIB:
+        if image_size_gib < below or (below == 10.0 and image_size_gib <= below):
+            return disk
+    return max(DISK_LARGE_GIB, int(math.ceil((image_size_gib * 1.5 + 50) / 10) * 10))
 
 
 def _is_tke(pool: Pool) -> bool:
@@ -88,9 +96,11 @@ def _annotations(pool: Pool, *, explicit_spec: bool = False, cache: bool = False
         if explicit_spec:
             for key, value in TKE_TRAIN_SPEC.items():
                 ann[TKE + key] = value
-        if cache:
+        if cache and pool.image_cache == "auto":
             ann[TKE + "use-image-cache"] = "auto"
             ann[TKE + "pod-resource"] = json.dumps({"disk": {"size": tke_disk_size(pool)}})
+        elif cache and pool.image_cache.startswith("imc-"):
+            ann[TKE + "use-image-cache"] = pool.image_cache  # a cache made in the console (方式二)
     return dict(sorted(ann.items()))
 
 
@@ -281,7 +291,7 @@ def image_cache(pool: Pool) -> dict[str, Any]:
 def render(profile: Profile) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for pool in profile.gpu_pools:
-        if _is_tke(pool):
+        if _is_tke(pool) and pool.image_cache == "auto":
             docs.append(image_cache(pool))
         docs.append(training_job(pool))
         docs.extend(inference(pool))

@@ -31,6 +31,7 @@ from kgpu.catalog.tke import (
     match_auto,
     match_explicit,
     parse_gpu_types,
+    tke_gpu_type,
 )
 
 PREFIX = "eks.tke.cloud.tencent.com/"
@@ -98,6 +99,26 @@ def _memory_gib(raw: str) -> int:
     return int(m.group(1))
 
 
+def _check_requests_fit(gpus: int, cores: int, memory_gib: int, requests: Mapping[str, int]) -> None:
+    """Explicit annotations that give the pod less than its containers request: the pod would not fit on
+    its own virtual node, so TKE never starts it. Same verdict as simulate's placement on that node."""
+    conflicts = []
+    if requests.get(GPU_RESOURCE, 0) > gpus:
+        conflicts.append(f"{GPU_COUNT} '{gpus}' < the containers' nvidia.com/gpu {requests[GPU_RESOURCE]}")
+    if requests.get("cpu", 0) > cores * 1000:
+        conflicts.append(f"{CPU} '{cores}' < the containers' cpu request {requests['cpu'] / 1000:g}")
+    if requests.get("memory", 0) > memory_gib * 1024**3:
+        conflicts.append(
+            f"{MEM} '{memory_gib}Gi' < the containers' memory request {requests['memory'] / 1024**3:g}Gi"
+        )
+    if conflicts:
+        raise _annotation_error(
+            "the explicit spec contradicts the pod's requests: "
+            + "; ".join(conflicts)
+            + " (the pod would not fit its own spec)"
+        )
+
+
 def match_pod_spec(
     annotations: Mapping[str, str], requests: Mapping[str, int], limits: Mapping[str, int]
 ) -> TkeMatch:
@@ -119,6 +140,7 @@ def match_pod_spec(
         memory_gib = _memory_gib(str(annotations[MEM]))
         spec = match_explicit(gpu_types, gpus, cores, memory_gib)
         mode = "explicit"
+        _check_requests_fit(spec.gpus, spec.cpu, spec.memory_gib, requests)
         unrequested: tuple[str, ...] = ()
     else:
         cpu = max(requests.get("cpu", 0), limits.get("cpu", 0))
@@ -129,3 +151,39 @@ def match_pod_spec(
         mode = "auto"
         unrequested = tuple(name for name, value in (("cpu", cpu), ("memory", memory)) if not value)
     return TkeMatch(spec.gpu_type, spec.gpus, spec.cpu, f"{spec.memory_gib}Gi", mode, unrequested)
+
+
+_CUDA_TAG = re.compile(r"^(\d+)\.(\d+)")  # nvidia/cuda:11.4.0-base-ubuntu20.04
+_CUDA_IN_TAG = re.compile(r"cuda[-_]?(\d+)\.(\d+)")  # pytorch:2.0.1-cuda11.7-cudnn8-runtime
+
+
+def image_cuda(image: str) -> tuple[int, int] | None:
+    """The CUDA version an image is built for, when its name says so (CUDA base images, -cudaX.Y tags)."""
+    name, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
+    found = _CUDA_TAG.match(tag) if name.endswith("/cuda") else _CUDA_IN_TAG.search(tag)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def cuda_warning(gpu_type: str, images: list[str]) -> str:
+    """Seed 003's "CUDA driver version is insufficient": an image built for a newer CUDA than the spec's
+    driver runs (V100/T4/A10: 11.4 with driver 470; T4 vGPU: 11.0 with driver 450). A newer major version
+    fails; a newer minor version of the same major runs through CUDA's minor-version compatibility, except
+    for PTX JIT. Empty when every image fits or says nothing."""
+    spec = tuple(int(x) for x in tke_gpu_type(gpu_type).cuda.split(".")[:2])
+    out = []
+    for image in images:
+        cuda = image_cuda(image)
+        if cuda is None or cuda <= spec:
+            continue
+        have = f"{spec[0]}.{spec[1]}"
+        if cuda[0] > spec[0]:
+            out.append(
+                f"CUDA driver version is insufficient: {image} is built for CUDA {cuda[0]}.{cuda[1]}, "
+                f"{gpu_type} runs CUDA {have}; use an image for CUDA {spec[0]}.x"
+            )
+        else:
+            out.append(
+                f"{image} is built for CUDA {cuda[0]}.{cuda[1]}, {gpu_type} runs CUDA {have}: it runs by CUDA "
+                "minor-version compatibility, but PTX JIT compilation fails"
+            )
+    return "; ".join(out)
