@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
+
 from builders import (
     GPU_TAINT,
     GPU_TOLERATION,
@@ -320,12 +322,14 @@ def many_classes_case(rng: random.Random) -> list[tuple[str, object]]:
     return events
 
 
-def test_fast_scheduler_matches_naive_reference_with_many_classes_and_joining_nodes():
+@pytest.mark.parametrize("array_after", [10_000, 24, 0], ids=["heaps", "default", "arrays"])
+def test_fast_scheduler_matches_naive_reference_with_many_classes_and_joining_nodes(array_after):
+    """Per-class heaps, array mode from the 25th class (the default), and array mode for every class."""
     rng = random.Random(11)
     for case in range(150):
         events = many_classes_case(rng)
         expected = reference_events(events)
-        sched = Scheduler([])
+        sched = Scheduler([], array_after=array_after)
         got = []
         for kind, obj in events:
             if kind == "node":
@@ -334,3 +338,22 @@ def test_fast_scheduler_matches_naive_reference_with_many_classes_and_joining_no
             decision = sched.place(obj)  # type: ignore[arg-type]
             got.append((decision.node.name if decision.node else None, decision.reason))
         assert got == expected, f"case {case}"
+
+
+def test_array_mode_steps_back_to_heaps_when_a_node_too_large_for_int64_joins():
+    """A class in array mode, then a node whose memory x100 would overflow an int64: same answers as the
+    reference, from the heap path."""
+    events: list[tuple[str, object]] = [("node", make_node("a", cpu="4", memory="8Gi"))]
+    events += [("pod", make_pod(f"p{i}", cpu=f"{100 + i}m", memory="64Mi")) for i in range(4)]
+    events.append(("node", make_node("huge", cpu="4", memory="100Pi")))
+    events += [("pod", make_pod(f"q{i}", cpu=f"{100 + i}m", memory="64Mi")) for i in range(4)]
+    sched = Scheduler([], array_after=0)
+    got = []
+    for kind, obj in events:
+        if kind == "node":
+            sched.add_node(obj)  # type: ignore[arg-type]
+        else:
+            d = sched.place(obj)  # type: ignore[arg-type]
+            got.append((d.node.name if d.node else None, d.reason))
+    assert got == reference_events(events)
+    assert got[-1][0] == "huge"

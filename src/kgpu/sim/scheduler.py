@@ -20,8 +20,17 @@ have hundreds of classes, so nothing a bind or a new node costs may grow with th
   that inequality for every class at once from the pod and the node alone (``_cannot_raise``); when it
   does not hold (a pod under ~1 % of the node, or a node whose non-zero requests near its allocatable),
   the node is re-scored for every class that can use it, as before;
+- with more than ``ARRAY_AFTER`` classes that still costs one re-score per class and bind at the top of
+  every heap, because all classes want the same emptiest nodes. So from then on a class keeps the exact
+  score of every node in a numpy array instead (*array mode*): at its turn it re-scores, in one vectorised
+  step, the nodes bound since its previous turn (a log of binds), takes the argmax, and breaks ties by
+  name rank. A bind costs the same whatever the number of classes; a turn costs a few array operations
+  over the binds since the class's last turn and one argmax over the nodes. The integer and float
+  operations are those of ``_score``, so results stay exact; classes with host ports, and quantities whose
+  x100 would not fit an int64, stay on the heap path;
 - the "0/N nodes are available" message is kept per class and updated only for the nodes bound since the
-  class last asked (a log of binds, intersected with the class's feasible nodes).
+  class last asked (a log of binds, intersected with the class's feasible nodes); in array mode it is
+  counted over the arrays.
 
 Not modelled (documented in docs/simulate.md): preemption, inter-pod affinity, topology spread, volume
 filters, and the scheduler's sampling of a percentage of nodes in large clusters.
@@ -30,9 +39,11 @@ filters, and the scheduler's sampling of a percentage of nodes in large clusters
 from __future__ import annotations
 
 import heapq
+import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kgpu.model.objects import CPU, EPHEMERAL, MEMORY, HostPort, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import (
@@ -54,6 +65,10 @@ from kgpu.model.predicates import (
 
 MAX_NODE_SCORE = 100
 NO_NODES = "no nodes available to schedule pods"
+# Classes beyond this many use array mode (a heap per class is cheaper when there are few).
+ARRAY_AFTER = 24
+# Quantities array mode computes with (x100 must fit an int64); larger ones stay on the heap path.
+ARRAY_LIMIT = 1 << 52
 
 
 @dataclass(slots=True)
@@ -208,7 +223,9 @@ class _Class:
         "pos",
         "reqs",
         "score_key",
+        "scores",
         "spec",
+        "vec_log_pos",
     )
 
     def __init__(self, spec: PodSpecInfo, group: _FilterGroup) -> None:
@@ -231,6 +248,8 @@ class _Class:
         self.log_pos = 0
         self.msg: str | None = None
         self.msg_nodes = -1
+        self.scores: Any = None  # array mode: exact score of every node, -1 where infeasible or unfit
+        self.vec_log_pos = 0
 
 
 class StaticFilter:
@@ -293,8 +312,12 @@ class Decision:
 class Scheduler:
     """Places pods one at a time onto a growing set of nodes."""
 
-    def __init__(self, nodes: Iterable[Node], bound: Iterable[Pod] = ()) -> None:
+    def __init__(
+        self, nodes: Iterable[Node], bound: Iterable[Pod] = (), *, array_after: int = ARRAY_AFTER
+    ) -> None:
         self.states: list[NodeState] = []
+        self._array_after = array_after
+        self._arrays: _NodeArrays | None = None
         self.by_name: dict[str, NodeState] = {}
         self._classes: dict[PodSpecInfo, _Class] = {}
         self._groups: dict[tuple[object, ...], _FilterGroup] = {}
@@ -319,6 +342,8 @@ class Scheduler:
         self.states.append(st)
         self.by_name[node.name] = st
         self._node_classes.append([])
+        if self._arrays is not None:
+            self._arrays.add(st)
         return st
 
     def _catch_up(self, cls: _Class) -> None:
@@ -378,7 +403,14 @@ class Scheduler:
             mx, ex = self._max_nz, self._max_excess
             mx[0], mx[1] = max(mx[0], nz_cpu), max(mx[1], nz_memory)
             ex[0], ex[1] = max(ex[0], nz_cpu - req_cpu), max(ex[1], nz_memory - req_memory)
-        if cls.pos < len(cls.group.feasible) or cls.group.seen < len(self.states):
+        if cls.scores is None and len(self._classes) > self._array_after and self._array_ok(spec):
+            self._to_array_mode(cls)
+        if cls.scores is not None and not (self._arrays and self._arrays.ok):
+            # a node too large for int64 arithmetic joined: back to the heap, every node taken in again
+            cls.scores, cls.pos, cls.msg, cls.log_pos = None, 0, None, len(self._log)
+        if cls.scores is not None:
+            self._catch_up_array(cls)
+        elif cls.pos < len(cls.group.feasible) or cls.group.seen < len(self.states):
             self._catch_up(cls)
         return cls
 
@@ -390,6 +422,8 @@ class Scheduler:
         if spec.scheduling_gates:
             return Decision(None, f"waiting for scheduling gates: {', '.join(spec.scheduling_gates)}")
         cls = self._class(spec)
+        if cls.scores is not None:
+            return self._place_array(pod, cls)
         heap, states, latest = cls.heap, self.states, cls.latest
         nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
         heappop, heapreplace = heapq.heappop, heapq.heapreplace
@@ -416,12 +450,14 @@ class Scheduler:
     def bind(self, pod: Pod, st: NodeState) -> None:
         st.add(pod)
         self._log.append(st.index)
+        if self._arrays is not None:
+            self._arrays.bound(pod.spec, st)
         if self._cannot_raise(pod.spec, st):
             return
         version, name, idx = st.version, st.node.name, st.index
         memo: dict[tuple[int, int, int, int], int] = {}
         for other in self._node_classes[idx]:
-            if fits(other.spec, st):
+            if other.scores is None and fits(other.spec, st):
                 s = memo.get(other.score_key)
                 if s is None:
                     s = memo[other.score_key] = _score(*other.score_key, st)
@@ -461,6 +497,8 @@ class Scheduler:
     def explain(self, cls: _Class) -> str:
         if not self.states:
             return NO_NODES
+        if cls.scores is not None:
+            return self._explain_array(cls)
         self._catch_up(cls)
         log = self._log
         changed: set[int] | list[int] = cls.new
@@ -492,3 +530,217 @@ class Scheduler:
 
     def feasible_nodes(self, spec: PodSpecInfo) -> Sequence[int]:
         return self._class(spec).group.feasible
+
+    # --- array mode: many classes -----------------------------------------------------------------------
+
+    def _array_ok(self, spec: PodSpecInfo) -> bool:
+        """Array mode needs integers numpy holds exactly; host ports stay on the heap path."""
+        if spec.host_ports:
+            return False
+        limit = ARRAY_LIMIT
+        if max(spec.nonzero_cpu, spec.nonzero_memory, *(v for _, v in spec.requests), 0) >= limit:
+            return False
+        if self._arrays is None:
+            big = (
+                max(st.alloc_cpu, st.alloc_memory, st.nonzero_cpu, st.nonzero_memory) for st in self.states
+            )
+            if any(v >= limit for v in big):
+                self._array_after = sys.maxsize
+                return False
+            self._arrays = _NodeArrays(self.states)
+        if not self._arrays.ok:
+            self._array_after = sys.maxsize
+        return self._arrays.ok
+
+    def _to_array_mode(self, cls: _Class) -> None:
+        """From now on the class keeps every node's exact score in an array and re-scores, at each of its
+        turns, the nodes bound since its last one: no work per bind, whatever the number of classes."""
+        import numpy as np
+
+        assert self._arrays is not None
+        for name, _ in cls.spec.requests:
+            self._arrays.track(name)
+        cls.heap, cls.latest = [], {}  # bind skips the class in the node lists it is still in
+        cls.scores = np.full(max(16, len(self.states)), -1, dtype=np.int64)
+        cls.pos = 0
+        cls.vec_log_pos = self._arrays.log_n
+        cls.msg, cls.log_pos = None, -1  # from now on log_pos counts the arrays' log
+
+    def _catch_up_array(self, cls: _Class) -> None:
+        import numpy as np
+
+        arrays = self._arrays
+        assert arrays is not None
+        group = cls.group
+        if group.seen < len(self.states):
+            group.catch_up(self.states)
+        if len(cls.scores) < len(self.states):
+            grown = np.full(max(len(self.states), 2 * len(cls.scores)), -1, dtype=np.int64)
+            grown[: len(cls.scores)] = cls.scores
+            cls.scores = grown
+        feasible = group.feasible
+        if cls.pos < len(feasible):
+            fresh = np.array(feasible[cls.pos :], dtype=np.int64)
+            cls.scores[fresh] = arrays.scores(cls, fresh)
+            cls.new.extend(feasible[cls.pos :])
+            cls.pos = len(feasible)
+
+    def _explain_array(self, cls: _Class) -> str:
+        import numpy as np
+
+        self._catch_up_array(cls)
+        arrays = self._arrays
+        assert arrays is not None
+        if cls.msg is not None and cls.log_pos == arrays.log_n and cls.msg_nodes == len(self.states):
+            return cls.msg
+        feasible = np.array(cls.group.feasible, dtype=np.int64)
+        counts = cls.group.static_counter + arrays.reasons(cls, feasible)
+        cls.msg = unschedulable_message(len(self.states), counts)
+        cls.msg_nodes, cls.log_pos = len(self.states), arrays.log_n
+        cls.new = []
+        return cls.msg
+
+    def _place_array(self, pod: Pod, cls: _Class) -> Decision:
+        import numpy as np
+
+        arrays = self._arrays
+        assert arrays is not None
+        scores = cls.scores
+        n_log = arrays.log_n
+        if cls.vec_log_pos < n_log:
+            changed = arrays.log[cls.vec_log_pos : n_log]
+            cls.vec_log_pos = n_log
+            changed = changed[scores[changed] >= 0]  # infeasible and unfit nodes stay out for good
+            if len(changed):
+                scores[changed] = arrays.scores(cls, changed)
+        n = len(self.states)
+        view = scores[:n]
+        best = int(view.argmax()) if n else 0
+        if not n or view[best] < 0:
+            return Decision(None, self.explain(cls))
+        ties = np.flatnonzero(view == view[best])
+        if len(ties) > 1:
+            best = int(ties[arrays.name_rank(self.states)[ties].argmin()])
+        st = self.states[best]
+        self.bind(pod, st)
+        return Decision(st, None)
+
+
+class _NodeArrays:
+    """Every node's allocatable, requests and free resources as numpy arrays, kept current on each bind."""
+
+    def __init__(self, states: Sequence[NodeState]) -> None:
+        import numpy as np
+
+        self.np = np
+        self.n = 0
+        cap = max(64, 2 * len(states))
+        self.cols: dict[str, Any] = {
+            k: np.zeros(cap, dtype=np.int64) for k in ("ac", "am", "nzc", "nzm", "rc", "rm", "pods")
+        }
+        self.free: dict[str, Any] = {}
+        self.states = states
+        self.ok = True
+        self.log = np.zeros(1024, dtype=np.int64)  # node index of every bind since the arrays exist
+        self.log_n = 0
+        self._rank: Any = None
+        self._rank_n = -1
+        for st in states:
+            self.add(st)
+
+    def _grow(self, need: int) -> None:
+        np = self.np
+        for table in (self.cols, self.free):
+            for k, arr in table.items():
+                if len(arr) < need:
+                    grown = np.zeros(max(need, 2 * len(arr)), dtype=np.int64)
+                    grown[: len(arr)] = arr
+                    table[k] = grown
+
+    def add(self, st: NodeState) -> None:
+        i = st.index
+        self._grow(i + 1)
+        if max(st.alloc_cpu, st.alloc_memory) >= ARRAY_LIMIT:
+            self.ok = False
+        self.n = max(self.n, i + 1)
+        self._set(st)
+        for name, arr in self.free.items():
+            arr[i] = st.available.get(name, 0)
+
+    def _set(self, st: NodeState) -> None:
+        c, i = self.cols, st.index
+        c["ac"][i], c["am"][i] = st.alloc_cpu, st.alloc_memory
+        c["nzc"][i], c["nzm"][i] = st.nonzero_cpu, st.nonzero_memory
+        c["rc"][i], c["rm"][i] = st.req_cpu, st.req_memory
+        c["pods"][i] = st.alloc_pods - st.pod_count
+
+    def track(self, name: str) -> None:
+        """Keep ``name``'s free amount per node (a class that requests it is in array mode)."""
+        if name in self.free:
+            return
+        np = self.np
+        arr = np.zeros(len(self.cols["ac"]), dtype=np.int64)
+        self.free[name] = arr
+        for st in self.states:
+            arr[st.index] = st.available.get(name, 0)
+
+    def bound(self, spec: PodSpecInfo, st: NodeState) -> None:
+        if self.log_n == len(self.log):
+            grown = self.np.zeros(2 * len(self.log), dtype=self.np.int64)
+            grown[: self.log_n] = self.log
+            self.log = grown
+        self.log[self.log_n] = st.index
+        self.log_n += 1
+        self._set(st)
+        for name, _ in spec.requests:
+            arr = self.free.get(name)
+            if arr is not None:
+                arr[st.index] = st.available.get(name, 0)
+
+    def reasons(self, cls: _Class, feasible: Any) -> Counter[str]:
+        """NodeResourcesFit's reasons over the class's feasible nodes, counted (no host ports here)."""
+        out: Counter[str] = Counter()
+        n = int((self.cols["pods"][feasible] <= 0).sum())
+        if n:
+            out[ERR_TOO_MANY_PODS] = n
+        for name, amount, text in cls.reqs:
+            n = int((self.free[name][feasible] < amount).sum())
+            if n:
+                out[text] += n
+        return out
+
+    def name_rank(self, states: Sequence[NodeState]) -> Any:
+        if self._rank_n != len(states):
+            np = self.np
+            order = sorted(range(len(states)), key=lambda i: states[i].node.name)
+            rank = np.empty(len(states), dtype=np.int64)
+            rank[np.array(order, dtype=np.int64)] = np.arange(len(states), dtype=np.int64)
+            self._rank, self._rank_n = rank, len(states)
+        return self._rank
+
+    def scores(self, cls: _Class, idx: Any) -> Any:
+        """``_score`` of the class on the nodes ``idx``, exactly (same integer and float operations), and
+        -1 where the class does not fit (NodeResourcesFit; host-port classes never come here)."""
+        np = self.np
+        c = self.cols
+        nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
+        ac, am = c["ac"][idx], c["am"][idx]
+        has_c, has_m = ac > 0, am > 0
+        safe_c, safe_m = np.where(has_c, ac, 1), np.where(has_m, am, 1)
+        r = c["nzc"][idx] + nz_cpu
+        least_c = np.where(has_c & (r <= ac), (ac - r) * MAX_NODE_SCORE // safe_c, 0)
+        r = c["nzm"][idx] + nz_memory
+        least_m = np.where(has_m & (r <= am), (am - r) * MAX_NODE_SCORE // safe_m, 0)
+        count = has_c.astype(np.int64) + has_m.astype(np.int64)
+        total = np.where(count > 0, (least_c + least_m) // np.where(count > 0, count, 1), 0)
+        if req_cpu or req_memory:
+            f_cpu = np.minimum(1.0, (c["rc"][idx] + req_cpu).astype(np.float64) / safe_c.astype(np.float64))
+            f_memory = np.minimum(
+                1.0, (c["rm"][idx] + req_memory).astype(np.float64) / safe_m.astype(np.float64)
+            )
+            std = np.where(has_c & has_m, np.abs((f_cpu - f_memory) / 2), 0.0)
+            total = total + np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        fit = c["pods"][idx] > 0
+        for name, amount in cls.spec.requests:
+            fit &= self.free[name][idx] >= amount
+        return np.where(fit, total, -1)
