@@ -122,7 +122,15 @@ def run_simulate(rng: random.Random, tmp: Path, n: int) -> None:
 
 
 def run_plan(rng: random.Random, tmp: Path, n: int) -> None:
-    if rng.random() < 0.5:
+    if rng.random() < 0.2:
+        f = _write(tmp / f"p{n}.yaml", documents(rng, PROFILES))
+        args = rng.choice(
+            [
+                ["run", "--dry-run", "-f", f],
+                ["simulate", "-f", f, "-w", str(EXAMPLES / "002-vector-add-pod.yaml")],
+            ]
+        )
+    elif rng.random() < 0.5:
         f = _write(tmp / f"p{n}.yaml", documents(rng, PROFILES))
         args = ["plan", "-f", f, "-w", str(EXAMPLES / "002-vector-add-pod.yaml")]
     else:
@@ -238,6 +246,8 @@ def run_init(rng: random.Random, tmp: Path, n: int) -> None:
         ]
     )
     args = ["init", "-f", target, *(["--force"] if rng.random() < 0.5 else [])]
+    if rng.random() < 0.3:
+        args = ["plan", "--report", target.replace("kgpu.yaml", "r.html")]
     check_result(invoke(args), names=None, what=f"init case {n}: {target[:100]}")
 
 
