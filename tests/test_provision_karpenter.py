@@ -269,3 +269,20 @@ def test_gpu_types_launch_last_for_pods_that_do_not_need_them() -> None:
     assert placed(result, "small")["instance_type"] == "m5.large"
     result = sim(profile(pool), make_pod("wide", cpu=3000, mem_gib=4), cat=cat)
     assert placed(result, "wide")["instance_type"] == "g4dn.xlarge"
+
+
+def test_first_affinity_term_first() -> None:
+    """Karpenter schedules with the first nodeSelectorTerm and drops it only when nothing can take the pod:
+    terms [m5.4xlarge] OR [m5.large] launch the (pricier) first; an impossible first term falls to the next."""
+    from kgpu.model.objects import NodeSelector, Requirement, Term
+
+    def with_terms(name: str, *types: str) -> Pod:
+        terms = tuple(Term((Requirement("node.kubernetes.io/instance-type", "In", (t,)),)) for t in types)
+        base = make_pod(name, cpu=500, mem_gib=1)
+        return Pod("default", name, replace(base.spec, affinity=NodeSelector(terms)))
+
+    result = sim(
+        profile(GENERAL), with_terms("a", "m5.4xlarge", "m5.large"), with_terms("b", "c9.huge", "m5.large")
+    )
+    assert placed(result, "a")["instance_type"] == "m5.4xlarge"
+    assert placed(result, "b")["instance_type"] == "m5.large"

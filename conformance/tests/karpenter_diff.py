@@ -227,16 +227,18 @@ def _terms(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
 
 
 def _contradictory_in(pod: dict[str, Any]) -> bool:
-    """Some term requires one key In two value sets with nothing in common."""
-    for term in _terms(pod):
+    """The first term (the one Karpenter tries first) requires some key In two value sets with nothing in
+    common."""
+
+    def contradictory(term: list[dict[str, Any]]) -> bool:
         sets: dict[str, set[str]] = {}
         for e in term:
             if e["operator"] == "In":
                 values = set(e["values"])
                 sets[e["key"]] = sets[e["key"]] & values if e["key"] in sets else values
-        if any(not v for v in sets.values()):
-            return True
-    return False
+        return any(not v for v in sets.values())
+
+    return contradictory(_terms(pod)[0])
 
 
 WELL_KNOWN_PREFIXES = (
@@ -249,16 +251,19 @@ WELL_KNOWN_PREFIXES = (
 
 
 def _undefined_label(scn: Scenario, pod: dict[str, Any]) -> bool:
-    """Some term requires (In/Exists/Gt/Lt) a label that is not well known and that no NodePool sets."""
+    """Every term requires (In/Exists/Gt/Lt) a label that is not well known and that no NodePool sets: the
+    pod can run nowhere."""
     pool_labels = {k for p in scn.profile["pools"] for k in p.get("labels", {})}
-    for term in _terms(pod):
-        for e in term:
-            key = e["key"]
-            if e["operator"] in ("NotIn", "DoesNotExist") or key in pool_labels:
-                continue
-            if not key.startswith(WELL_KNOWN_PREFIXES):
-                return True
-    return False
+
+    def undefined(term: list[dict[str, Any]]) -> bool:
+        return any(
+            e["operator"] not in ("NotIn", "DoesNotExist")
+            and e["key"] not in pool_labels
+            and not e["key"].startswith(WELL_KNOWN_PREFIXES)
+            for e in term
+        )
+
+    return all(undefined(term) for term in _terms(pod))
 
 
 def _map_pods(scn: Scenario, fn: Callable[[dict[str, Any]], dict[str, Any] | None]) -> Scenario | None:
@@ -279,23 +284,6 @@ def _strip_spread(scn: Scenario) -> Scenario | None:
     return _map_pods(scn, fn)
 
 
-def _first_term(scn: Scenario) -> Scenario | None:
-    def fn(pod: dict[str, Any]) -> dict[str, Any]:
-        req = (
-            pod["spec"]
-            .get("affinity", {})
-            .get("nodeAffinity", {})
-            .get("requiredDuringSchedulingIgnoredDuringExecution")
-        )
-        if not req or len(req["nodeSelectorTerms"]) < 2:
-            return pod
-        first = {"nodeSelectorTerms": req["nodeSelectorTerms"][:1]}
-        affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": first}}
-        return {**pod, "spec": {**pod["spec"], "affinity": affinity}}
-
-    return _map_pods(scn, fn)
-
-
 def _drop(pred: Callable[[Scenario, dict[str, Any]], bool]) -> Callable[[Scenario], Scenario | None]:
     def ablate(scn: Scenario) -> Scenario | None:
         return _map_pods(scn, lambda pod: None if pred(scn, pod) else pod)
@@ -307,7 +295,6 @@ def _drop(pred: Callable[[Scenario, dict[str, Any]], bool]) -> Callable[[Scenari
 # scenario loses them; None when the scenario has none. Both sides then see the reduced input.
 ABLATIONS: dict[str, Callable[[Scenario], Scenario | None]] = {
     "topology-spread": _strip_spread,
-    "or-terms": _first_term,
     "contradictory-in": _drop(lambda scn, pod: _contradictory_in(pod)),
     "undefined-label": _drop(_undefined_label),
 }
@@ -357,9 +344,7 @@ class Context:
 KNOWN: list[tuple[str, str | None, tuple[str, ...]]] = [
     ("cost-cap", "uncapped", ()),
     ("topology-spread", None, ("topology-spread",)),
-    ("or-terms", None, ("or-terms",)),
     ("contradictory-in", None, ("contradictory-in",)),
     ("undefined-label", None, ("undefined-label",)),
     ("cost-cap+topology-spread", "uncapped", ("topology-spread",)),
-    ("cost-cap+or-terms", "uncapped", ("or-terms",)),
 ]

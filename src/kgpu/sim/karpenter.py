@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kgpu.catalog import Catalog, InstanceType
-from kgpu.model.objects import CPU, GPU, MEMORY, HostPort, Node, Pod, PodSpecInfo
+from kgpu.model.objects import CPU, GPU, MEMORY, HostPort, Node, NodeSelector, Pod, PodSpecInfo
 from kgpu.model.predicates import filter_reasons, first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, PoolKind, Profile
 from kgpu.sim.pools import (
@@ -428,6 +428,18 @@ class NodeClaim:
         return self.pool.options[low.bit_length() - 1]
 
 
+def relaxations(spec: PodSpecInfo, prefer_no_schedule: bool) -> list[tuple[PodSpecInfo, bool]]:
+    """What Karpenter tries for a pod, in its relaxation order (Preferences.Relax), for what kgpu models:
+    the required node affinity one term at a time (the first term; while more than one is left, relaxing
+    drops the first), each with PreferNoSchedule taints untolerated when some NodePool has one (``True``),
+    and last the last term tolerating them (``False``)."""
+    terms = spec.affinity.terms if spec.affinity is not None else ()
+    specs = [replace(spec, affinity=NodeSelector((t,))) for t in terms] if len(terms) > 1 else [spec]
+    if not prefer_no_schedule:
+        return [(s, False) for s in specs]
+    return [(s, True) for s in specs] + [(specs[-1], False)]
+
+
 def resource_dims(pods: Sequence[Pod]) -> tuple[str, ...]:
     names = {CPU, MEMORY, "pods"}
     for pod in pods:
@@ -460,18 +472,16 @@ class Karpenter:
         claims: list[NodeClaim] = []
         pointer: dict[tuple[PodSpecInfo, bool], int] = {}
         notes: dict[str, str] = {}
-        # Karpenter tries a pod with PreferNoSchedule taints untolerated first, and tolerates them only when
-        # relaxing, as the last preference (when some NodePool has one)
-        passes = (True, False) if any(m.prefer_no_schedule for m in models) else (False,)
+        prefer = any(m.prefer_no_schedule for m in models)
         for run in runs(karpenter_order(pending)):
             spec = run[0].spec
             vec = pod_vector(spec, dims)
             todo = ctx.place_existing(run)
             errors: list[str] = []
-            for strict in passes:
+            for want, strict in relaxations(spec, prefer):
                 # in-flight claims, in creation order; a claim that cannot take this spec never will again
-                i = pointer.get((spec, strict), 0)
-                masks = {id(m): m.compat(spec, vec, strict).mask for m in models}
+                i = pointer.get((want, strict), 0)
+                masks = {id(m): m.compat(want, vec, strict).mask for m in models}
                 while todo and i < len(claims):
                     claim = claims[i]
                     mask = masks[id(claim.pool)]
@@ -481,10 +491,10 @@ class Karpenter:
                         continue
                     claim.add(todo[:k], vec, mask)
                     todo = todo[k:]
-                pointer[spec, strict] = i
+                pointer[want, strict] = i
                 # new node claims, pools by weight
                 while todo:
-                    fresh = self._new_claim(models, spec, vec, errors, len(todo), strict)
+                    fresh = self._new_claim(models, want, vec, errors, len(todo), strict)
                     if fresh is None:
                         break
                     k = fresh.can_add(vec, fresh.allowed, spec.host_ports)
