@@ -1,8 +1,11 @@
-"""`make bench`: every seeded benchmark, one after another. They print figures; none asserts a time."""
+"""`make bench`: every seeded benchmark, one after another. They print figures; none asserts a time.
+
+Each runs in its own process, so the peak RSS a benchmark prints is its own.
+"""
 
 from __future__ import annotations
 
-import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,9 +22,9 @@ def main() -> None:
         if not path.exists():
             print(f"(skipping {name}: not present)")
             continue
-        print(f"== {name}")
-        runpy.run_path(str(path), run_name="__main__")
-        print()
+        print(f"== {name}", flush=True)
+        subprocess.run([sys.executable, str(path)], check=False)
+        print(flush=True)
 
 
 if __name__ == "__main__":
