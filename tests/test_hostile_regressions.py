@@ -695,3 +695,21 @@ def test_monitoring_on_tke_super_nodes_is_an_input_error(tmp_path: Path) -> None
     data["monitoring"] = {"enabled": True}
     f = write(tmp_path / "p.yaml", data)
     input_error(["render", "-f", f], f, "monitoring.enabled", "TKE super nodes run no DaemonSets")
+
+
+def test_concurrent_renders_into_one_directory(tmp_path: Path) -> None:
+    """Four renders racing for one directory: each exits 0 or 2 with one line, and the directory ends up
+    holding one complete render (each file is replaced whole, never interleaved)."""
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    args = [*KGPU, "render", "--template", "eks-karpenter", "--output-dir", str(out)]
+    procs = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(4)
+    ]
+    results = [(p.wait(60), p.stderr.read().decode()) for p in procs if p.stderr is not None]
+    assert all(code in (0, 2) and "Traceback" not in err for code, err in results), results
+    assert any(code == 0 for code, _ in results)
+    reference = tmp_path / "ref"
+    assert run_cli(["render", "--template", "eks-karpenter", "--output-dir", str(reference)]).returncode == 0
+    assert tree(out) == tree(reference)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "ref"]
