@@ -713,3 +713,8 @@ def test_concurrent_renders_into_one_directory(tmp_path: Path) -> None:
     assert run_cli(["render", "--template", "eks-karpenter", "--output-dir", str(reference)]).returncode == 0
     assert tree(out) == tree(reference)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "ref"]
+
+
+@pytest.mark.parametrize("args", [["simulate", "-c", ""], ["plan", "-w", " "], ["catalog", "-f", " "]])
+def test_empty_path_is_not_the_current_directory(args: list[str]) -> None:
+    input_error(args, "empty path", "empty path")

@@ -52,6 +52,8 @@ def manifest_files(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
             continue
         if "\0" in raw:
             raise InputError("a path cannot contain a NUL byte", where=raw)
+        if not raw.strip():  # Path("") is the current directory: never what an empty argument meant
+            raise InputError(f"empty path {raw!r}", hint="give a file, a directory or '-' for standard input")
         path = Path(raw)
         if is_dir(path, raw):
             try:
