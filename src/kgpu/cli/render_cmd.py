@@ -130,9 +130,10 @@ def command(
     """Render every manifest of the GPU stack from a profile.
 
     Without --output-dir, the cluster objects (everything `kubectl apply` accepts) go to standard
-    output in apply order. With it, one file per target (karpenter, eksctl, cluster-autoscaler values,
-    device-plugin, workloads, kuberay, monitoring, onprem, rbac) and a kustomization.yaml listing the
-    manifests. Refuses (exit 1, listing every problem) when the pieces disagree; bad profiles exit 2.
+    output in apply order. With it, one file per target (karpenter with its chart values and interruption
+    queue, eksctl with cluster-autoscaler and node-termination-handler values, device-plugin, workloads,
+    kuberay with the operator's values, monitoring, onprem with the host bootstrap, rbac) and a
+    kustomization.yaml listing the manifests. Refuses (exit 1, listing every problem) when the pieces disagree; bad profiles exit 2.
     Nothing is written unless everything succeeded.
     """
     from kgpu.cli.files import exists, is_dir, write_tree
