@@ -472,17 +472,17 @@ def generate(path: Path) -> dict[str, int]:
 DOCTOR = """
 import json, sys, time
 t0 = time.perf_counter()
-from kgpu.cli.doctor_cmd import read_snapshot
-from kgpu.doctor import doctor_report
+from kgpu.cli.doctor_cmd import paused_gc, read_snapshot
 from kgpu.doctor.state import cluster_state
 from kgpu.doctor import run_checks
 t1 = time.perf_counter()
-doc, label = read_snapshot(sys.argv[1])
+doc, label = read_snapshot(sys.argv[1])  # what `kgpu doctor --snapshot` does, step by step
 t2 = time.perf_counter()
-state = cluster_state(doc, label)
-t3 = time.perf_counter()
-report = run_checks(state)
-text = json.dumps(report.as_dict())
+with paused_gc():
+    state = cluster_state(doc, label)
+    t3 = time.perf_counter()
+    report = run_checks(state)
+    text = json.dumps(report.as_dict())
 t4 = time.perf_counter()
 s = report.summary()
 print(json.dumps({"import": t1 - t0, "decode": t2 - t1, "state": t3 - t2, "checks": t4 - t3, "total": t4 - t1,
