@@ -1,7 +1,7 @@
 """On-premises GPU hosts: make ``nvidia`` the default container runtime (containerd or docker).
 
 Output is host configuration, not cluster objects, so it is rendered twice from one source: as
-:func:`host_files` (path -> content, written by ``kgpu render -o DIR`` under ``onprem-files/``) and as a
+:func:`host_files` (path -> content, written by ``kgpu render --output-dir DIR`` under ``onprem-files/``) and as a
 ConfigMap holding the same files, which validates like every other document and can be mounted by a node
 set-up DaemonSet. The containerd drop-in is config version 2 (containerd 1.7); the main config must import
 ``/etc/containerd/conf.d/*.toml``. ``SystemdCgroup = true`` matches kubelet's default systemd cgroup driver:

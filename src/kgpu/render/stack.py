@@ -158,7 +158,7 @@ def target_notes(profile: Profile, target: str) -> list[str]:
         return deviceplugin.notes(profile)
     if target == "onprem":
         return [
-            f"Host files (also under onprem-files/ with -o DIR): {onprem.CONTAINERD_DROPIN} (containerd) or "
+            f"Host files (also under onprem-files/ with --output-dir DIR): {onprem.CONTAINERD_DROPIN} (containerd) or "
             f"{onprem.DOCKER_DAEMON} (docker); {onprem.BOOTSTRAP} (or {onprem.CLOUD_INIT}) sets a host up: driver, "
             "container toolkit, the drop-in; run verify-gpu-runtime.sh or `kgpu node-check` on each GPU host."
         ]
@@ -226,7 +226,7 @@ def file_header(profile: Profile, target: str, notes: list[str]) -> str:
 
 
 def render_files(profile: Profile, targets: Iterable[str] | None = None) -> dict[str, str]:
-    """File name -> text, exactly as ``kgpu render -o DIR`` writes them."""
+    """File name -> text, exactly as ``kgpu render --output-dir DIR`` writes them."""
     stack = render_stack(profile, targets)
     files: dict[str, str] = {}
     for target, docs in stack.items():
