@@ -38,6 +38,10 @@ from kgpu.model.objects import (
 ERR_UNSCHEDULABLE = "node(s) were unschedulable"
 ERR_NODE_NAME = "node(s) didn't match the requested node name"
 ERR_NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+# The framework's status for nodes outside a PreFilter result (v1.34 schedule_one: findNodesThatFitPod),
+# and NodeAffinity's PreFilter rejection when the metadata.name terms leave no node.
+ERR_PREFILTER_NODE_AFFINITY = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+ERR_AFFINITY_CONFLICT = "pod affinity terms conflict"
 ERR_NODE_PORTS = "node(s) didn't have free ports for the requested pod ports"
 ERR_TOO_MANY_PODS = "Too many pods"
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
@@ -233,6 +237,28 @@ def insufficient_resources(
 # --- all filters, one node -----------------------------------------------------------------------------
 
 
+def prefilter_node_names(spec: PodSpecInfo) -> frozenset[str] | None:
+    """NodeAffinity's PreFilter: the nodes a pod pinned by ``matchFields: metadata.name In [...]`` may use.
+
+    None when every node stays a candidate: no required terms, or one term without such a field (terms are
+    ORed). Otherwise the union over terms of the names each term's ``In`` fields all allow; an empty set is
+    kube-scheduler's "pod affinity terms conflict". Nodes outside the set are not filtered at all: the
+    framework reports them as ``ERR_PREFILTER_NODE_AFFINITY``.
+    """
+    if spec.affinity is None or not spec.affinity.terms:
+        return None
+    names: set[str] = set()
+    for term in spec.affinity.terms:
+        term_names: set[str] | None = None
+        for req in term.match_fields:
+            if req.key == "metadata.name" and req.operator == "In":
+                term_names = set(req.values) if term_names is None else term_names & set(req.values)
+        if term_names is None:
+            return None
+        names |= term_names
+    return frozenset(names)
+
+
 def static_reasons(spec: PodSpecInfo, node: Node, *, detail: bool = False) -> list[str] | None:
     """The filters that depend only on the node object (not on what already runs there).
 
@@ -260,7 +286,10 @@ def filter_reasons(
     pod_count: int,
     used_ports: Iterable[HostPort] = (),
 ) -> list[str] | None:
-    """All default filters on one node, in order; None when the pod fits."""
+    """All default filters on one node, in order, after NodeAffinity's PreFilter; None when the pod fits."""
+    names = prefilter_node_names(spec)
+    if names is not None and node.name not in names:
+        return [ERR_PREFILTER_NODE_AFFINITY]
     reasons = static_reasons(spec, node)
     if reasons:
         return reasons

@@ -47,9 +47,11 @@ from typing import Any
 
 from kgpu.model.objects import CPU, EPHEMERAL, MEMORY, HostPort, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import (
+    ERR_AFFINITY_CONFLICT,
     ERR_NODE_AFFINITY,
     ERR_NODE_NAME,
     ERR_NODE_PORTS,
+    ERR_PREFILTER_NODE_AFFINITY,
     ERR_TAINTS,
     ERR_TOO_MANY_PODS,
     ERR_UNSCHEDULABLE,
@@ -58,6 +60,7 @@ from kgpu.model.predicates import (
     first_untolerated,
     insufficient,
     insufficient_resources,
+    prefilter_node_names,
     ports_conflict,
     tolerated,
     unschedulable_message,
@@ -271,9 +274,12 @@ class StaticFilter:
         self._keys = tuple(sorted(keys))
         self._by_name = by_name
         self._trivial_affinity = not keys and spec.affinity is None
+        self.names = prefilter_node_names(spec)
 
     def reason(self, node: Node) -> str | None:
         spec = self.spec
+        if self.names is not None and node.name not in self.names:
+            return ERR_PREFILTER_NODE_AFFINITY  # outside NodeAffinity's PreFilter result: not filtered
         if node.unschedulable and not self.tolerates_unschedulable:
             return ERR_UNSCHEDULABLE
         if spec.node_name and spec.node_name != node.name:
@@ -497,6 +503,8 @@ class Scheduler:
     def explain(self, cls: _Class) -> str:
         if not self.states:
             return NO_NODES
+        if cls.group.flt.names is not None and not cls.group.flt.names:
+            return f"0/{len(self.states)} nodes are available: {ERR_AFFINITY_CONFLICT}."
         if cls.scores is not None:
             return self._explain_array(cls)
         self._catch_up(cls)
