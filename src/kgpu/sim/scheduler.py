@@ -60,8 +60,8 @@ from kgpu.model.predicates import (
     first_untolerated,
     insufficient,
     insufficient_resources,
-    prefilter_node_names,
     ports_conflict,
+    prefilter_node_names,
     tolerated,
     unschedulable_message,
 )
