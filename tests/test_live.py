@@ -108,7 +108,7 @@ def kgpu(args: list[str], env: dict[str, str] | None = None) -> Result:
 def test_snapshot_pages_strips_secrets_and_notes_missing_crds(api: FakeApiServer, tmp_path: Path) -> None:
     kc = write_kubeconfig(tmp_path / "kc", api.kubeconfig())
     out = tmp_path / "snap.json"
-    res = kgpu(["snapshot", "--kubeconfig", str(kc), "-o", str(out), "--page-size", "2"])
+    res = kgpu(["snapshot", "--kubeconfig", str(kc), "-f", str(out), "--page-size", "2"])
     assert res.exit_code == 0, res.output
     text = out.read_text()
     for secret in SECRETS:
@@ -153,6 +153,20 @@ def test_snapshot_namespace_flag_limits_namespaced_kinds(api: FakeApiServer, tmp
     doc = json.loads(res.stdout)
     assert doc["metadata"]["counts"]["Pod"] == 4 and doc["metadata"]["counts"]["Node"] == 2
     assert "/api/v1/namespaces/ml/pods" in {r.path for r in api.requests}
+
+
+def test_snapshot_output_flag_is_a_format_or_a_file(api: FakeApiServer, tmp_path: Path) -> None:
+    kc = str(write_kubeconfig(tmp_path / "kc", api.kubeconfig()))
+    res = kgpu(["snapshot", "--kubeconfig", kc, "-o", "json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["kind"] == "ClusterSnapshot"
+    out = tmp_path / "as-file.json"
+    res = kgpu(["snapshot", "--kubeconfig", kc, "-o", str(out)])
+    assert res.exit_code == 0 and json.loads(out.read_text())["kind"] == "ClusterSnapshot" and not res.stdout
+    res = kgpu(["snapshot", "--kubeconfig", kc, "-o", "yaml"])
+    assert res.exit_code == 2 and "a snapshot is JSON" in res.stderr
+    res = kgpu(["snapshot", "--kubeconfig", kc, "-o", str(tmp_path / "a.json"), "-f", str(tmp_path / "b.json")])
+    assert res.exit_code == 2 and "give the file once" in res.stderr
+    assert not (tmp_path / "a.json").exists() and not (tmp_path / "b.json").exists()
 
 
 # --- kubeconfig resolution ---------------------------------------------------------------------------------
@@ -356,7 +370,9 @@ def test_run_vector_add_passes_shows_progress_and_cleans_up(api: FakeApiServer, 
     out = res.stdout
     assert "Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu." in out
     assert "ContainerCreating" in out and "  | Test PASSED" in out
-    assert "PASS  pod/kgpu-vector-add-" in out and "1/1 passed" in out
+    assert re.search(r"^RESULT +POD +NODE +REASON$", out, re.M), out
+    assert re.search(r"^PASS +pod/kgpu-vector-add-[0-9a-f]{6} +gpu-\d +vector-add passed", out, re.M), out
+    assert "1/1 passed" in out
     assert api.of_kind("Pod") == [p for p in api.of_kind("Pod") if not p["metadata"]["name"].startswith("kgpu-")]
     created = [r.body for r in api.requests if r.method == "POST"]
     assert len(created) == 1 and created[0]["metadata"]["namespace"] == "gpu-test"

@@ -57,7 +57,7 @@ def read_snapshot(path: str) -> tuple[dict[str, Any], str]:
         with paused_gc():
             doc = load_json(data, label)
     except InputError as exc:
-        raise InputError(exc.message, where=label, hint="give the file `kgpu snapshot -o FILE` wrote") from None
+        raise InputError(exc.message, where=label, hint="give the file `kgpu snapshot -f FILE` wrote") from None
     if not isinstance(doc, dict):
         raise InputError(
             f"expected a ClusterSnapshot or a v1 List (a JSON object), got {type(doc).__name__}", where=label
@@ -141,7 +141,7 @@ def render_table(data: dict[str, Any]) -> str:
     "snapshot",
     metavar="FILE",
     type=PATH,
-    help="Check this snapshot (`kgpu snapshot -o FILE`, or `kubectl get nodes,pods,ds,events -A -o json`) "
+    help="Check this snapshot (`kgpu snapshot -f FILE`, or `kubectl get nodes,pods,ds,events -A -o json`) "
     "instead of the live cluster.",
 )
 @click.option(

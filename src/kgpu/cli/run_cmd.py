@@ -9,7 +9,16 @@ from typing import Any
 import click
 
 from kgpu.cli.cluster_flags import access_from, cluster_options
-from kgpu.cli.output import ExitCode, emit_json, emit_yaml, examples, handle_input_errors
+from kgpu.cli.output import (
+    ExitCode,
+    emit_json,
+    emit_yaml,
+    examples,
+    handle_input_errors,
+    no_headers_option,
+    style,
+    table,
+)
 from kgpu.errors import InputError
 
 
@@ -37,8 +46,10 @@ from kgpu.errors import InputError
 @click.option("--timeout", type=click.FloatRange(1, 86400), default=600, show_default=True, metavar="SECONDS",
               help="Fail if the pods have not finished by then.")
 @click.option("--dry-run", is_flag=True, help="Print the pod(s) and create nothing.")
-@click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True,
-              help="text: progress and verdict; json: verdict per pod; with --dry-run yaml/json print the pods.")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"], case_sensitive=False), default="table",
+              metavar="FORMAT", help="Output format: table (default: progress, then a verdict per pod), json or "
+              "yaml (the verdicts; progress goes to stderr). With --dry-run: the pods, as yaml (default) or json.")
+@no_headers_option
 @click.argument("command_args", nargs=-1, metavar="[-- COMMAND...]")
 @cluster_options(all_namespaces=False)
 @handle_input_errors
@@ -55,6 +66,8 @@ def command(test_name: str, image: str | None, gpus: int, gpu_type: str | None, 
     Exit status: 0 every pod passed, 1 some pod failed or timed out, 2 bad input or an API error.
     """
     from kgpu.render.smoketest import SmokeTest, builtin, smoke_pod
+
+    output = output.lower()
 
     the_pool = _pool(profile, pool) if profile else None
     from kgpu.model.profile import PoolKind
@@ -84,7 +97,7 @@ def command(test_name: str, image: str | None, gpus: int, gpu_type: str | None, 
     from kgpu.live.client import ApiClient
     from kgpu.live.run import run
 
-    say = (lambda line: click.echo(line, err=True)) if output != "text" else click.echo
+    say = (lambda line: click.echo(line, err=True)) if output != "table" else click.echo
     with ApiClient(target, timeout=request_timeout) as client:
         try:
             outcomes = run(client, pods, test, timeout=timeout, keep=keep, say=say)
@@ -92,15 +105,16 @@ def command(test_name: str, image: str | None, gpus: int, gpu_type: str | None, 
             click.echo("interrupted: test pods deleted" if not keep else "interrupted", err=True)
             sys.exit(130)
     passed = sum(o.passed for o in outcomes)
+    report = {"test": test.name, "passed": passed, "failed": len(outcomes) - passed,
+              "pods": [o.as_dict() for o in outcomes]}
     if output == "json":
-        emit_json({"test": test.name, "passed": passed, "failed": len(outcomes) - passed,
-                   "pods": [o.as_dict() for o in outcomes]})
+        emit_json(report)
     elif output == "yaml":
-        emit_yaml({"test": test.name, "pods": [o.as_dict() for o in outcomes]})
+        emit_yaml(report)
     else:
-        for o in outcomes:
-            click.echo(f"{'PASS' if o.passed else 'FAIL'}  pod/{o.name}" + (f" on {o.node}" if o.node else "")
-                       + f": {o.reason}")
+        rows = [(style("PASS", fg="green") if o.passed else style("FAIL", fg="red", bold=True), f"pod/{o.name}",
+                 o.node or "<none>", o.reason) for o in outcomes]
+        click.echo(table(("RESULT", "POD", "NODE", "REASON"), rows))
         click.echo(f"{passed}/{len(outcomes)} passed")
     raise SystemExit(ExitCode.OK if passed == len(outcomes) else ExitCode.FINDINGS)
 

@@ -15,18 +15,21 @@ from kgpu.cli.output import examples, handle_input_errors
 @click.command(
     name="snapshot",
     epilog=examples(
-        ("the current context's cluster, every namespace", "kgpu snapshot -o cluster.json"),
+        ("the current context's cluster, every namespace", "kgpu snapshot -f cluster.json"),
         ("then: where would this job land, and why not", "kgpu simulate --cluster cluster.json --workload train.yaml"),
-        ("one namespace's pods (nodes are always whole)", "kgpu snapshot --context prod -n ml -o ml.json"),
+        ("one namespace's pods (nodes are always whole)", "kgpu snapshot --context prod -n ml -f ml.json"),
     ),
 )
-@click.option("-o", "--output", "output", metavar="FILE", type=click.Path(dir_okay=False, allow_dash=True),
-              default="-", show_default=True, help="Write the snapshot here ('-' is stdout).")
+@click.option("-f", "--file", "file", metavar="FILE", type=click.Path(dir_okay=False, allow_dash=True),
+              default=None, help="Write the snapshot here ('-' is stdout).  [default: -]")
+@click.option("-o", "--output", "output", metavar="FORMAT|FILE", default=None,
+              help="Output format: json (the only one: the snapshot is JSON). Any other value is a file name, "
+              "as -f FILE.")
 @click.option("--page-size", type=click.IntRange(1, 5000), default=500, show_default=True,
               help="Objects per list request (limit/continue paging).")
 @cluster_options()
 @handle_input_errors
-def command(output: str, page_size: int, kubeconfig: str | None, context: str | None, namespace: str | None,
+def command(file: str | None, output: str | None, page_size: int, kubeconfig: str | None, context: str | None, namespace: str | None,
             all_namespaces: bool, request_timeout: float) -> None:
     """Save Nodes, Pods, DaemonSets, PriorityClasses, recent FailedScheduling/FailedCreate Events and,
     where installed, Karpenter NodePools/NodeClaims/EC2NodeClasses and KubeRay RayClusters as one JSON
@@ -35,12 +38,27 @@ def command(output: str, page_size: int, kubeconfig: str | None, context: str | 
     Read-only. Nothing secret is saved: container env values, managedFields, last-applied-configuration
     and secret-bearing annotations are stripped. Every namespace unless -n is given.
     """
+    target = _target(file, output)
     doc = fetch(access_from(kubeconfig, context, namespace, all_namespaces, request_timeout), page_size)
-    write(doc, output)
+    write(doc, target)
     meta = doc["metadata"]
     counts = ", ".join(f"{n:,} {k}" for k, n in meta["counts"].items())
-    where = "stdout" if output == "-" else output
+    where = "stdout" if target == "-" else target
     click.echo(f"snapshot of {meta['server']} ({meta['context'] or 'in-cluster'}): {counts} -> {where}", err=True)
+
+
+def _target(file: str | None, output: str | None) -> str:
+    """Where the snapshot goes: ``-f FILE``, or ``-o FILE`` (``-o json`` is the format, stdout)."""
+    from kgpu.cli.output import FORMATS
+
+    if output is not None and output.lower() in FORMATS:
+        if output.lower() != "json":
+            raise click.BadParameter(f"{output!r}: a snapshot is JSON; write it with -f FILE or to stdout",
+                                     param_hint="'-o' / '--output'")
+        output = None
+    if output is not None and file is not None and output != file:
+        raise click.UsageError("give the file once: -f FILE")
+    return file or output or "-"
 
 
 def fetch(access: Any, page_size: int = 500) -> dict[str, Any]:
