@@ -26,8 +26,6 @@ from kgpu.cli.main import cli
 KNOWN = {
     "prefer-no-schedule-taint": "TaintToleration scoring (PreferNoSchedule) is not modelled",
     "preferred-node-affinity": "NodeAffinity scoring of preferred terms is not modelled",
-    "match-fields": "NodeAffinity PreFilter (matchFields on metadata.name) and its "
-                    "\"didn't satisfy plugin(s) [NodeAffinity]\" status are not modelled",
 }
 
 
