@@ -25,7 +25,13 @@ def pod_dict(
     priority: int | None = None,
     namespace: str = "default",
     phase: str | None = None,
+    labels: dict[str, str] | None = None,
+    spread: list[dict[str, Any]] | None = None,
+    pod_affinity: list[dict[str, Any]] | None = None,
+    pod_anti_affinity: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """A Pod document; ``spread`` is topologySpreadConstraints, ``pod_affinity`` / ``pod_anti_affinity``
+    are required terms."""
     requests: dict[str, Any] = {}
     limits: dict[str, Any] = {}
     if cpu:
@@ -45,7 +51,15 @@ def pod_dict(
         spec["nodeName"] = node_name
     if priority is not None:
         spec["priority"] = priority
-    out: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    if spread:
+        spec["topologySpreadConstraints"] = spread
+    for field, terms in (("podAffinity", pod_affinity), ("podAntiAffinity", pod_anti_affinity)):
+        if terms:
+            spec.setdefault("affinity", {})[field] = {"requiredDuringSchedulingIgnoredDuringExecution": terms}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = labels
+    out: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
     if phase:
         out["status"] = {"phase": phase}
     return out

@@ -261,7 +261,7 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
                 WARNING,
                 pod.ref,
                 f"Pending, but kgpu's simulation places it on node {placement.node} now; {said}. "
-                "What kgpu does not model (volumes, inter-pod affinity, topology spread, preemption) or "
+                "What kgpu does not model (volumes, preemption, the scoring of spread and pod affinity) or "
                 "capacity freed since may explain it",
                 f"kubectl describe pod -n {pod.namespace} {pod.name}",
             )

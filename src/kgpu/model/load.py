@@ -28,15 +28,19 @@ from kgpu.model.objects import (
     MEMORY,
     DaemonSet,
     HostPort,
+    LabelSelector,
     Node,
     NodeSelector,
     Pod,
+    PodAffinityTerm,
     PodSpecInfo,
     Requirement,
     Resources,
+    SpreadConstraint,
     Taint,
     Term,
     Toleration,
+    WeightedPodAffinityTerm,
     resources,
 )
 from kgpu.model.quantity import parse_quantity, resource_amount
@@ -578,10 +582,172 @@ def _requirements(
                     f"{quote(r.operator)}: not a valid selector operator (one of {', '.join(NODE_SELECTOR_OPERATORS)})",
                     where=f"{at}.operator",
                 )
-            if len(r.key) > 316 or not _QUALIFIED_NAME.match(r.key) or len(r.key.rpartition("/")[2]) > 63:
+            if _bad_label_key(r.key):
                 raise InputError(f"{quote(r.key)}: not a valid label key", where=f"{at}.key")
         out.append(Requirement(r.key, r.operator, values))
     return tuple(out)
+
+
+def _bad_label_key(key: str) -> bool:
+    return len(key) > 316 or not _QUALIFIED_NAME.match(key) or len(key.rpartition("/")[2]) > 63
+
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+SPREAD_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
+INCLUSION_POLICIES = ("Honor", "Ignore")
+
+
+def _label_value(value: str, where: str) -> None:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise InputError(
+            f"{quote(value)}: a valid label must be an empty string or consist of at most 63 alphanumeric "
+            "characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            where=where,
+        )
+
+
+def _label_selector(sel: wire.LabelSelector | None, where: str) -> LabelSelector | None:
+    """ValidateLabelSelector of apimachinery; matchLabels become ``In`` requirements of one value."""
+    if sel is None:
+        return None
+    reqs = []
+    for key, value in sorted((sel.match_labels or {}).items()):
+        if _bad_label_key(key):
+            raise InputError(f"{quote(key)}: not a valid label key", where=f"{where}.matchLabels")
+        _label_value(value, f"{where}.matchLabels.{key}")
+        reqs.append(Requirement(key, "In", (value,)))
+    for i, r in enumerate(sel.match_expressions or ()):
+        at = f"{where}.matchExpressions[{i}]"
+        values = tuple(r.values or ())
+        if r.operator in ("In", "NotIn"):
+            if not values:
+                raise InputError("must be specified when `operator` is 'In' or 'NotIn'", where=f"{at}.values")
+        elif r.operator in ("Exists", "DoesNotExist"):
+            if values:
+                raise InputError(
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'", where=f"{at}.values"
+                )
+        else:
+            raise InputError(
+                f"{quote(r.operator)}: not a valid selector operator (one of {', '.join(LABEL_SELECTOR_OPERATORS)})",
+                where=f"{at}.operator",
+            )
+        if _bad_label_key(r.key):
+            raise InputError(f"{quote(r.key)}: not a valid label key", where=f"{at}.key")
+        for j, v in enumerate(values):
+            _label_value(v, f"{at}.values[{j}]")
+        reqs.append(Requirement(r.key, r.operator, values))
+    return LabelSelector(tuple(reqs))
+
+
+def _label_keys(keys: list[str] | None, where: str) -> tuple[str, ...]:
+    for i, key in enumerate(keys or ()):
+        if _bad_label_key(key):
+            raise InputError(f"{quote(key)}: not a valid label key", where=f"{where}[{i}]")
+    return tuple(keys or ())
+
+
+def _spread_constraints(items: list[wire.TopologySpreadConstraint] | None, where: str) -> tuple[SpreadConstraint, ...]:
+    """validateTopologySpreadConstraints of the API server."""
+    out: list[SpreadConstraint] = []
+    seen: set[tuple[str, str]] = set()
+    for i, c in enumerate(items or ()):
+        at = f"{where}.topologySpreadConstraints[{i}]"
+        if c.max_skew <= 0:
+            raise InputError(f"must be greater than zero, got {quote(c.max_skew)}", where=f"{at}.maxSkew")
+        if not c.topology_key:
+            raise InputError("can not be empty", where=f"{at}.topologyKey")
+        if c.when_unsatisfiable not in SPREAD_ACTIONS:
+            raise InputError(
+                f"{quote(c.when_unsatisfiable)} is not one of {', '.join(SPREAD_ACTIONS)}", where=f"{at}.whenUnsatisfiable"
+            )
+        if (c.topology_key, c.when_unsatisfiable) in seen:
+            raise InputError(
+                f"duplicate {{{c.topology_key}, {c.when_unsatisfiable}}}: another constraint has the same topologyKey "
+                "and whenUnsatisfiable",
+                where=at,
+            )
+        seen.add((c.topology_key, c.when_unsatisfiable))
+        if c.min_domains is not None:
+            if c.min_domains <= 0:
+                raise InputError(f"must be greater than zero, got {quote(c.min_domains)}", where=f"{at}.minDomains")
+            if c.when_unsatisfiable != "DoNotSchedule":
+                raise InputError(
+                    f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {c.when_unsatisfiable}",
+                    where=f"{at}.minDomains",
+                )
+        for name, policy in (("nodeAffinityPolicy", c.node_affinity_policy), ("nodeTaintsPolicy", c.node_taints_policy)):
+            if policy is not None and policy not in INCLUSION_POLICIES:
+                raise InputError(f"{quote(policy)} is not one of {', '.join(INCLUSION_POLICIES)}", where=f"{at}.{name}")
+        selector = _label_selector(c.label_selector, f"{at}.labelSelector")
+        keys = _label_keys(c.match_label_keys, f"{at}.matchLabelKeys")
+        _check_label_keys(keys, (), selector, at)
+        out.append(
+            SpreadConstraint(
+                c.max_skew, c.topology_key, c.when_unsatisfiable, selector,
+                c.min_domains if c.min_domains is not None else 1,
+                c.node_affinity_policy or "Honor", c.node_taints_policy or "Ignore", keys,
+            )
+        )
+    return tuple(out)
+
+
+def _check_label_keys(match: tuple[str, ...], mismatch: tuple[str, ...], selector: LabelSelector | None, at: str) -> None:
+    """ValidateMatchLabelKeysAndMismatchLabelKeys: a matchLabelKeys key may not be in the selector too, nor in
+    mismatchLabelKeys."""
+    in_selector = {r.key for r in selector.requirements} if selector is not None else set()
+    for i, key in enumerate(match):
+        if key in in_selector:
+            raise InputError(f"{quote(key)} exists in both matchLabelKeys and labelSelector", where=f"{at}.matchLabelKeys[{i}]")
+        if key in mismatch:
+            raise InputError(
+                f"{quote(key)} exists in both matchLabelKeys and mismatchLabelKeys", where=f"{at}.matchLabelKeys[{i}]"
+            )
+
+
+def _affinity_term(t: wire.PodAffinityTerm, at: str) -> PodAffinityTerm:
+    """validatePodAffinityTerm of the API server."""
+    if not t.topology_key:
+        raise InputError("can not be empty", where=f"{at}.topologyKey")
+    if _bad_label_key(t.topology_key):
+        raise InputError(f"{quote(t.topology_key)}: not a valid label key", where=f"{at}.topologyKey")
+    for i, ns in enumerate(t.namespaces or ()):
+        if not ns or len(ns) > 63 or not _DNS_LABEL.match(ns):
+            raise InputError(f"{quote(ns)}: not a valid namespace name", where=f"{at}.namespaces[{i}]")
+    selector = _label_selector(t.label_selector, f"{at}.labelSelector")
+    match = _label_keys(t.match_label_keys, f"{at}.matchLabelKeys")
+    mismatch = _label_keys(t.mismatch_label_keys, f"{at}.mismatchLabelKeys")
+    _check_label_keys(match, mismatch, selector, at)
+    return PodAffinityTerm(
+        t.topology_key,
+        selector,
+        tuple(t.namespaces or ()),
+        _label_selector(t.namespace_selector, f"{at}.namespaceSelector"),
+        match,
+        mismatch,
+    )
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _pod_affinity(
+    a: wire.PodAffinity | None, at: str
+) -> tuple[tuple[PodAffinityTerm, ...], tuple[WeightedPodAffinityTerm, ...]]:
+    if a is None:
+        return (), ()
+    req_at = f"{at}.requiredDuringSchedulingIgnoredDuringExecution"
+    required = tuple(
+        _affinity_term(t, f"{req_at}[{i}]") for i, t in enumerate(a.required_during_scheduling_ignored_during_execution or ())
+    )
+    preferred = []
+    pref_at = f"{at}.preferredDuringSchedulingIgnoredDuringExecution"
+    for i, w in enumerate(a.preferred_during_scheduling_ignored_during_execution or ()):
+        if not 1 <= w.weight <= 100:
+            raise InputError(f"must be in the range 1-100, got {quote(w.weight)}", where=f"{pref_at}[{i}].weight")
+        preferred.append(WeightedPodAffinityTerm(w.weight, _affinity_term(w.pod_affinity_term, f"{pref_at}[{i}].podAffinityTerm")))
+    return required, tuple(preferred)
 
 
 def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
@@ -651,6 +817,12 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
     tolerations = tuple(
         _validate_toleration(t, f"{where}.tolerations[{i}]") for i, t in enumerate(spec.tolerations or ())
     )
+    pod_affinity, preferred_affinity = _pod_affinity(
+        spec.affinity.pod_affinity if spec.affinity else None, f"{where}.affinity.podAffinity"
+    )
+    pod_anti_affinity, preferred_anti_affinity = _pod_affinity(
+        spec.affinity.pod_anti_affinity if spec.affinity else None, f"{where}.affinity.podAntiAffinity"
+    )
     ports = []
     for i, c in enumerate(spec.containers or ()):
         for j, p in enumerate(c.ports or ()):
@@ -675,6 +847,11 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
         priority=spec.priority,
         priority_class=spec.priority_class_name or "",
         scheduling_gates=tuple(g.name for g in spec.scheduling_gates or ()),
+        topology_spread=_spread_constraints(spec.topology_spread_constraints, where),
+        pod_affinity=pod_affinity,
+        pod_anti_affinity=pod_anti_affinity,
+        preferred_pod_affinity=preferred_affinity,
+        preferred_pod_anti_affinity=preferred_anti_affinity,
     )
     return info, resources(limits)
 

@@ -79,6 +79,50 @@ class HostPort:
 
 
 @dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector over pod or namespace labels: its requirements are ANDed, matchLabels already
+    turned into ``In`` requirements of one value. No requirements selects everything; where a selector may
+    be nil (which selects nothing) the field is ``None``."""
+
+    requirements: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A topologySpreadConstraint, defaults applied: minDomains 1 when unset, nodeAffinityPolicy Honor,
+    nodeTaintsPolicy Ignore. ``match_label_keys`` are resolved against each pod's own labels."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule or ScheduleAnyway
+    selector: LabelSelector | None  # None: no labelSelector, which matches no pod
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A pod (anti-)affinity term. With neither ``namespaces`` nor a namespace selector it means the pod's
+    own namespace; the label keys are merged into the selector with each pod's labels, as the API server
+    does when it admits the pod."""
+
+    topology_key: str
+    selector: LabelSelector | None  # None: no labelSelector, which matches no pod
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
 class PodSpecInfo:
     """Everything the scheduler reads from a pod spec. Hashable: identical templates share one."""
 
@@ -93,6 +137,11 @@ class PodSpecInfo:
     priority: int | None = None
     priority_class: str = ""
     scheduling_gates: tuple[str, ...] = ()
+    topology_spread: tuple[SpreadConstraint, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()  # required terms
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
 
     def request(self, name: str) -> int:
         for k, v in self.requests:

@@ -12,6 +12,8 @@ code):
   apimachinery/pkg/labels/selector.go (Requirement.Matches)
 - NodePorts: pkg/scheduler/framework/plugins/nodeports/node_ports.go
 - NodeResourcesFit: pkg/scheduler/framework/plugins/noderesources/fit.go (fitsRequest)
+- PodTopologySpread, InterPodAffinity: the reasons below; their filters need the pods on every node and
+  live in ``kgpu.sim.topology``. Label selectors: apimachinery/pkg/labels (LabelSelectorAsSelector).
 
 The filters run in the default profile's order; a node reports the reasons of its first failing filter.
 """
@@ -26,6 +28,7 @@ from kgpu.model.objects import (
     EPHEMERAL,
     MEMORY,
     HostPort,
+    LabelSelector,
     Node,
     NodeSelector,
     PodSpecInfo,
@@ -45,8 +48,17 @@ ERR_AFFINITY_CONFLICT = "pod affinity terms conflict"
 ERR_NODE_PORTS = "node(s) didn't have free ports for the requested pod ports"
 ERR_TOO_MANY_PODS = "Too many pods"
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+# PodTopologySpread (podtopologyspread/plugin.go) and InterPodAffinity (interpodaffinity/filtering.go)
+ERR_SPREAD = "node(s) didn't match pod topology spread constraints"
+ERR_SPREAD_LABEL = ERR_SPREAD + " (missing required label)"
+ERR_POD_AFFINITY = "node(s) didn't match pod affinity rules"
+ERR_POD_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+ERR_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 
-FILTER_ORDER = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit")
+FILTER_ORDER = (
+    "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
+    "PodTopologySpread", "InterPodAffinity",
+)
 
 
 # TaintToleration's Filter reason since kubernetes#134740 (v1.35, and the v1.34.x patches from v1.34.2 on): it
@@ -196,6 +208,14 @@ def affinity_matches(spec: PodSpecInfo, labels: Mapping[str, str], node_name: st
         if labels.get(key) != value:
             return False
     return spec.affinity is None or node_selector_matches(spec.affinity, labels, node_name)
+
+
+def selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    """A label selector on pod or namespace labels: None (no selector) matches nothing, no requirements
+    match everything."""
+    if selector is None:
+        return False
+    return all(requirement_matches(req, labels) for req in selector.requirements)
 
 
 # --- host ports ----------------------------------------------------------------------------------------

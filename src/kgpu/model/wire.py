@@ -80,8 +80,51 @@ class NodeAffinity(_S):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
 
 
+class LabelSelectorRequirement(_S):
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
+class LabelSelector(_S):
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[LabelSelectorRequirement] | None = None
+
+
+class PodAffinityTerm(_S):
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] | None = None
+    topology_key: str = ""
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: list[str] | None = None
+    mismatch_label_keys: list[str] | None = None
+
+
+class WeightedPodAffinityTerm(_S):
+    weight: int = 0
+    pod_affinity_term: PodAffinityTerm = msgspec.field(default_factory=PodAffinityTerm)
+
+
+class PodAffinity(_S):
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = None
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] | None = None
+
+
 class Affinity(_S):
     node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class TopologySpreadConstraint(_S):
+    max_skew: int = 0
+    topology_key: str = ""
+    when_unsatisfiable: str = ""
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] | None = None
 
 
 class SchedulingGate(_S):
@@ -101,6 +144,7 @@ class PodSpec(_S):
     scheduling_gates: list[SchedulingGate] | None = None
     host_network: bool | None = None
     resources: ResourceRequirements | None = None  # pod-level resources (PodLevelResources)
+    topology_spread_constraints: list[TopologySpreadConstraint] | None = None
 
 
 class PodStatus(_S):

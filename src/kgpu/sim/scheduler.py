@@ -32,8 +32,16 @@ have hundreds of classes, so nothing a bind or a new node costs may grow with th
   class last asked (a log of binds, intersected with the class's feasible nodes); in array mode it is
   counted over the arrays.
 
-Not modelled (documented in docs/simulate.md): preemption, inter-pod affinity, topology spread, volume
-filters, and the scheduler's sampling of a percentage of nodes in large clusters.
+Pods that PodTopologySpread or InterPodAffinity filter (their own DoNotSchedule spread constraints or
+required pod (anti-)affinity, or a placed pod's required anti-affinity that matches them) break the
+assumption above: their feasibility depends on where other pods land. They take an *exact path*: the
+node-only filters come from their filter group as usual, then every remaining node gets NodePorts,
+NodeResourcesFit and the two topology filters (``kgpu.sim.topology``, whose per-domain counts every bind
+updates), and the feasible ones are scored; nothing of the class's heap or array is used or changed. Every
+other pod keeps the fast path, and a bind costs one look at the counters of the pod's namespace.
+
+Not modelled (documented in docs/simulate.md): preemption, the scoring of topology spread and pod
+affinity, volume filters, and the scheduler's sampling of a percentage of nodes in large clusters.
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ from kgpu.model.predicates import (
     tolerated,
     unschedulable_message,
 )
+from kgpu.sim.topology import Topology, needs_filters
 
 MAX_NODE_SCORE = 100
 NO_NODES = "no nodes available to schedule pods"
@@ -333,12 +342,15 @@ class Scheduler:
         # non-zero request over the actual one (containers without requests count 100m / 200Mi).
         self._max_nz = [0, 0]
         self._max_excess = [0, 0]
+        self.topology = Topology(self.states)
+        self._spec_exact: dict[PodSpecInfo, bool] = {}
         for node in nodes:
             self.add_node(node)
         for pod in bound:
             st = self.by_name.get(pod.node_name)
             if st is not None and not pod.terminated:
                 st.add(pod)
+                self.topology.bound(pod, st)
 
     # --- nodes ---------------------------------------------------------------------------------------
 
@@ -396,19 +408,23 @@ class Scheduler:
             heapq.heapify(heap)
         cls.pos = len(feasible)
 
+    def _new_class(self, spec: PodSpecInfo) -> _Class:
+        key = _filter_key(spec)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _FilterGroup(spec)
+        cls = self._classes[spec] = _Class(spec, group)
+        cls.log_pos = len(self._log)
+        nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
+        mx, ex = self._max_nz, self._max_excess
+        mx[0], mx[1] = max(mx[0], nz_cpu), max(mx[1], nz_memory)
+        ex[0], ex[1] = max(ex[0], nz_cpu - req_cpu), max(ex[1], nz_memory - req_memory)
+        return cls
+
     def _class(self, spec: PodSpecInfo) -> _Class:
         cls = self._classes.get(spec)
         if cls is None:
-            key = _filter_key(spec)
-            group = self._groups.get(key)
-            if group is None:
-                group = self._groups[key] = _FilterGroup(spec)
-            cls = self._classes[spec] = _Class(spec, group)
-            cls.log_pos = len(self._log)
-            nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
-            mx, ex = self._max_nz, self._max_excess
-            mx[0], mx[1] = max(mx[0], nz_cpu), max(mx[1], nz_memory)
-            ex[0], ex[1] = max(ex[0], nz_cpu - req_cpu), max(ex[1], nz_memory - req_memory)
+            cls = self._new_class(spec)
         if cls.scores is None and len(self._classes) > self._array_after and self._array_ok(spec):
             self._to_array_mode(cls)
         if cls.scores is not None and not (self._arrays and self._arrays.ok):
@@ -427,6 +443,8 @@ class Scheduler:
         spec = pod.spec
         if spec.scheduling_gates:
             return Decision(None, f"waiting for scheduling gates: {', '.join(spec.scheduling_gates)}")
+        if self._exact(pod):
+            return self._place_exact(pod)
         cls = self._class(spec)
         if cls.scores is not None:
             return self._place_array(pod, cls)
@@ -456,6 +474,7 @@ class Scheduler:
     def bind(self, pod: Pod, st: NodeState) -> None:
         st.add(pod)
         self._log.append(st.index)
+        self.topology.bound(pod, st)
         if self._arrays is not None:
             self._arrays.bound(pod.spec, st)
         if self._cannot_raise(pod.spec, st):
@@ -534,7 +553,59 @@ class Scheduler:
         return cls.msg
 
     def explain_pod(self, pod: Pod) -> str:
+        if self._exact(pod):
+            return self._evaluate(pod)[1]
         return self.explain(self._class(pod.spec))
+
+    # --- the exact path: pods that PodTopologySpread or InterPodAffinity filter --------------------------
+
+    def _exact(self, pod: Pod) -> bool:
+        """Whether the pod's feasibility depends on where other pods run (its own spread constraints or pod
+        (anti-)affinity, or a placed pod's anti-affinity that matches it): then it takes the exact path."""
+        exact = self._spec_exact.get(pod.spec)
+        if exact is None:
+            exact = self._spec_exact[pod.spec] = needs_filters(pod.spec)
+        return exact or self.topology.matched_by_existing(pod)
+
+    def _evaluate(self, pod: Pod) -> tuple[list[NodeState], str]:
+        """Every filter on the class's statically feasible nodes, then PodTopologySpread and InterPodAffinity
+        on the nodes that fit: the feasible nodes, and the message when there are none."""
+        if not self.states:
+            return [], NO_NODES
+        spec = pod.spec
+        cls = self._classes.get(spec) or self._new_class(spec)
+        group = cls.group
+        if group.flt.names is not None and not group.flt.names:
+            return [], f"0/{len(self.states)} nodes are available: {ERR_AFFINITY_CONFLICT}."
+        if group.seen < len(self.states):
+            group.catch_up(self.states)
+        topo = self.topology.prepare(pod)
+        reason = topo.reason
+        states = self.states
+        feasible: list[NodeState] = []
+        counter: Counter[str] = Counter()
+        for idx in group.feasible:
+            st = states[idx]
+            if not fits(spec, st):
+                counter.update(_dynamic_reasons(cls, st))
+                continue
+            why = reason(st.node)
+            if why is not None:
+                counter[why] += 1
+                continue
+            feasible.append(st)
+        if feasible:
+            return feasible, ""
+        return [], unschedulable_message(len(states), group.static_counter + counter)
+
+    def _place_exact(self, pod: Pod) -> Decision:
+        feasible, message = self._evaluate(pod)
+        if not feasible:
+            return Decision(None, message)
+        nz_cpu, nz_memory, req_cpu, req_memory = self._classes[pod.spec].score_key
+        best = min(feasible, key=lambda st: (-_score(nz_cpu, nz_memory, req_cpu, req_memory, st), st.node.name))
+        self.bind(pod, best)
+        return Decision(best, None)
 
     def feasible_nodes(self, spec: PodSpecInfo) -> Sequence[int]:
         return self._class(spec).group.feasible

@@ -1,0 +1,278 @@
+"""PodTopologySpread and InterPodAffinity through simulate: placements and kube-scheduler's messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from builders import GPU_TOLERATION, assert_scheduled, assert_unschedulable, node_dict, placement, pod_dict
+from kgpu.errors import InputError
+from kgpu.model.load import parse_documents
+from kgpu.sim.simulate import simulate
+
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+
+
+def run(nodes: list[dict], pods: list[dict], cluster_pods: list[dict] | None = None):
+    return simulate(
+        parse_documents(nodes + (cluster_pods or []), "cluster.yaml"), parse_documents(pods, "work.yaml")
+    )
+
+
+def zone_node(name: str, zone: str | None, **kw: Any) -> dict:
+    labels = {HOST: name, **({ZONE: zone} if zone else {})}
+    return node_dict(name, labels=labels, **kw)
+
+
+def spread(
+    key: str = ZONE, skew: int = 1, action: str = "DoNotSchedule", app: str = "train", **kw: Any
+) -> dict:
+    return {
+        "maxSkew": skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": action,
+        "labelSelector": {"matchLabels": {"app": app}},
+        **kw,
+    }
+
+
+def term(key: str, app: str, **kw: Any) -> dict:
+    return {"topologyKey": key, "labelSelector": {"matchLabels": {"app": app}}, **kw}
+
+
+def test_zone_spread_with_the_other_zone_tainted_places_one_and_leaves_three_pending():
+    """The issue's example: 4 GPU replicas, maxSkew 1 over zones, zone b's only node tainted."""
+    nodes = [
+        zone_node("a1", "a", gpus=8),
+        zone_node("b1", "b", gpus=8, taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]),
+    ]
+    pods = [pod_dict(f"train-{i}", gpus=1, labels={"app": "train"}, spread=[spread()]) for i in range(4)]
+    result = run(nodes, pods)
+    assert_scheduled(result, "train-0", "a1")
+    for i in (1, 2, 3):
+        assert_unschedulable(
+            result,
+            f"train-{i}",
+            "0/2 nodes are available: 1 node(s) didn't match pod topology spread constraints, "
+            "1 node(s) had untolerated taint(s).",
+        )
+
+
+def test_spread_alternates_zones_and_counts_running_pods():
+    nodes = [zone_node("a1", "a"), zone_node("b1", "b"), zone_node("c1", "c")]
+    running = [pod_dict("old", node_name="a1", labels={"app": "train"}, phase="Running")]
+    pods = [pod_dict(f"p{i}", labels={"app": "train"}, spread=[spread()]) for i in range(5)]
+    result = run(nodes, pods, running)
+    # a has 1 already: b and c first, then each zone in turn (ties to the emptiest node, then by name)
+    assert [placement(result, f"p{i}").node for i in range(5)] == ["b1", "c1", "a1", "b1", "c1"]
+
+
+def test_node_without_the_topology_key_is_missing_required_label():
+    nodes = [zone_node("a1", "a", cpu="1"), zone_node("nolabel", None)]
+    pods = [pod_dict("p", cpu="2", labels={"app": "train"}, spread=[spread()])]
+    assert_unschedulable(
+        run(nodes, pods),
+        "p",
+        "0/2 nodes are available: 1 Insufficient cpu, "
+        "1 node(s) didn't match pod topology spread constraints (missing required label).",
+    )
+
+
+def test_min_domains_counts_missing_domains_as_zero():
+    """minDomains 3 with two zones: the global minimum is 0, so each zone takes at most maxSkew pods."""
+    nodes = [zone_node("a1", "a"), zone_node("b1", "b")]
+    pods = [pod_dict(f"p{i}", labels={"app": "train"}, spread=[spread(minDomains=3)]) for i in range(3)]
+    result = run(nodes, pods)
+    assert [p.phase for p in result.placements] == ["Scheduled", "Scheduled", "Unschedulable"]
+    assert placement(result, "p2").reason == (
+        "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints."
+    )
+
+
+def test_node_taints_policy_honor_leaves_the_tainted_zone_out_of_the_count():
+    tainted = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
+    nodes = [zone_node("a1", "a"), zone_node("b1", "b", taints=[tainted])]
+    honor = [
+        pod_dict(f"h{i}", labels={"app": "h"}, spread=[spread(app="h", nodeTaintsPolicy="Honor")])
+        for i in range(3)
+    ]
+    result = run(nodes, honor)
+    assert [p.node for p in result.placements] == ["a1", "a1", "a1"]
+
+
+def test_match_label_keys_spread_each_revision_on_its_own():
+    nodes = [zone_node("a1", "a"), zone_node("b1", "b")]
+    c = spread(matchLabelKeys=["rev"])
+    running = [
+        pod_dict(f"old{i}", node_name="a1", labels={"app": "train", "rev": "1"}, phase="Running")
+        for i in range(3)
+    ]
+    pods = [pod_dict(f"p{i}", labels={"app": "train", "rev": "2"}, spread=[c]) for i in range(2)]
+    result = run(nodes, pods, running)
+    # rev 1 pods do not count: the second pod may (must) go to the busier a1; counting them it could not
+    assert [p.node for p in result.placements] == ["b1", "a1"]
+
+
+def test_schedule_anyway_constraints_do_not_filter():
+    nodes = [zone_node("a1", "a"), zone_node("b1", "b", cpu="1")]
+    pods = [
+        pod_dict(f"p{i}", cpu="1", labels={"app": "train"}, spread=[spread(action="ScheduleAnyway")])
+        for i in range(4)
+    ]
+    result = run(nodes, pods)
+    assert [p.phase for p in result.placements] == ["Scheduled"] * 4
+
+
+def test_required_anti_affinity_one_per_host():
+    nodes = [zone_node(f"n{i}", "a") for i in range(3)]
+    pods = [pod_dict(f"p{i}", labels={"app": "db"}, pod_anti_affinity=[term(HOST, "db")]) for i in range(4)]
+    result = run(nodes, pods)
+    assert sorted(p.node for p in result.placements[:3]) == ["n0", "n1", "n2"]
+    assert_unschedulable(
+        result, "p3", "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+    )
+
+
+def test_existing_pods_anti_affinity_keeps_matching_pods_away():
+    """A running pod that refuses app=web in its zone: web pods go elsewhere, others are not affected."""
+    nodes = [zone_node("a1", "a"), zone_node("b1", "b", cpu="1")]
+    guard = pod_dict(
+        "guard",
+        node_name="a1",
+        labels={"app": "guard"},
+        phase="Running",
+        pod_anti_affinity=[term(ZONE, "web")],
+    )
+    pods = [
+        pod_dict("w0", cpu="1", labels={"app": "web"}),
+        pod_dict("w1", cpu="1", labels={"app": "web"}),
+        pod_dict("other", cpu="1", labels={"app": "other"}),
+    ]
+    result = run(nodes, pods, [guard])
+    assert_scheduled(result, "w0", "b1")
+    assert_unschedulable(
+        result,
+        "w1",
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't satisfy existing pods anti-affinity rules.",
+    )
+    assert_scheduled(result, "other", "a1")
+
+
+def test_existing_anti_affinity_of_a_pod_placed_earlier_in_the_simulation():
+    nodes = [zone_node("a1", "a"), zone_node("b1", "b")]
+    pods = [
+        pod_dict("guard", labels={"app": "guard"}, pod_anti_affinity=[term(ZONE, "web")]),
+        pod_dict("w0", labels={"app": "web"}),
+    ]
+    result = run(nodes, pods)
+    assert placement(result, "w0").node != placement(result, "guard").node
+
+
+def test_pod_affinity_follows_the_matching_pod_and_the_first_pod_may_go_anywhere():
+    nodes = [zone_node("a1", "a"), zone_node("b1", "b")]
+    running = [pod_dict("cache", node_name="b1", labels={"app": "cache"}, phase="Running")]
+    pods = [pod_dict(f"web{i}", labels={"app": "web"}, pod_affinity=[term(ZONE, "cache")]) for i in range(2)]
+    pods.append(pod_dict("self", labels={"app": "self"}, pod_affinity=[term(ZONE, "self")]))
+    pods.append(pod_dict("lonely", labels={"app": "lonely"}, pod_affinity=[term(ZONE, "nothing")]))
+    result = run(nodes, pods, running)
+    assert [placement(result, f"web{i}").node for i in range(2)] == ["b1", "b1"]
+    assert placement(result, "self").phase == "Scheduled"  # matches its own term: no pod yet, anywhere
+    assert_unschedulable(
+        result, "lonely", "0/2 nodes are available: 2 node(s) didn't match pod affinity rules."
+    )
+
+
+def test_affinity_terms_default_to_the_pods_namespace_and_namespaces_widen_them():
+    nodes = [zone_node("a1", "a"), zone_node("b1", "b")]
+    running = [pod_dict("cache", node_name="b1", labels={"app": "cache"}, phase="Running", namespace="infra")]
+    pods = [
+        pod_dict("here", labels={"app": "x"}, pod_affinity=[term(ZONE, "cache")]),
+        pod_dict("there", labels={"app": "y"}, pod_affinity=[term(ZONE, "cache", namespaces=["infra"])]),
+        pod_dict("all", labels={"app": "z"}, pod_affinity=[term(ZONE, "cache", namespaceSelector={})]),
+    ]
+    result = run(nodes, pods, running)
+    assert placement(result, "here").phase == "Unschedulable"
+    assert_scheduled(result, "there", "b1")
+    assert_scheduled(result, "all", "b1")
+
+
+def test_tolerating_gpu_pods_spread_over_zones_through_the_filters_they_pass():
+    nodes = [
+        zone_node(
+            "a1", "a", gpus=1, taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+        ),
+        zone_node(
+            "b1", "b", gpus=1, taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+        ),
+    ]
+    pods = [
+        pod_dict(f"g{i}", gpus=1, tolerations=[GPU_TOLERATION], labels={"app": "g"}, spread=[spread(app="g")])
+        for i in range(3)
+    ]
+    result = run(nodes, pods)
+    assert sorted(p.node or "-" for p in result.placements) == ["-", "a1", "b1"]
+    assert placement(result, "g2").reason == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("maxSkew", 0, "spec.topologySpreadConstraints[0].maxSkew: must be greater than zero, got 0"),
+        (
+            "whenUnsatisfiable",
+            "Never",
+            "spec.topologySpreadConstraints[0].whenUnsatisfiable: 'Never' is not one of",
+        ),
+        ("topologyKey", "", "spec.topologySpreadConstraints[0].topologyKey: can not be empty"),
+        ("minDomains", 0, "spec.topologySpreadConstraints[0].minDomains: must be greater than zero"),
+        (
+            "nodeTaintsPolicy",
+            "Sometimes",
+            "spec.topologySpreadConstraints[0].nodeTaintsPolicy: 'Sometimes' is not one of",
+        ),
+        (
+            "labelSelector",
+            {"matchExpressions": [{"key": "app", "operator": "In"}]},
+            "labelSelector.matchExpressions[0].values: must be specified when `operator` is 'In' or 'NotIn'",
+        ),
+        (
+            "matchLabelKeys",
+            ["app"],
+            "matchLabelKeys[0]: 'app' exists in both matchLabelKeys and labelSelector",
+        ),
+    ],
+)
+def test_bad_spread_constraints_name_the_field(field, value, message):
+    c = spread()
+    c[field] = value
+    with pytest.raises(InputError) as exc:
+        parse_documents([pod_dict("p", spread=[c])], "work.yaml")
+    assert message in exc.value.line()
+    assert exc.value.line().startswith("work.yaml: Pod default/p: ")
+
+
+def test_bad_affinity_terms_name_the_field():
+    with pytest.raises(InputError) as exc:
+        parse_documents(
+            [pod_dict("p", pod_anti_affinity=[{"topologyKey": "", "labelSelector": {}}])], "w.yaml"
+        )
+    assert exc.value.line() == (
+        "w.yaml: Pod default/p: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        ".topologyKey: can not be empty"
+    )
+    doc = pod_dict("p")
+    doc["spec"]["affinity"] = {
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 101, "podAffinityTerm": term(ZONE, "x")}
+            ]
+        }
+    }
+    with pytest.raises(InputError) as exc:
+        parse_documents([doc], "w.yaml")
+    assert (
+        "preferredDuringSchedulingIgnoredDuringExecution[0].weight: must be in the range 1-100"
+        in exc.value.line()
+    )
