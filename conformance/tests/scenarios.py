@@ -5,6 +5,11 @@ JSON, the form both `kgpu simulate` and the oracles read. The generator draws fr
 have: GPU and CPU nodes over zones, GPU taints, selectors on GPU product or zone, `Gt` on a GPU-count
 label, tolerations of every form, host ports, init containers, priorities, many pod classes.
 
+Pods carry an `app` label per class, and some classes carry topology spread constraints (zone or
+hostname, DoNotSchedule or ScheduleAnyway, minDomains, node inclusion policies, matchLabelKeys, selectors on
+their own or another class's pods, or empty) and required pod (anti-)affinity (namespaces, an empty
+namespace selector); bound pods carry labels, and a few a required anti-affinity of their own.
+
 `features` records which scheduler behaviours a scenario exercises, so a disagreement can be put in its
 class (see docs/simulate.md, "Known differences").
 """
@@ -108,7 +113,69 @@ def _requirement(rng: random.Random, s: Scenario) -> dict[str, Any]:
     return {"key": "karpenter.sh/capacity-type", "operator": "DoesNotExist"}
 
 
-def _pod_spec(rng: random.Random, s: Scenario, nodes: list[dict[str, Any]]) -> dict[str, Any]:
+APPS = [f"app{i}" for i in range(6)]
+TOPOLOGY_KEYS = ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+
+
+def _app_selector(rng: random.Random, own: str) -> dict[str, Any] | None:
+    r = rng.random()
+    if r < 0.65:
+        return {"matchLabels": {"app": own}}
+    if r < 0.8:
+        return {"matchLabels": {"app": rng.choice(APPS)}}
+    if r < 0.9:
+        return {"matchExpressions": [{"key": "app", "operator": rng.choice(["Exists", "In"]),
+                                      **({"values": [own, rng.choice(APPS)]} if rng.random() < 0.5 else {})}]}
+    return {} if rng.random() < 0.7 else None
+
+
+def _fix_expressions(sel: dict[str, Any] | None) -> dict[str, Any] | None:
+    """In needs values and Exists none: make the random expression valid."""
+    for e in (sel or {}).get("matchExpressions", []):
+        if e["operator"] == "In" and "values" not in e:
+            e["values"] = ["app0"]
+        if e["operator"] == "Exists":
+            e.pop("values", None)
+    return sel
+
+
+def _spread(rng: random.Random, s: Scenario, own: str) -> list[dict[str, Any]]:
+    out = []
+    for key in rng.sample(TOPOLOGY_KEYS, rng.choice([1, 1, 1, 2])):
+        action = "DoNotSchedule" if rng.random() < 0.85 else "ScheduleAnyway"
+        c: dict[str, Any] = {"maxSkew": rng.choice([1, 1, 2]), "topologyKey": key, "whenUnsatisfiable": action}
+        sel = _fix_expressions(_app_selector(rng, own))
+        if sel is not None:
+            c["labelSelector"] = sel
+        if action == "DoNotSchedule" and rng.random() < 0.2:
+            c["minDomains"] = rng.choice([2, 3, 4])
+        if rng.random() < 0.2:
+            c["nodeTaintsPolicy"] = rng.choice(["Honor", "Ignore"])
+        if rng.random() < 0.15:
+            c["nodeAffinityPolicy"] = rng.choice(["Honor", "Ignore"])
+        if rng.random() < 0.15 and "app" not in str(sel):
+            c["matchLabelKeys"] = ["rev"]
+        if action == "ScheduleAnyway":
+            s.features.add("spread-scoring")
+        out.append(c)
+    s.features.add("topology-spread")
+    return out
+
+
+def _pod_term(rng: random.Random, own: str) -> dict[str, Any]:
+    t: dict[str, Any] = {"topologyKey": rng.choice(TOPOLOGY_KEYS)}
+    sel = _fix_expressions(_app_selector(rng, own))
+    if sel is not None:
+        t["labelSelector"] = sel
+    r = rng.random()
+    if r < 0.15:
+        t["namespaces"] = rng.sample(["default", "ml", "kube-system"], rng.randint(1, 2))
+    elif r < 0.25:
+        t["namespaceSelector"] = {}
+    return t
+
+
+def _pod_spec(rng: random.Random, s: Scenario, nodes: list[dict[str, Any]], own: str = "app0") -> dict[str, Any]:
     gpus = rng.choice([0, 0, 0, 1, 1, 2, 4, 8]) if rng.random() < 0.5 else 0
     requests: dict[str, str] = {}
     if rng.random() < 0.9:
@@ -154,8 +221,21 @@ def _pod_spec(rng: random.Random, s: Scenario, nodes: list[dict[str, Any]]) -> d
         affinity.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
             {"weight": rng.randint(1, 100), "preference": {"matchExpressions": [_requirement(rng, s)]}}]
         s.features.add("preferred-node-affinity")
+    if rng.random() < 0.15:
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(rng, own)]}
+        s.features.add("pod-anti-affinity")
+    if rng.random() < 0.08:
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(rng, own)]}
+        s.features.add("pod-affinity-scoring")  # pods matched by a placed pod's required affinity are scored
+    if rng.random() < 0.04:
+        kind = rng.choice(["podAffinity", "podAntiAffinity"])
+        affinity.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": rng.randint(1, 100), "podAffinityTerm": _pod_term(rng, own)}]
+        s.features.add("pod-affinity-scoring")
     if affinity:
         spec["affinity"] = affinity
+    if rng.random() < 0.25:
+        spec["topologySpreadConstraints"] = _spread(rng, s, own)
     tolerations = []
     r = rng.random()
     if r < 0.45:
@@ -186,13 +266,21 @@ def generate(seed: int, max_nodes: int = 12, max_classes: int = 10) -> Scenario:
         spec = {"nodeName": node["metadata"]["name"],
                 "containers": [{"name": "c", "image": "busybox",
                                 "resources": {"requests": {"cpu": rng.choice(CPU_REQ[:4]), "memory": rng.choice(MEM_REQ[:3])}}}]}
-        s.bound.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"running-{i}", "namespace": "kube-system"},
+        meta: dict[str, Any] = {"name": f"running-{i}", "namespace": rng.choice(["kube-system", "default", "ml"]),
+                                "labels": {"app": rng.choice(APPS), "rev": rng.choice(["1", "2"])}}
+        if rng.random() < 0.08:
+            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                _pod_term(rng, meta["labels"]["app"])]}}
+            s.features.add("pod-anti-affinity")
+        s.bound.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                         "spec": spec, "status": {"phase": "Running"}})
     for c in range(rng.randint(1, max_classes)):
-        spec = _pod_spec(rng, s, s.nodes)
+        app = APPS[c % len(APPS)]
+        spec = _pod_spec(rng, s, s.nodes, app)
         ns = rng.choice(["default", "ml"])
+        labels = {"app": app, "rev": rng.choice(["1", "2"])}
         for r in range(rng.randint(1, 5)):
             s.pending.append({"apiVersion": "v1", "kind": "Pod",
-                              "metadata": {"name": f"class{c}-{r}", "namespace": ns},
+                              "metadata": {"name": f"class{c}-{r}", "namespace": ns, "labels": dict(labels)},
                               "spec": json.loads(json.dumps(spec))})
     return s

@@ -26,6 +26,8 @@ from kgpu.cli.main import cli
 KNOWN = {
     "prefer-no-schedule-taint": "TaintToleration scoring (PreferNoSchedule) is not modelled",
     "preferred-node-affinity": "NodeAffinity scoring of preferred terms is not modelled",
+    "spread-scoring": "PodTopologySpread scoring (ScheduleAnyway constraints) is not modelled",
+    "pod-affinity-scoring": "InterPodAffinity scoring (preferred terms, placed pods' required affinity) is not modelled",
 }
 
 
