@@ -23,10 +23,22 @@ from builders import (
     pod_dict,
 )
 from kgpu.model.load import parse_documents
-from kgpu.model.objects import Node, Pod
-from kgpu.model.predicates import filter_reasons, unschedulable_message
+from kgpu.model.objects import LabelSelector, Node, Pod, Requirement
+from kgpu.model.predicates import (
+    ERR_EXISTING_ANTI_AFFINITY,
+    ERR_POD_AFFINITY,
+    ERR_POD_ANTI_AFFINITY,
+    ERR_SPREAD,
+    ERR_SPREAD_LABEL,
+    affinity_matches,
+    filter_reasons,
+    first_untolerated,
+    selector_matches,
+    unschedulable_message,
+)
 from kgpu.sim.scheduler import NodeState, Scheduler, score
 from kgpu.sim.simulate import simulate
+from kgpu.sim.topology import resolve_term
 
 
 def run(nodes: list[dict], pods: list[dict], cluster_pods: list[dict] | None = None):
@@ -132,12 +144,24 @@ def test_daemonset_gets_one_pod_per_eligible_node_and_tolerates_cordon():
         node_dict("cpu-1"),
     ]
     ds = {
-        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "plugin", "namespace": "kube-system"},
-        "spec": {"template": {"spec": {"nodeSelector": {"gpu": "yes"}, "tolerations": [GPU_TOLERATION],
-                                        "containers": [{"name": "c", "image": "x"}]}}},
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "plugin", "namespace": "kube-system"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeSelector": {"gpu": "yes"},
+                    "tolerations": [GPU_TOLERATION],
+                    "containers": [{"name": "c", "image": "x"}],
+                }
+            }
+        },
     }
     result = run(nodes, [ds])
-    assert {(p.pod.name, p.node) for p in result.placements} == {("plugin-gpu-1", "gpu-1"), ("plugin-gpu-2", "gpu-2")}
+    assert {(p.pod.name, p.node) for p in result.placements} == {
+        ("plugin-gpu-1", "gpu-1"),
+        ("plugin-gpu-2", "gpu-2"),
+    }
 
 
 def test_scheduling_gates_hold_a_pod():
@@ -159,20 +183,93 @@ def test_host_port_conflict():
     other["spec"]["containers"][0]["ports"] = [{"containerPort": 81, "hostPort": 8080}]
     result = run([node_dict("n")], [doc, other])
     assert_scheduled(result, "p", "n")
-    assert_unschedulable(result, "q", "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports.")
+    assert_unschedulable(
+        result, "q", "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+    )
 
 
 # --- the fast scheduler against a naive reference ------------------------------------------------------
 
 
-def reference(nodes: list[Node], pods: list[Pod]) -> list[tuple[str | None, str | None]]:
+def naive_topology(pod: Pod, st: NodeState, states: list[NodeState]) -> str | None:
+    """PodTopologySpread and InterPodAffinity for one pod and node, recounted from every pod on every node
+    (upstream's PreFilter, then Filter), without kgpu.sim.topology's counters."""
+    spec, labels = pod.spec, st.node.labels
+    hard = [c for c in spec.topology_spread if c.when_unsatisfiable == "DoNotSchedule"]
+    for c in hard:
+        sel = c.selector
+        if sel is not None and c.match_label_keys:
+            extra = tuple(
+                Requirement(k, "In", (pod.labels[k],)) for k in c.match_label_keys if k in pod.labels
+            )
+            if extra:
+                sel = LabelSelector(extra + sel.requirements)
+        domains: Counter[str] = Counter()
+        for other in states:
+            ol = other.node.labels
+            if not all(h.topology_key in ol for h in hard):
+                continue
+            if c.node_affinity_policy == "Honor" and not affinity_matches(spec, ol, other.node.name):
+                continue
+            if c.node_taints_policy == "Honor" and first_untolerated(other.node.taints, spec.tolerations):
+                continue
+            domains[ol[c.topology_key]] += sum(
+                1
+                for q in other.pods
+                if q.namespace == pod.namespace
+                and sel is not None
+                and sel.requirements
+                and selector_matches(sel, q.labels)
+            )
+        if c.topology_key not in labels:
+            return ERR_SPREAD_LABEL
+        low = min(domains.values()) if len(domains) >= c.min_domains else 0
+        if domains[labels[c.topology_key]] + selector_matches(sel, pod.labels) - low > c.max_skew:
+            return ERR_SPREAD
+    placed = [(q, other.node.labels) for other in states for q in other.pods]
+    terms = [resolve_term(t, pod) for t in spec.pod_affinity]
+    if terms:
+        counts: Counter[tuple[str, str]] = Counter()
+        for q, ol in placed:
+            if all(t.matches(q) for t in terms):
+                for t in terms:
+                    if t.topology_key in ol:
+                        counts[(t.topology_key, ol[t.topology_key])] += 1
+        if any(t.topology_key not in labels for t in terms):
+            return ERR_POD_AFFINITY
+        if not all(counts[(t.topology_key, labels[t.topology_key])] for t in terms) and not (
+            not counts and all(t.matches(pod) for t in terms)
+        ):
+            return ERR_POD_AFFINITY
+    for t in (resolve_term(t, pod) for t in spec.pod_anti_affinity):
+        if t.topology_key in labels and any(
+            t.matches(q) and ol.get(t.topology_key) == labels[t.topology_key] for q, ol in placed
+        ):
+            return ERR_POD_ANTI_AFFINITY
+    for q, ol in placed:
+        for t in (resolve_term(t, q) for t in q.spec.pod_anti_affinity):
+            if t.topology_key in ol and t.matches(pod) and labels.get(t.topology_key) == ol[t.topology_key]:
+                return ERR_EXISTING_ANTI_AFFINITY
+    return None
+
+
+def reference(
+    nodes: list[Node], pods: list[Pod], bound: list[Pod] = ()
+) -> list[tuple[str | None, str | None]]:
     """Every filter on every node for every pod, every feasible node scored; ties by name."""
     states = [NodeState(n, i) for i, n in enumerate(nodes)]
+    for pod in bound:
+        for st in states:
+            if st.node.name == pod.node_name:
+                st.add(pod)
     out = []
     for pod in sorted(pods, key=lambda p: -p.priority):
         feasible, reasons = [], Counter()
         for st in states:
             r = filter_reasons(pod.spec, st.node, st.requested, st.pod_count, st.ports)
+            if r is None:
+                why = naive_topology(pod, st, states)
+                r = [why] if why else None
             if r is None:
                 feasible.append(st)
             else:
@@ -195,13 +292,29 @@ def random_case(rng: random.Random) -> tuple[list[dict], list[dict]]:
         gpus = rng.choice([0, 0, 1, 2, 4])
         taints = [GPU_TAINT] if gpus and rng.random() < 0.8 else []
         if rng.random() < 0.1:
-            taints.append({"key": "dedicated", "value": "infra", "effect": rng.choice(["NoSchedule", "PreferNoSchedule"])})
-        nodes.append(node_dict(
-            f"node-{rng.randint(0, 99):02d}-{i}", cpu=rng.choice(["2", "4", "8", "3500m"]),
-            memory=rng.choice(["4Gi", "8Gi", "16Gi", "7000Mi"]), pods=rng.choice([3, 5, 110]), gpus=gpus,
-            labels={"zone": rng.choice(zones), "gpu": "yes" if gpus else "no", "rank": str(rng.randint(0, 9))},
-            taints=taints, unschedulable=rng.random() < 0.05,
-        ))
+            taints.append(
+                {
+                    "key": "dedicated",
+                    "value": "infra",
+                    "effect": rng.choice(["NoSchedule", "PreferNoSchedule"]),
+                }
+            )
+        nodes.append(
+            node_dict(
+                f"node-{rng.randint(0, 99):02d}-{i}",
+                cpu=rng.choice(["2", "4", "8", "3500m"]),
+                memory=rng.choice(["4Gi", "8Gi", "16Gi", "7000Mi"]),
+                pods=rng.choice([3, 5, 110]),
+                gpus=gpus,
+                labels={
+                    "zone": rng.choice(zones),
+                    "gpu": "yes" if gpus else "no",
+                    "rank": str(rng.randint(0, 9)),
+                },
+                taints=taints,
+                unschedulable=rng.random() < 0.05,
+            )
+        )
     pods = []
     shapes = []
     for _ in range(rng.randint(1, 5)):
@@ -212,7 +325,11 @@ def random_case(rng: random.Random) -> tuple[list[dict], list[dict]]:
             "priority": rng.choice([None, 0, 10]),
         }
         if rng.random() < 0.6:
-            kw["tolerations"] = [rng.choice([GPU_TOLERATION, {"operator": "Exists"}, {"key": "nvidia.com/gpu", "value": "true"}])]
+            kw["tolerations"] = [
+                rng.choice(
+                    [GPU_TOLERATION, {"operator": "Exists"}, {"key": "nvidia.com/gpu", "value": "true"}]
+                )
+            ]
         if rng.random() < 0.3:
             kw["node_selector"] = {"zone": rng.choice(zones)}
         if rng.random() < 0.3:
@@ -234,6 +351,114 @@ def test_fast_scheduler_matches_naive_reference_on_random_clusters():
         pods = parse_documents(pod_docs, "p").pods
         expected = reference(nodes, pods)
         result = simulate(parse_documents(node_docs, "n"), parse_documents(pod_docs, "p"))
+        got = [(p.node, p.reason) for p in result.placements]
+        assert got == expected, f"case {case}"
+
+
+def random_topology_case(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
+    """Nodes over zones (some without a zone label, some tainted), running pods with labels (a few with
+    required anti-affinity), and pod specs with spread constraints and pod (anti-)affinity of every kind."""
+    zones = ["a", "b", "c"]
+    apps = ["web", "db", "cache"]
+    nodes = []
+    for i in range(rng.randint(1, 9)):
+        name = f"node-{i}"
+        labels = {"kubernetes.io/hostname": name, "rank": str(rng.randint(0, 3))}
+        if rng.random() < 0.9:
+            labels["zone"] = rng.choice(zones)
+        taints = [GPU_TAINT] if rng.random() < 0.2 else []
+        nodes.append(
+            node_dict(
+                name,
+                cpu=rng.choice(["2", "4", "8"]),
+                memory="16Gi",
+                pods=rng.choice([4, 110]),
+                labels=labels,
+                taints=taints,
+            )
+        )
+
+    def term() -> dict:
+        t: dict = {
+            "topologyKey": rng.choice(["zone", "kubernetes.io/hostname"]),
+            "labelSelector": {"matchLabels": {"app": rng.choice(apps)}},
+        }
+        if rng.random() < 0.2:
+            t["namespaces"] = ["default", "ml"]
+        elif rng.random() < 0.1:
+            t["namespaceSelector"] = {}
+        return t
+
+    bound = []
+    for i in range(rng.randint(0, 6)):
+        kw: dict = {"labels": {"app": rng.choice(apps), "rev": rng.choice("12")}}
+        if rng.random() < 0.2:
+            kw["pod_anti_affinity"] = [term()]
+        bound.append(
+            pod_dict(
+                f"run-{i}",
+                cpu="500m",
+                node_name=rng.choice(nodes)["metadata"]["name"],
+                phase="Running",
+                namespace=rng.choice(["default", "ml"]),
+                **kw,
+            )
+        )
+    shapes = []
+    for _ in range(rng.randint(1, 5)):
+        app = rng.choice(apps)
+        kw = {
+            "cpu": rng.choice(["100m", "1", "2"]),
+            "labels": {"app": app, "rev": rng.choice("12")},
+            "namespace": rng.choice(["default", "default", "ml"]),
+        }
+        if rng.random() < 0.3:
+            kw["tolerations"] = [GPU_TOLERATION]
+        if rng.random() < 0.2:
+            kw["node_selector"] = {"rank": str(rng.randint(0, 3))}
+        if rng.random() < 0.5:
+            spread = []
+            for key in rng.sample(["zone", "kubernetes.io/hostname"], rng.choice([1, 1, 2])):
+                c: dict = {
+                    "maxSkew": rng.choice([1, 2]),
+                    "topologyKey": key,
+                    "whenUnsatisfiable": rng.choice(["DoNotSchedule"] * 4 + ["ScheduleAnyway"]),
+                    "labelSelector": rng.choice(
+                        [{"matchLabels": {"app": app}}, {"matchLabels": {"app": "web"}}, {}]
+                    ),
+                }
+                if rng.random() < 0.1:
+                    del c["labelSelector"]
+                if c["whenUnsatisfiable"] == "DoNotSchedule" and rng.random() < 0.2:
+                    c["minDomains"] = rng.choice([2, 4])
+                if rng.random() < 0.2:
+                    c["nodeTaintsPolicy"] = "Honor"
+                if rng.random() < 0.2:
+                    c["nodeAffinityPolicy"] = "Ignore"
+                if rng.random() < 0.2 and c.get("labelSelector") is not None:
+                    c["matchLabelKeys"] = ["rev"]
+                spread.append(c)
+            kw["spread"] = spread
+        if rng.random() < 0.3:
+            kw["pod_anti_affinity"] = [term()]
+        if rng.random() < 0.2:
+            kw["pod_affinity"] = [term() for _ in range(rng.choice([1, 1, 2]))]
+        shapes.append(kw)
+    pods = [pod_dict(f"pod-{i}", **rng.choice(shapes)) for i in range(rng.randint(1, 25))]
+    return nodes, bound, pods
+
+
+def test_fast_scheduler_matches_naive_reference_with_topology_spread_and_pod_affinity():
+    """Spread constraints and pod (anti-)affinity recounted from scratch for every pod and node, against the
+    exact path's counters kept on bind, with pods of every other kind placed on the fast path in between."""
+    rng = random.Random(23)
+    for case in range(250):
+        node_docs, bound_docs, pod_docs = random_topology_case(rng)
+        nodes = parse_documents(node_docs, "n").nodes
+        bound = parse_documents(bound_docs, "b").pods
+        pods = parse_documents(pod_docs, "p").pods
+        expected = reference(nodes, pods, bound)
+        result = simulate(parse_documents(node_docs + bound_docs, "n"), parse_documents(pod_docs, "p"))
         got = [(p.node, p.reason) for p in result.placements]
         assert got == expected, f"case {case}"
 
@@ -261,6 +486,9 @@ def reference_events(events: list[tuple[str, object]]) -> list[tuple[str | None,
         for st in states:
             r = filter_reasons(pod.spec, st.node, st.requested, st.pod_count, st.ports)
             if r is None:
+                why = naive_topology(pod, st, states)
+                r = [why] if why else None
+            if r is None:
                 feasible.append(st)
             else:
                 reasons.update(r)
@@ -283,7 +511,7 @@ def reference_events(events: list[tuple[str, object]]) -> list[tuple[str | None,
 def many_classes_case(rng: random.Random) -> list[tuple[str, object]]:
     """Dozens of pod specs over nodes of very different sizes: tiny pods on big nodes (a bind may raise
     BalancedAllocation), pods without requests (non-zero defaults near a full node), selectors, taints,
-    and nodes joining between pods."""
+    nodes joining between pods, and a few specs with a zone spread constraint or anti-affinity."""
 
     def node(i: int) -> Node:
         gpus = rng.choice([0, 0, 0, 1, 4])
@@ -312,6 +540,20 @@ def many_classes_case(rng: random.Random) -> list[tuple[str, object]]:
         if rng.random() < 0.2:
             kw["affinity_terms"] = [
                 {"matchExpressions": [{"key": "size", "operator": "Gt", "values": [str(rng.randint(0, 8))]}]}
+            ]
+        kw["labels"] = {"app": rng.choice("xyz")}
+        if rng.random() < 0.1:  # the exact path among heap and array classes
+            kw["spread"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": kw["labels"]},
+                }
+            ]
+        elif rng.random() < 0.05:
+            kw["pod_anti_affinity"] = [
+                {"topologyKey": "size", "labelSelector": {"matchLabels": kw["labels"]}}
             ]
         shapes.append(kw)
     events: list[tuple[str, object]] = [("node", node(i)) for i in range(rng.randint(0, 15))]
