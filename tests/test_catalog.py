@@ -41,6 +41,12 @@ def test_labels_g4dn_xlarge(catalog):
         "karpenter.k8s.aws/instance-gpu-manufacturer": "nvidia",
         "karpenter.k8s.aws/instance-gpu-count": "1",
         "karpenter.k8s.aws/instance-gpu-memory": "16384",
+        # the deprecated aliases EKS nodes still carry (Karpenter's NormalizedLabels)
+        "beta.kubernetes.io/instance-type": "g4dn.xlarge",
+        "beta.kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "failure-domain.beta.kubernetes.io/zone": "us-west-2a",
+        "failure-domain.beta.kubernetes.io/region": "us-west-2",
     }
 
 

@@ -190,6 +190,13 @@ class InstanceType:
             LABEL_SIZE: self.size,
             LABEL_CPU: str(self.vcpus),
             LABEL_MEMORY: str(self.memory_mib),
+            # the deprecated aliases the kubelet and the cloud provider still set on EKS nodes, and that
+            # Karpenter translates (NormalizedLabels)
+            "beta.kubernetes.io/instance-type": self.name,
+            "beta.kubernetes.io/arch": self.arch,
+            "beta.kubernetes.io/os": "linux",
+            "failure-domain.beta.kubernetes.io/zone": zone,
+            "failure-domain.beta.kubernetes.io/region": region,
         }
         if self.has_gpu:
             labels[LABEL_GPU_NAME] = self.gpu_name

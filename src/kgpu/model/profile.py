@@ -14,12 +14,22 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from importlib import resources
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from kgpu.errors import InputError, quote
+from kgpu.model.nodepool import limit_key_error, normalize, requirement_error
 from kgpu.model.safeyaml import load_document
 
 API_VERSION = "kgpu.dev/v1alpha1"
@@ -168,6 +178,44 @@ class Requirements(_Model):
     arch: list[Literal["amd64", "arm64"]] = Field(default_factory=lambda: ["amd64"])  # type: ignore[arg-type]
 
 
+class NodeRequirement(_Model):
+    """One Karpenter NodePool requirement (``spec.template.spec.requirements[]``): any label key, operators
+    In/NotIn/Exists/DoesNotExist/Gt/Lt (and the CRD's Gte/Lte), and ``minValues``: a node claim must keep at
+    least that many distinct values of the key among its instance types."""
+
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]
+    values: list[str] = Field(default_factory=list)
+    min_values: int | None = Field(default=None, ge=1, le=50)
+
+    @model_validator(mode="after")
+    def _karpenter(self) -> NodeRequirement:
+        error = requirement_error(self.key, self.operator, self.values, self.min_values)
+        if error:
+            raise ValueError(error)
+        return self
+
+    def as_k8s(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "operator": self.operator}
+        if self.values:
+            out["values"] = list(self.values)
+        if self.min_values is not None:
+            out["minValues"] = self.min_values
+        return out
+
+
+def _requirements_form(value: Any) -> str:
+    return "native" if isinstance(value, list) else "shorthand"
+
+
+# A pool's requirements: the shorthand mapping (gpuNames, families, ...) or Karpenter's own list.
+PoolRequirements = Annotated[
+    Annotated[Requirements, Tag("shorthand")] | Annotated[list[NodeRequirement], Tag("native")],
+    Discriminator(_requirements_form),
+]
+_UNION_TAGS = ("shorthand", "native")
+
+
 class Consolidation(_Model):
     policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] = "WhenEmptyOrUnderutilized"
     after: str = Field(default="30s", pattern=r"^(Never|([0-9]+(s|m|h))+)$")
@@ -254,7 +302,11 @@ class Pool(_Model):
     instance_types: list[str] = Field(
         default_factory=list, description="explicit list (node groups), or a filter"
     )
-    requirements: Requirements | None = None
+    requirements: PoolRequirements | None = Field(
+        default=None,
+        description="shorthand (gpuNames, families, categories, generation, cpu, arch, ...) or Karpenter's "
+        "native NodePool requirements: a list of {key, operator, values, minValues}",
+    )
     capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND])
     min_size: int = Field(default=0, ge=0, le=MAX_NODES)
     max_size: int | None = Field(default=None, ge=0)
@@ -358,6 +410,10 @@ class Pool(_Model):
     @field_validator("limits")
     @classmethod
     def _limits(cls, v: dict[str, str | int]) -> dict[str, str | int]:
+        for key in v:
+            error = limit_key_error(key)
+            if error:
+                raise ValueError(error)
         _check_quantities(v)
         return v
 
@@ -398,24 +454,102 @@ class Pool(_Model):
         return self
 
     @property
+    def shorthand(self) -> Requirements | None:
+        """The requirements in kgpu's shorthand form, None when absent or native."""
+        return self.requirements if isinstance(self.requirements, Requirements) else None
+
+    @property
+    def native(self) -> list[NodeRequirement]:
+        """Karpenter's own requirements, when the pool gives them as a list."""
+        return self.requirements if isinstance(self.requirements, list) else []
+
+    def karpenter_requirements(self) -> list[dict[str, Any]]:
+        """The pool's NodePool requirements, as ``kgpu render`` writes them and ``kgpu simulate`` reads them.
+
+        Shorthand: ranges become ``Gt``/``Lt`` on Karpenter's integer labels (``instance-generation`` min 5 ->
+        ``Gt 4``; ``instance-gpu-memory`` is MiB, the profile speaks GiB per GPU; a minimum of 0 emits nothing,
+        as the CRD wants non-negative integers); arch defaults to amd64 and os to linux. Native requirements
+        are written as given, after the shorthand fields that also apply (capacity types, instance types,
+        zones). A capacity-type requirement in the native list replaces the default ``capacityTypes``.
+        """
+        req = self.shorthand
+        native = [r.as_k8s() for r in self.native]
+        native_keys = {_normalized(r.key) for r in self.native}
+        out: list[dict[str, Any]] = []
+        if self.requirements is None or req is not None:
+            out += _in("kubernetes.io/arch", list(req.arch) if req else ["amd64"])
+            out += _in("kubernetes.io/os", ["linux"])
+        if "karpenter.sh/capacity-type" not in native_keys or "capacity_types" in self.model_fields_set:
+            out += _in("karpenter.sh/capacity-type", [str(c) for c in self.capacity_types])
+        out += _in("node.kubernetes.io/instance-type", self.instance_types)
+        if req:
+            out += _in("karpenter.k8s.aws/instance-category", req.categories)
+            out += _in("karpenter.k8s.aws/instance-family", req.families)
+            out += _range("karpenter.k8s.aws/instance-generation", req.generation)
+            out += _range("karpenter.k8s.aws/instance-cpu", req.cpu)
+            out += _in("karpenter.k8s.aws/instance-gpu-name", [n.lower() for n in req.gpu_names])
+            out += _range("karpenter.k8s.aws/instance-gpu-count", req.gpu_count)
+            out += _range("karpenter.k8s.aws/instance-gpu-memory", req.gpu_memory_gib, scale=1024)
+        out += _in("topology.kubernetes.io/zone", self.zones)
+        return out + native
+
+    @property
     def is_gpu(self) -> bool:
         """Whether the pool is meant for GPU nodes (by its instance types, requirements, nodes or kind)."""
         if self.kind == PoolKind.TKE_SUPERNODE:
             return True
         if self.kind == PoolKind.STATIC:
             return any(n.gpus for n in self.nodes)
-        req = self.requirements
+        if any(_native_gpu(r) for r in self.native):
+            return True
+        req = self.shorthand
         if req and (req.gpu_names or (req.gpu_count and (req.gpu_count.min or 0) > 0)):
             return True
         if req and req.categories and set(req.categories) <= {"g", "p", "gr", "inf", "trn", "dl"}:
             return True
-        gpu_prefixes = ("g3", "g4", "g5", "g6", "gr6", "p2", "p3", "p4", "p5", "p6")
         families = (req.families if req else []) + [t.split(".")[0] for t in self.instance_types]
-        return any(f.startswith(gpu_prefixes) for f in families)
+        return any(f.startswith(_GPU_FAMILY_PREFIXES) for f in families)
 
     @property
     def device_plugin_builtin(self) -> bool:
         return self.ami_family == AmiFamily.BOTTLEROCKET_NVIDIA
+
+
+def _normalized(key: str) -> str:
+    return normalize(key)
+
+
+def _native_gpu(r: NodeRequirement) -> bool:
+    """A native requirement that only GPU instance types meet."""
+    key = _normalized(r.key)
+    gpu_keys = ("karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-gpu-manufacturer")
+    if key in gpu_keys:
+        return r.operator in ("In", "Exists")
+    if key in ("karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-gpu-memory"):
+        return r.operator in ("Gt", "Gte") or (r.operator == "In" and "0" not in r.values)
+    if key == "karpenter.k8s.aws/instance-category" and r.operator == "In":
+        return set(r.values) <= {"g", "p", "gr"}
+    if key == "karpenter.k8s.aws/instance-family" and r.operator == "In":
+        return all(v.startswith(_GPU_FAMILY_PREFIXES) for v in r.values)
+    return False
+
+
+_GPU_FAMILY_PREFIXES = ("g3", "g4", "g5", "g6", "gr6", "p2", "p3", "p4", "p5", "p6")
+
+
+def _range(key: str, rng: Range | None, scale: int = 1) -> list[dict[str, Any]]:
+    if rng is None:
+        return []
+    out: list[dict[str, Any]] = []
+    if rng.min:
+        out.append({"key": key, "operator": "Gt", "values": [str(rng.min * scale - 1)]})
+    if rng.max is not None:
+        out.append({"key": key, "operator": "Lt", "values": [str(rng.max * scale + 1)]})
+    return out
+
+
+def _in(key: str, values: list[str]) -> list[dict[str, Any]]:
+    return [{"key": key, "operator": "In", "values": list(values)}] if values else []
 
 
 class Cluster(_Model):
@@ -547,6 +681,8 @@ class Profile(_Model):
 def _loc(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
+        if part in _UNION_TAGS:  # the requirements union's member names are not fields
+            continue
         if isinstance(part, int):
             out += f"[{part}]"
         else:

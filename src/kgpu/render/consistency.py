@@ -91,7 +91,7 @@ def pool_nodes(profile: Profile, pool: Pool) -> list[Node]:
         return Node(name, labels, alloc, taints, source=f"pool {pool.name}")
 
     gpus = 64 if pool.is_gpu else 0
-    arch = pool.requirements.arch[0] if pool.requirements and pool.requirements.arch else "amd64"
+    arch = pool.shorthand.arch[0] if pool.shorthand and pool.shorthand.arch else "amd64"
     if pool.kind == PoolKind.KARPENTER:
         extra = {KARPENTER_POOL_LABEL: pool.name, "kubernetes.io/arch": arch}
         if pool.capacity_types:
@@ -372,8 +372,8 @@ def _pool_max_gpus(profile: Profile, pool: Pool) -> int | None:
         return max(n.gpus for n in pool.nodes)
     catalog = catalog_for(profile)
     if catalog is None or not pool.instance_types:
-        if pool.requirements and pool.requirements.gpu_count and pool.requirements.gpu_count.max is not None:
-            return pool.requirements.gpu_count.max
+        if pool.shorthand and pool.shorthand.gpu_count and pool.shorthand.gpu_count.max is not None:
+            return pool.shorthand.gpu_count.max
         return None
     counts = []
     for name in pool.instance_types:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kgpu.model.profile import AmiFamily, Pool, PoolKind, Profile, Range
+from kgpu.model.profile import AmiFamily, Pool, PoolKind, Profile
 from kgpu.render import MANAGED_BY, node_labels, taints
 
 NODEPOOL_API = "karpenter.sh/v1"
@@ -49,38 +49,9 @@ def render(profile: Profile) -> list[dict[str, Any]]:
     return docs
 
 
-def _range(key: str, rng: Range | None, scale: int = 1) -> list[dict[str, Any]]:
-    if rng is None:
-        return []
-    out: list[dict[str, Any]] = []
-    if rng.min:
-        out.append({"key": key, "operator": "Gt", "values": [str(rng.min * scale - 1)]})
-    if rng.max is not None:
-        out.append({"key": key, "operator": "Lt", "values": [str(rng.max * scale + 1)]})
-    return out
-
-
-def _in(key: str, values: list[str]) -> list[dict[str, Any]]:
-    return [{"key": key, "operator": "In", "values": list(values)}] if values else []
-
-
 def requirements(profile: Profile, pool: Pool) -> list[dict[str, Any]]:
-    req = pool.requirements
-    out: list[dict[str, Any]] = []
-    out += _in("kubernetes.io/arch", list(req.arch) if req else ["amd64"])
-    out += _in("kubernetes.io/os", ["linux"])
-    out += _in("karpenter.sh/capacity-type", [str(c) for c in pool.capacity_types])
-    out += _in("node.kubernetes.io/instance-type", pool.instance_types)
-    if req:
-        out += _in("karpenter.k8s.aws/instance-category", req.categories)
-        out += _in("karpenter.k8s.aws/instance-family", req.families)
-        out += _range("karpenter.k8s.aws/instance-generation", req.generation)
-        out += _range("karpenter.k8s.aws/instance-cpu", req.cpu)
-        out += _in("karpenter.k8s.aws/instance-gpu-name", [n.lower() for n in req.gpu_names])
-        out += _range("karpenter.k8s.aws/instance-gpu-count", req.gpu_count)
-        out += _range("karpenter.k8s.aws/instance-gpu-memory", req.gpu_memory_gib, scale=1024)
-    out += _in("topology.kubernetes.io/zone", pool.zones)
-    return out
+    """The NodePool's requirements: shorthand and native, as ``Pool.karpenter_requirements`` builds them."""
+    return pool.karpenter_requirements()
 
 
 def nodepool(profile: Profile, pool: Pool) -> dict[str, Any]:

@@ -32,8 +32,10 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from kgpu.catalog import Catalog, InstanceType
-from kgpu.model.objects import CPU, GPU, MEMORY, HostPort, Node, NodeSelector, Pod, PodSpecInfo
+from kgpu.catalog import Catalog
+from kgpu.catalog.instance import InstanceType, Offering
+from kgpu.model.nodepool import LABEL_ZONE, LABEL_ZONE_ID
+from kgpu.model.objects import CPU, MEMORY, HostPort, Node, NodeSelector, Pod, PodSpecInfo
 from kgpu.model.predicates import filter_reasons, first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, PoolKind, Profile
 from kgpu.sim.pools import (
@@ -47,6 +49,7 @@ from kgpu.sim.pools import (
     pool_zones,
     runs,
 )
+from kgpu.sim.requirements import MinValues, label_variants, matches, pool_requirements, well_known
 from kgpu.sim.scheduler import StaticFilter
 from kgpu.sim.simulate import daemon_pods
 
@@ -65,6 +68,9 @@ class Option:
     on_demand: float | None
     node: Node
     shape: int = 0
+    values: dict[str, frozenset[str]] | None = (
+        None  # per minValues key: the type's values (SatisfiesMinValues)
+    )
 
 
 @dataclass(slots=True)
@@ -93,32 +99,37 @@ class PoolModel:
         self.pool = pool
         self.dims = dims
         self.taints = node_taints(pool)
-        self.spot_allowed = "spot" in pool.capacity_types
         region = profile.cluster.region
         zones = set(pool_zones(profile, pool))
-        captypes = set(pool.capacity_types)
+        self.reqs = pool_requirements(pool)
+        known = well_known(self.reqs)
+        variants = label_variants(self.reqs, pool.labels)
+        minv_keys = [r.key for r in self.reqs if r.min_values is not None]
         options: list[Option] = []
         self.overhead: dict[str, int] = {}
         self.ctx = ctx
-        for t in self.types(catalog):
-            for off in catalog.offerings(t.name, region):
-                if (zones and off.zone not in zones) or off.capacity_type not in captypes:
+        for t in catalog.types():
+            offerings = catalog.offerings(t.name, region)
+            od = next((o.price for o in offerings if o.capacity_type == "on-demand"), None)
+            for off in offerings:
+                if zones and off.zone not in zones:
                     continue
-                labels = {
-                    **t.labels(region, off.zone, off.capacity_type),
-                    **pool.labels,
-                    LABEL_NODEPOOL: pool.name,
-                }
-                node = Node("", labels, t.allocatable(), self.taints)
-                od = next(
-                    (o.price for o in catalog.offerings(t.name, region) if o.capacity_type == "on-demand"),
-                    None,
-                )
-                options.append(Option(t, off.zone, off.capacity_type, off.price, od, node))
+                base = t.labels(region, off.zone, off.capacity_type)
+                if off.zone_id:
+                    base[LABEL_ZONE_ID] = off.zone_id
+                if not all(matches(r, base) for r in known):
+                    continue
+                values = _type_values(minv_keys, base, offerings) if minv_keys else None
+                for extra in variants:
+                    labels = {**base, **extra, **pool.labels, LABEL_NODEPOOL: pool.name}
+                    node = Node("", labels, t.allocatable(), self.taints)
+                    options.append(Option(t, off.zone, off.capacity_type, off.price, od, node, values=values))
+        self.spot_allowed = any(o.capacity_type == "spot" for o in options)
         spot_first = self.spot_allowed
         options.sort(key=lambda o: (spot_first and o.capacity_type != "spot", o.price, o.type.name, o.zone))
         self.options = options
         shapes: dict[tuple[int, ...], Shape] = {}
+        limit_keys = list(pool.limits)
         overheads: dict[str, dict[str, int]] = {}
         capacities: dict[str, dict[str, int]] = {}
         for i, opt in enumerate(options):
@@ -137,8 +148,9 @@ class PoolModel:
             capacity = capacities.get(opt.type.name)
             if capacity is None:
                 capacity = capacities[opt.type.name] = opt.type.capacity()
-            for key in (CPU, MEMORY, GPU):
-                shape.limit[key] = max(shape.limit.get(key, 0), capacity.get(key, 0))
+            for key in limit_keys:
+                amount = 1 if key == "nodes" else capacity.get(key, 0)
+                shape.limit[key] = max(shape.limit.get(key, 0), amount)
         self.shapes = list(shapes.values())
         # host ports the DaemonSet pods hold on each offering's node (Karpenter's daemon host-port usage)
         self.daemon_ports: list[tuple[HostPort, ...]] = [()] * len(options)
@@ -165,6 +177,7 @@ class PoolModel:
             acc |= 1 << i
             self._upto.append(acc)
         self.remaining = self._remaining(ctx)
+        self.min_values = MinValues(self.reqs, [o.values or {} for o in options])
         self._compat: dict[tuple[PodSpecInfo, bool], Compat] = {}
         self._static: dict[tuple[object, ...], int] = {}
         self.prefer_no_schedule = any(t.effect == "PreferNoSchedule" for t in self.taints)
@@ -174,34 +187,6 @@ class PoolModel:
             hp for ds in self.ctx.daemonsets for pod in daemon_pods(ds, [node]) for hp in pod.spec.host_ports
         )
 
-    def types(self, catalog: Catalog) -> list[InstanceType]:
-        """Instance types the pool's requirements allow (Karpenter's instance-* label requirements)."""
-        pool, req = self.pool, self.pool.requirements
-        out = []
-        explicit = set(pool.instance_types)
-        for t in catalog.types():
-            if explicit and t.name not in explicit:
-                continue
-            if req is not None:
-                if req.families and t.family not in req.families:
-                    continue
-                if req.categories and t.category not in req.categories:
-                    continue
-                if req.arch and t.arch not in req.arch:
-                    continue
-                if req.gpu_names and t.gpu_name not in [g.lower() for g in req.gpu_names]:
-                    continue
-                if not _in_range(req.generation, t.generation) or not _in_range(req.cpu, t.vcpus):
-                    continue
-                if req.gpu_count is not None and not _in_range(req.gpu_count, t.gpu_count):
-                    continue
-                if req.gpu_memory_gib is not None and not _in_range(
-                    req.gpu_memory_gib, t.gpu_memory_mib // 1024
-                ):
-                    continue
-            out.append(t)
-        return out
-
     def _remaining(self, ctx: Context) -> dict[str, int]:
         limits = pool_limits(self.pool)
         if not limits:
@@ -209,25 +194,13 @@ class PoolModel:
         for st in ctx.scheduler.states:
             if st.node.labels.get(LABEL_NODEPOOL) == self.pool.name:
                 for key in limits:
-                    limits[key] -= st.node.allocatable.get(key, 0)
+                    limits[key] -= 1 if key == "nodes" else st.node.allocatable.get(key, 0)
         return limits
 
     def requirement_text(self) -> str:
-        pool, req = self.pool, self.pool.requirements
-        parts = []
-        if req is not None:
-            for key, values in (
-                ("karpenter.k8s.aws/instance-category", req.categories),
-                ("karpenter.k8s.aws/instance-family", req.families),
-                ("karpenter.k8s.aws/instance-gpu-name", [g.lower() for g in req.gpu_names]),
-            ):
-                if values:
-                    parts.append(f"{key} In [{' '.join(sorted(values))}]")
-        if pool.instance_types:
-            parts.append(f"node.kubernetes.io/instance-type In [{' '.join(sorted(pool.instance_types))}]")
-        parts.append(f"karpenter.sh/capacity-type In [{' '.join(sorted(pool.capacity_types))}]")
-        parts.append(f"{LABEL_NODEPOOL} In [{pool.name}]")
-        parts.extend(f"{k} In [{v}]" for k, v in sorted(pool.labels.items()))
+        parts = [str(r) for r in self.reqs]
+        parts.append(f"{LABEL_NODEPOOL} In [{self.pool.name}]")
+        parts.extend(f"{k} In [{v}]" for k, v in sorted(self.pool.labels.items()))
         return ", ".join(parts)
 
     def compat(self, spec: PodSpecInfo, vec: tuple[int, ...], strict: bool = False) -> Compat:
@@ -276,6 +249,15 @@ class PoolModel:
                 0,
                 f"no instance type satisfied resources {format_resources(wanted)} and requirements {self.requirement_text()}",
             )
+        if self.min_values:
+            unmet = self.min_values.unmet(mask & fit)
+            if unmet:
+                wanted = {d: v for d, v in zip(self.dims, vec, strict=True) if v}
+                return Compat(
+                    0,
+                    f"no instance type satisfied resources {format_resources(wanted)} and requirements "
+                    f"{self.requirement_text()} ({MinValues.error(unmet)})",
+                )
         return Compat(mask & fit)
 
     def _requirement_error(self, spec: PodSpecInfo) -> str:
@@ -352,12 +334,22 @@ def _port_conflict(wanted: Sequence[HostPort], used: Sequence[tuple[HostPort, ..
     return "pod hostport conflicts with existing hostport configuration"
 
 
-def _in_range(rng: object, n: int) -> bool:
-    if rng is None:
-        return True
-    low = getattr(rng, "min", None)
-    high = getattr(rng, "max", None)
-    return (low is None or n >= low) and (high is None or n <= high)
+def _type_values(
+    keys: Sequence[str], labels: dict[str, str], offerings: Sequence[Offering]
+) -> dict[str, frozenset[str]]:
+    """An instance type's values of each minValues key: its label, or for zone and capacity type every
+    zone / capacity type it is offered in (the type's requirements in Karpenter)."""
+    out: dict[str, frozenset[str]] = {}
+    for key in keys:
+        if key == LABEL_ZONE:
+            out[key] = frozenset(o.zone for o in offerings)
+        elif key == LABEL_CAPACITY:
+            out[key] = frozenset(o.capacity_type for o in offerings)
+        elif key == LABEL_ZONE_ID:
+            out[key] = frozenset(o.zone_id for o in offerings if o.zone_id)
+        else:
+            out[key] = frozenset((labels[key],)) if key in labels else frozenset()
+    return out
 
 
 def _count(cap: tuple[int, ...], total: list[int] | None, vec: tuple[int, ...]) -> int:
@@ -391,11 +383,24 @@ class NodeClaim:
         if not allowed or (ports and ports_conflict(ports, self.ports)):
             return 0
         best = 0
+        minv = self.pool.min_values
+        counts: list[tuple[int, int]] = []
         for s in self.shapes:
             if s.mask & allowed:
                 k = _count(s.cap, self.total, vec)
                 if k > best:
                     best = k
+                if minv and k > 0:
+                    counts.append((k, s.mask & allowed))
+        if minv and best:
+            # the most pods that leave offerings with minValues distinct values of each key
+            counts.sort(reverse=True)
+            best, left = 0, 0
+            for k, m in counts:
+                left |= m
+                if not minv.unmet(left):
+                    best = k
+                    break
         return min(best, 1) if ports else best
 
     def add(self, pods: Sequence[Pod], vec: tuple[int, ...], mask: int) -> None:
@@ -498,6 +503,8 @@ class Karpenter:
                     if fresh is None:
                         break
                     k = fresh.can_add(vec, fresh.allowed, spec.host_ports)
+                    if k <= 0:  # not expected: the pool's compatibility check sized it for one pod
+                        break
                     fresh.add(todo[:k], vec, fresh.allowed)
                     fresh.pool.reserve(fresh.allowed)
                     claims.append(fresh)
@@ -534,6 +541,15 @@ class Karpenter:
             if not mask:
                 errors.append(f'all available instance types exceed limits for nodepool "{model.pool.name}"')
                 continue
+            if model.min_values:
+                unmet = model.min_values.unmet(mask)
+                if unmet:
+                    errors.append(f'incompatible with nodepool "{model.pool.name}", {MinValues.error(unmet)}')
+                    continue
+                opening = model.opening_mask(mask, vec, pods)
+                if model.min_values.unmet(opening):
+                    opening = mask  # the cost cap may not take the claim's flexibility below minValues
+                return NodeClaim(model, opening)
             return NodeClaim(model, model.opening_mask(mask, vec, pods))
         return None
 

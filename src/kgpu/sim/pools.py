@@ -283,7 +283,7 @@ def validate(profile: Profile, catalog: Catalog | None) -> list[str]:
     warnings: list[str] = []
     for i, pool in enumerate(profile.pools):
         if catalog is not None and pool.kind in (PoolKind.KARPENTER, PoolKind.NODE_GROUP):
-            req = pool.requirements
+            req = pool.shorthand
             known = catalog.gpu_names()
             for j, name in enumerate(req.gpu_names if req else []):
                 if name.lower() not in known:

@@ -1,0 +1,151 @@
+"""A NodePool's requirements as Karpenter's scheduler reads them (sigs.k8s.io/karpenter ``pkg/scheduling``).
+
+Keys are normalized first (``beta.kubernetes.io/arch`` -> ``kubernetes.io/arch``: ``NormalizedLabels``), and
+requirements on one key intersect. Then:
+
+- **well-known keys** (instance type, zone, capacity type, arch, os, ``karpenter.k8s.aws/instance-*``, ...)
+  narrow the offerings: an instance type that does not define the label is ``DoesNotExist`` for it, so it
+  meets ``NotIn``/``DoesNotExist`` and fails ``In``/``Exists``/``Gt``/``Lt``, exactly as label matching does;
+- **custom keys** do not narrow instance types; they become node labels. ``In`` values each give the nodes
+  that label (a pod selecting one of them gets a node with it; Karpenter's ``Requirements.Labels``), a single
+  value always. ``DoesNotExist`` gives no label. ``Exists``, ``NotIn``, ``Gt`` and ``Lt`` on a custom key
+  (Karpenter makes up a value) are not modelled: the node gets no label for that key.
+- **minValues**: a claim must keep at least that many distinct values of the key among its instance types,
+  counting each type's values as Karpenter's ``InstanceTypes.SatisfiesMinValues`` does (for zones and capacity
+  types: every zone / capacity type the type is offered in).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kgpu.model.nodepool import WELL_KNOWN_LABELS, normalize
+from kgpu.model.profile import Pool
+
+MAX_LABEL_VARIANTS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+    min_values: int | None = None
+
+    def __str__(self) -> str:
+        if self.operator in ("Exists", "DoesNotExist"):
+            return f"{self.key} {self.operator}"
+        return f"{self.key} {self.operator} [{' '.join(self.values)}]"
+
+
+def pool_requirements(pool: Pool) -> list[PoolRequirement]:
+    """The pool's requirements (shorthand and native, as rendered), keys normalized."""
+    out = []
+    for r in pool.karpenter_requirements():
+        out.append(
+            PoolRequirement(
+                normalize(str(r["key"])),
+                str(r["operator"]),
+                tuple(str(v) for v in r.get("values") or ()),
+                r.get("minValues"),
+            )
+        )
+    return out
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def matches(req: PoolRequirement, labels: Mapping[str, str]) -> bool:
+    """Label matching with Karpenter's operators (Gte/Lte included)."""
+    op = req.operator
+    have = labels.get(req.key)
+    if op == "In":
+        return have is not None and have in req.values
+    if op == "NotIn":
+        return have is None or have not in req.values
+    if op == "Exists":
+        return have is not None
+    if op == "DoesNotExist":
+        return have is None
+    if have is None:
+        return False
+    n, want = _int(have), _int(req.values[0]) if req.values else None
+    if n is None or want is None:
+        return False
+    return {"Gt": n > want, "Lt": n < want, "Gte": n >= want, "Lte": n <= want}.get(op, False)
+
+
+def well_known(reqs: Sequence[PoolRequirement]) -> list[PoolRequirement]:
+    return [r for r in reqs if r.key in WELL_KNOWN_LABELS]
+
+
+def label_variants(reqs: Sequence[PoolRequirement], labels: Mapping[str, str]) -> list[dict[str, str]]:
+    """The custom labels a node of the pool may carry: one mapping per combination of ``In`` values of
+    custom keys (the pool's own labels win). Empty values for a key: no node can satisfy the pool."""
+    choices: dict[str, list[str]] = {}
+    excluded: dict[str, set[str]] = {}
+    for r in reqs:
+        if r.key in WELL_KNOWN_LABELS or r.key in labels:
+            continue
+        if r.operator == "In":
+            prev = choices.get(r.key)
+            choices[r.key] = [v for v in r.values if prev is None or v in prev]
+        elif r.operator == "NotIn":
+            excluded.setdefault(r.key, set()).update(r.values)
+    for key, values in choices.items():
+        choices[key] = [v for v in values if v not in excluded.get(key, set())]
+    if any(not v for v in choices.values()):
+        return []
+    keys = sorted(choices)
+    combos = list(itertools.islice(itertools.product(*(choices[k] for k in keys)), MAX_LABEL_VARIANTS))
+    return [dict(zip(keys, combo, strict=True)) for combo in combos]
+
+
+class MinValues:
+    """The ``minValues`` requirements of a pool over its ranked offerings, as bit masks per value."""
+
+    def __init__(
+        self, reqs: Sequence[PoolRequirement], values_of: Sequence[Mapping[str, frozenset[str]]]
+    ) -> None:
+        wanted: dict[str, int] = {}
+        for r in reqs:
+            if r.min_values is not None:
+                wanted[r.key] = max(
+                    wanted.get(r.key, 0), r.min_values
+                )  # Requirement.Intersection keeps the max
+        self.wanted = wanted
+        self.masks: dict[str, list[int]] = {}
+        for key in wanted:
+            by_value: dict[str, int] = {}
+            for i, values in enumerate(values_of):
+                for v in values.get(key, ()):
+                    by_value[v] = by_value.get(v, 0) | (1 << i)
+            self.masks[key] = list(by_value.values())
+
+    def __bool__(self) -> bool:
+        return bool(self.wanted)
+
+    def unmet(self, mask: int) -> list[str]:
+        """Keys whose distinct values among the offerings in ``mask`` fall short of their minValues."""
+        out = []
+        for key, n in self.wanted.items():
+            have = 0
+            for m in self.masks[key]:
+                if m & mask:
+                    have += 1
+                    if have >= n:
+                        break
+            if have < n:
+                out.append(key)
+        return sorted(out)
+
+    @staticmethod
+    def error(keys: Sequence[str]) -> str:
+        return f"minValues requirement is not met for label(s) (label(s)=[{' '.join(keys)}])"
