@@ -21,6 +21,7 @@ def pod_dict(
     tolerations: list[dict[str, Any]] | None = None,
     node_selector: dict[str, str] | None = None,
     affinity_terms: list[dict[str, Any]] | None = None,
+    preferred: list[dict[str, Any]] | None = None,
     node_name: str | None = None,
     priority: int | None = None,
     namespace: str = "default",
@@ -47,6 +48,9 @@ def pod_dict(
         spec["nodeSelector"] = node_selector
     if affinity_terms is not None:
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": affinity_terms}}}
+    if preferred is not None:  # [{"weight": w, "preference": {"matchExpressions": [...]}}, ...]
+        na = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        na["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
     if node_name:
         spec["nodeName"] = node_name
     if priority is not None:

@@ -110,6 +110,15 @@ def test_priority_class_resolves():
          "x.yaml: Node n: spec.taints[0].effect: 'NoSchedul' is not one of NoSchedule, PreferNoSchedule, NoExecute"),
         (b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {nvidia.com/gpu: 1}, limits: {nvidia.com/gpu: 2}}\n",
          "x.yaml: Pod default/p: spec.containers[0].resources.requests.nvidia.com/gpu: must be equal to nvidia.com/gpu limit of 2"),
+        (b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: []\n  affinity: {nodeAffinity: "
+         b"{preferredDuringSchedulingIgnoredDuringExecution: [{weight: 0, preference: {}}]}}\n",
+         "x.yaml: Pod default/p: spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: "
+         "0: must be in the range 1-100"),
+        (b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: []\n  affinity: {nodeAffinity: "
+         b"{preferredDuringSchedulingIgnoredDuringExecution: [{weight: 5, preference: {matchExpressions: "
+         b"[{key: zone, operator: In}]}}]}}\n",
+         "x.yaml: Pod default/p: spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+         ".preference.matchExpressions[0].values: must be specified when `operator` is 'In' or 'NotIn'"),
         (b"- just\n- a list\n", "x.yaml: document 1: expected a Kubernetes object"),
         (b"{\"kind\": \"Pod\", ", "x.yaml: invalid JSON"),
     ],

@@ -34,6 +34,8 @@ from kgpu.model.predicates import (
     filter_reasons,
     first_untolerated,
     selector_matches,
+    term_matches,
+    tolerated,
     unschedulable_message,
 )
 from kgpu.sim.scheduler import NodeState, Scheduler, score
@@ -188,7 +190,83 @@ def test_host_port_conflict():
     )
 
 
+def test_prefer_no_schedule_taint_costs_more_than_free_resources():
+    """TaintToleration weighs 3 x 100 after normalisation: an empty node with a PreferNoSchedule taint loses
+    to a busier untainted one, unless the pod tolerates the taint (then the emptier node wins again)."""
+    soft = {"key": "spot", "value": "true", "effect": "PreferNoSchedule"}
+    nodes = [node_dict("a-spot", taints=[soft]), node_dict("b")]
+    busy = [pod_dict("x", cpu="2", memory="4Gi", node_name="b", phase="Running")]
+    tolerant = pod_dict("tolerant", cpu="100m", tolerations=[{"key": "spot", "operator": "Exists"}])
+    result = run(nodes, [pod_dict("plain", cpu="100m"), tolerant], busy)
+    assert_scheduled(result, "plain", "b")
+    assert_scheduled(result, "tolerant", "a-spot")
+
+
+def test_preferred_node_affinity_outweighs_free_resources():
+    """NodeAffinity weighs 2 x 100 for the best-matching node, whatever the term's own weight (1 here)."""
+    nodes = [node_dict("a", labels={"zone": "x"}), node_dict("b", labels={"zone": "y"})]
+    busy = [pod_dict("x", cpu="2", memory="4Gi", node_name="b", phase="Running")]
+    preferred = [
+        {
+            "weight": 1,
+            "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["y"]}]},
+        }
+    ]
+    result = run(nodes, [pod_dict("p", cpu="100m", preferred=preferred)], busy)
+    assert_scheduled(result, "p", "b")
+
+
+def test_normalisation_is_over_the_nodes_that_fit():
+    """NodeAffinity's raw scores are normalised by their maximum over the nodes that pass every filter,
+    resources included. Node a matches all three preferred terms (100) but has no room for a pod; b scores
+    60 and c 45, so b gets 100 and c 75: 2 x 25 points outweigh c's emptier resources (187 vs 149). Normalised
+    by a's 100, b would get 60 and c 45, and c would win."""
+    exists = [("pool", 45), ("fast", 15), ("best", 40)]
+    preferred = [
+        {"weight": w, "preference": {"matchExpressions": [{"key": k, "operator": "Exists"}]}}
+        for k, w in exists
+    ]
+    nodes = [
+        node_dict("a", pods=0, labels={"pool": "1", "fast": "1", "best": "1"}),
+        node_dict("b", labels={"pool": "1", "fast": "1"}),
+        node_dict("c", labels={"pool": "1"}),
+    ]
+    busy = [pod_dict("x", cpu="1500m", memory="1Gi", node_name="b", phase="Running")]
+    result = run(nodes, [pod_dict("p", cpu="500m", memory="1Gi", preferred=preferred)], busy)
+    assert_scheduled(result, "p", "b")
+
+
 # --- the fast scheduler against a naive reference ------------------------------------------------------
+
+
+def normalize(raw: list[int], reverse: bool) -> list[int]:
+    """DefaultNormalizeScore, written out: [0, max] scaled to [0, 100] (int64 division), reversed or not."""
+    top = max(raw)
+    if top == 0:
+        return [100 if reverse else 0 for _ in raw]
+    return [100 - 100 * r // top if reverse else 100 * r // top for r in raw]
+
+
+def best_node(pod: Pod, feasible: list[NodeState]) -> NodeState:
+    """The default profile's scores, summed with their weights: LeastAllocated and BalancedAllocation (1
+    each), TaintToleration (3: untolerated PreferNoSchedule taints, normalised reversed) and NodeAffinity (2:
+    weights of the matching preferred terms, normalised), both normalised over the feasible nodes."""
+    spec = pod.spec
+    taints = [
+        sum(
+            1 for t in st.node.taints if t.effect == "PreferNoSchedule" and not tolerated(spec.tolerations, t)
+        )
+        for st in feasible
+    ]
+    weights = [
+        sum(p.weight for p in spec.preferred if term_matches(p.term, st.node.labels, st.node.name))
+        for st in feasible
+    ]
+    total = [
+        score(spec, st) + 3 * t + 2 * a
+        for st, t, a in zip(feasible, normalize(taints, True), normalize(weights, False), strict=True)
+    ]
+    return min(zip(total, feasible, strict=True), key=lambda ts: (-ts[0], ts[1].node.name))[1]
 
 
 def naive_topology(pod: Pod, st: NodeState, states: list[NodeState]) -> str | None:
@@ -275,7 +353,7 @@ def reference(
             else:
                 reasons.update(r)
         if feasible:
-            best = min(feasible, key=lambda st: (-score(pod.spec, st), st.node.name))
+            best = best_node(pod, feasible)
             best.add(pod)
             out.append((pod.name, best.node.name, None))
         else:
@@ -283,6 +361,34 @@ def reference(
     order = {p.name: i for i, p in enumerate(pods)}
     out.sort(key=lambda t: order[t[0]])
     return [(n, r) for _, n, r in out]
+
+
+SOFT_TOLERATIONS = [
+    {"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"},
+    {"key": "legacy", "value": "true"},
+    {"key": "spot", "operator": "Exists", "effect": "NoSchedule"},  # the wrong effect: tolerates nothing here
+]
+
+
+def random_preferred(rng: random.Random, zones: str | list[str]) -> list[dict]:
+    """One to three preferred terms over zone and rank labels, weights 1-100."""
+    terms = []
+    for _ in range(rng.randint(1, 3)):
+        op = rng.choice(["In", "NotIn", "Gt", "Exists"])
+        key = "rank" if op == "Gt" else "zone"
+        values = {
+            "In": [rng.choice(zones)],
+            "NotIn": [rng.choice(zones)],
+            "Gt": [str(rng.randint(0, 8))],
+            "Exists": [],
+        }[op]
+        terms.append(
+            {
+                "weight": rng.choice([1, 2, 5, 50, 100]),
+                "preference": {"matchExpressions": [{"key": key, "operator": op, "values": values}]},
+            }
+        )
+    return terms
 
 
 def random_case(rng: random.Random) -> tuple[list[dict], list[dict]]:
@@ -299,6 +405,9 @@ def random_case(rng: random.Random) -> tuple[list[dict], list[dict]]:
                     "effect": rng.choice(["NoSchedule", "PreferNoSchedule"]),
                 }
             )
+        for key in ("spot", "legacy"):  # soft taints: TaintToleration scoring
+            if rng.random() < 0.25:
+                taints.append({"key": key, "value": "true", "effect": "PreferNoSchedule"})
         nodes.append(
             node_dict(
                 f"node-{rng.randint(0, 99):02d}-{i}",
@@ -330,6 +439,10 @@ def random_case(rng: random.Random) -> tuple[list[dict], list[dict]]:
                     [GPU_TOLERATION, {"operator": "Exists"}, {"key": "nvidia.com/gpu", "value": "true"}]
                 )
             ]
+        if rng.random() < 0.3:
+            kw["tolerations"] = [*kw.get("tolerations", []), rng.choice(SOFT_TOLERATIONS)]
+        if rng.random() < 0.3:
+            kw["preferred"] = random_preferred(rng, zones)
         if rng.random() < 0.3:
             kw["node_selector"] = {"zone": rng.choice(zones)}
         if rng.random() < 0.3:
@@ -493,7 +606,7 @@ def reference_events(events: list[tuple[str, object]]) -> list[tuple[str | None,
             else:
                 reasons.update(r)
         if feasible:
-            best = min(feasible, key=lambda st: (-score(pod.spec, st), st.node.name))
+            best = best_node(pod, feasible)
             best.add(pod)
             out.append((best.node.name, None))
         else:
@@ -506,6 +619,16 @@ def reference_events(events: list[tuple[str, object]]) -> list[tuple[str | None,
                 )
             )
     return out
+
+
+def shaped_pod(name: str, kw: dict) -> Pod:
+    """make_pod, plus a host port when the shape asks for one (such classes stay on the heap path)."""
+    kw = dict(kw)
+    port = kw.pop("host_port", None)
+    doc = pod_dict(name, **kw)
+    if port:
+        doc["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port}]
+    return parse_documents([doc], "p").pods[0]
 
 
 def many_classes_case(rng: random.Random) -> list[tuple[str, object]]:
@@ -521,11 +644,21 @@ def many_classes_case(rng: random.Random) -> list[tuple[str, object]]:
             memory=rng.choice(["1Gi", "4Gi", "16Gi", "64Gi", "1Ti", "3000Mi"]),
             pods=rng.choice([4, 8, 110]),
             gpus=gpus,
-            labels={"zone": rng.choice("abc"), "size": str(rng.randint(0, 9))},
-            taints=[GPU_TAINT] if gpus and rng.random() < 0.7 else [],
+            labels={
+                "zone": rng.choice("abc"),
+                "size": str(rng.randint(0, 9)),
+                "rank": str(rng.randint(0, 9)),
+            },
+            taints=([GPU_TAINT] if gpus and rng.random() < 0.7 else [])
+            + [
+                {"key": k, "value": "true", "effect": "PreferNoSchedule"}
+                for k in ("spot", "legacy")
+                if rng.random() < soft
+            ],
         )
         return parse_documents([doc], "n").nodes[0]
 
+    soft = rng.choice([0.0, 0.0, 0.1, 0.4])  # a third of the cases: no soft taints at all (the fast path)
     shapes = []
     for _ in range(rng.randint(20, 60)):
         kw: dict = {
@@ -535,6 +668,12 @@ def many_classes_case(rng: random.Random) -> list[tuple[str, object]]:
         }
         if rng.random() < 0.5:
             kw["tolerations"] = [GPU_TOLERATION]
+        if rng.random() < 0.2:
+            kw["tolerations"] = [*kw.get("tolerations", []), rng.choice(SOFT_TOLERATIONS)]
+        if rng.random() < 0.15:
+            kw["preferred"] = random_preferred(rng, "abc")
+        if rng.random() < 0.05:
+            kw["host_port"] = rng.choice([8080, 9090])
         if rng.random() < 0.3:
             kw["node_selector"] = {"zone": rng.choice("abc")}
         if rng.random() < 0.2:
@@ -560,7 +699,7 @@ def many_classes_case(rng: random.Random) -> list[tuple[str, object]]:
     for i in range(rng.randint(40, 160)):
         if rng.random() < 0.04:
             events.append(("node", node(100 + i)))
-        events.append(("pod", make_pod(f"pod-{i}", **rng.choice(shapes))))
+        events.append(("pod", shaped_pod(f"pod-{i}", rng.choice(shapes))))
     return events
 
 

@@ -1,4 +1,5 @@
-"""Scoring (NodeResourcesFit LeastAllocated + NodeResourcesBalancedAllocation), from upstream test tables.
+"""Scoring (NodeResourcesFit LeastAllocated + NodeResourcesBalancedAllocation, TaintToleration and
+NodeAffinity with their normalisation), from upstream test tables.
 
 Upstream: kubernetes/kubernetes
 
@@ -8,6 +9,11 @@ Upstream: kubernetes/kubernetes
 - ``pkg/scheduler/framework/plugins/noderesources/balanced_allocation_test.go``,
   TestNodeResourcesBalancedAllocation (rows over cpu and memory)
 - ``pkg/scheduler/util/pod_resources_test.go``, TestGetNonZeroRequest (the defaults used by LeastAllocated)
+- ``pkg/scheduler/framework/plugins/helper/normalize_score_test.go``, TestDefaultNormalizeScore
+- ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration_test.go``, TestTaintTolerationScore
+  (the rows with Gt/Lt tolerations need the TaintTolerationComparisonOperators gate of v1.35; not in v1.34)
+- ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity_test.go``, TestNodeAffinityPriority (the
+  rows with the plugin's ``addedAffinity`` argument are profile configuration, not transcribed)
 
 kgpu's ``score`` is the sum of both plugins (weight 1 each). Each upstream table pins one plugin; the other
 plugin's part is computed here from the formula spelled out in the upstream test comments:
@@ -30,16 +36,25 @@ from typing import Any
 
 import pytest
 
-from k8s_builders import container, load_node, node, pod, spec_of
+from k8s_builders import container, load_node, node, pod, requirement, spec_of, taint, term, toleration
+from kgpu.errors import InputError
 from kgpu.model.objects import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
     MEMORY,
+    Node,
     Pod,
     PodSpecInfo,
 )
-from kgpu.sim.scheduler import NodeState, score
+from kgpu.sim.scheduler import NodeState, Scheduler, score
+from kgpu.sim.scoring import (
+    NODE_AFFINITY,
+    TAINT_TOLERATION,
+    WEIGHTS,
+    default_normalize,
+    default_normalize_array,
+)
 
 
 def least_part(alloc_cpu: int, alloc_mem: int, nz_cpu: int, nz_mem: int) -> int:
@@ -362,3 +377,244 @@ def test_explicit_zero_request_is_not_defaulted(requests: dict[str, str], want: 
     existing pods request ``memory: "0"`` and node1's memory score is 100."""
     spec = spec_of(pod("pod", containers=[container(requests, name="c")]))
     assert (spec.nonzero_cpu, spec.nonzero_memory) == want
+
+
+# --- normalize_score_test.go, TestDefaultNormalizeScore -----------------------------------------------------
+NORMALIZE = [
+    (False, [1, 2, 3, 4], [25, 50, 75, 100]),
+    (True, [1, 2, 3, 4], [75, 50, 25, 0]),
+    (False, [1000, 10, 20, 30], [100, 1, 2, 3]),
+    (True, [1000, 10, 20, 30], [0, 99, 98, 97]),
+    (False, [1, 1, 1, 1], [100, 100, 100, 100]),
+    (False, [1000, 1, 1, 1], [100, 0, 0, 0]),
+    (True, [0, 1, 1, 1], [100, 0, 0, 0]),
+]
+
+
+@pytest.mark.parametrize(
+    ("reverse", "raw", "want"), NORMALIZE, ids=[f"case_{i}" for i in range(len(NORMALIZE))]
+)
+def test_default_normalize_score(reverse: bool, raw: list[int], want: list[int]) -> None:
+    import numpy as np
+
+    assert default_normalize(raw, reverse) == want
+    arr = np.array(raw, dtype=np.int64)
+    assert default_normalize_array(arr, np.ones(len(raw), dtype=bool), reverse).tolist() == want
+
+
+def test_default_normalize_all_zero() -> None:
+    """maxCount 0: every score stays 0, or becomes MaxNodeScore when reversed (no division by zero)."""
+    assert default_normalize([0, 0], False) == [0, 0]
+    assert default_normalize([0, 0], True) == [100, 100]
+
+
+# --- taint_toleration_test.go, TestTaintTolerationScore -----------------------------------------------------
+PNS = "PreferNoSchedule"
+TAINT_SCORE: list[tuple[str, list[dict[str, Any]], list[tuple[str, list[dict[str, Any]]]], list[int]]] = [
+    (
+        "node with taints tolerated by the pod, gets a higher score than those node with intolerable taints",
+        [toleration("foo", "Equal", "bar", PNS)],
+        [("nodeA", [taint("foo", "bar", PNS)]), ("nodeB", [taint("foo", "blah", PNS)])],
+        [100, 0],
+    ),
+    (
+        "the nodes that all of their taints are tolerated by the pod, get the same score, no matter how many "
+        "tolerable taints a node has",
+        [toleration("cpu-type", "Equal", "arm64", PNS), toleration("disk-type", "Equal", "ssd", PNS)],
+        [
+            ("nodeA", []),
+            ("nodeB", [taint("cpu-type", "arm64", PNS)]),
+            ("nodeC", [taint("cpu-type", "arm64", PNS), taint("disk-type", "ssd", PNS)]),
+        ],
+        [100, 100, 100],
+    ),
+    (
+        "the more intolerable taints a node has, the lower score it gets.",
+        [toleration("foo", "Equal", "bar", PNS)],
+        [
+            ("nodeA", []),
+            ("nodeB", [taint("cpu-type", "arm64", PNS)]),
+            ("nodeC", [taint("cpu-type", "arm64", PNS), taint("disk-type", "ssd", PNS)]),
+        ],
+        [100, 50, 0],
+    ),
+    (
+        "only taints and tolerations that have effect PreferNoSchedule are checked by taints-tolerations "
+        "priority function",
+        [
+            toleration("cpu-type", "Equal", "arm64", "NoSchedule"),
+            toleration("disk-type", "Equal", "ssd", "NoSchedule"),
+        ],
+        [
+            ("nodeA", []),
+            ("nodeB", [taint("cpu-type", "arm64", "NoSchedule")]),
+            ("nodeC", [taint("cpu-type", "arm64", PNS), taint("disk-type", "ssd", PNS)]),
+        ],
+        [100, 100, 0],
+    ),
+    (
+        "Default behaviour No taints and tolerations, lands on node with no taints",
+        [],
+        [("nodeA", []), ("nodeB", [taint("cpu-type", "arm64", PNS)])],
+        [100, 0],
+    ),
+]
+
+
+def _taint_case(
+    tolerations: list[dict[str, Any]], nodes: list[tuple[str, list[dict[str, Any]]]]
+) -> tuple[PodSpecInfo, list[Node]]:
+    spec = spec_of(pod("pod1", tolerations=tolerations))
+    return spec, [load_node(node(name, taints=taints, allocatable=SAME)) for name, taints in nodes]
+
+
+SAME = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+
+
+@pytest.mark.parametrize(
+    ("name", "tolerations", "nodes", "want"), TAINT_SCORE, ids=[c[0][:60] for c in TAINT_SCORE]
+)
+def test_taint_toleration_score(
+    name: str,
+    tolerations: list[dict[str, Any]],
+    nodes: list[tuple[str, list[dict[str, Any]]]],
+    want: list[int],
+) -> None:
+    spec, node_objs = _taint_case(tolerations, nodes)
+    raw = [TAINT_TOLERATION.raw(spec, n) for n in node_objs]
+    assert TAINT_TOLERATION.normalize(raw) == want
+
+
+@pytest.mark.parametrize(
+    ("name", "tolerations", "nodes", "want"), TAINT_SCORE, ids=[c[0][:60] for c in TAINT_SCORE]
+)
+def test_taint_toleration_score_places_the_pod(
+    name: str,
+    tolerations: list[dict[str, Any]],
+    nodes: list[tuple[str, list[dict[str, Any]]]],
+    want: list[int],
+) -> None:
+    """Through the scheduler, on otherwise identical nodes: the pod lands on the best-scored node (first name
+    among ties), on the heap path and in array mode."""
+    spec, node_objs = _taint_case(tolerations, nodes)
+    expected = min(zip(want, node_objs, strict=True), key=lambda wn: (-wn[0], wn[1].name))[1].name
+    for array_after in (10_000, 0):
+        decision = Scheduler(node_objs, array_after=array_after).place(Pod("default", "pod1", spec))
+        assert decision.node is not None and decision.node.name == expected
+
+
+# --- node_affinity_test.go, TestNodeAffinityPriority --------------------------------------------------------
+LABEL1 = {"foo": "bar"}
+LABEL2 = {"key": "value"}
+LABEL3 = {"az": "az1"}
+LABEL4 = {"abc": "az11", "def": "az22"}
+LABEL5 = {"foo": "bar", "key": "value", "az": "az1"}
+
+
+def _preferred(*terms: tuple[int, list[dict[str, Any]]]) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": w, "preference": term(exprs)} for w, exprs in terms
+            ]
+        }
+    }
+
+
+AFFINITY1 = _preferred((2, [requirement("foo", "In", ["bar"])]))
+AFFINITY2 = _preferred(
+    (2, [requirement("foo", "In", ["bar"])]),
+    (4, [requirement("key", "In", ["value"])]),
+    (
+        5,
+        [
+            requirement("foo", "In", ["bar"]),
+            requirement("key", "In", ["value"]),
+            requirement("az", "In", ["az1"]),
+        ],
+    ),
+)
+AFFINITY_SCORE: list[tuple[str, dict[str, Any] | None, list[tuple[str, dict[str, str]]], list[int]]] = [
+    (
+        "all nodes are same priority as NodeAffinity is nil",
+        None,
+        [("node1", LABEL1), ("node2", LABEL2), ("node3", LABEL3)],
+        [0, 0, 0],
+    ),
+    (
+        "no node matches preferred scheduling requirements in NodeAffinity of pod so all nodes' priority is zero",
+        AFFINITY1,
+        [("node1", LABEL4), ("node2", LABEL2), ("node3", LABEL3)],
+        [0, 0, 0],
+    ),
+    (
+        "only node1 matches the preferred scheduling requirements of pod",
+        AFFINITY1,
+        [("node1", LABEL1), ("node2", LABEL2), ("node3", LABEL3)],
+        [100, 0, 0],
+    ),
+    (
+        "all nodes matches the preferred scheduling requirements of pod but with different priorities",
+        AFFINITY2,
+        [("node1", LABEL1), ("node5", LABEL5), ("node2", LABEL2)],
+        [18, 100, 36],
+    ),
+]
+
+
+def _affinity_case(
+    affinity: dict[str, Any] | None, nodes: list[tuple[str, dict[str, str]]]
+) -> tuple[PodSpecInfo, list[Node]]:
+    spec = spec_of(pod("pod1", affinity=affinity))
+    return spec, [load_node(node(name, labels=labels, allocatable=SAME)) for name, labels in nodes]
+
+
+@pytest.mark.parametrize(
+    ("name", "affinity", "nodes", "want"), AFFINITY_SCORE, ids=[c[0][:60] for c in AFFINITY_SCORE]
+)
+def test_node_affinity_priority(
+    name: str, affinity: dict[str, Any] | None, nodes: list[tuple[str, dict[str, str]]], want: list[int]
+) -> None:
+    spec, node_objs = _affinity_case(affinity, nodes)
+    raw = [NODE_AFFINITY.raw(spec, n) for n in node_objs]
+    assert NODE_AFFINITY.normalize(raw) == want
+
+
+@pytest.mark.parametrize(
+    ("name", "affinity", "nodes", "want"), AFFINITY_SCORE, ids=[c[0][:60] for c in AFFINITY_SCORE]
+)
+def test_node_affinity_priority_places_the_pod(
+    name: str, affinity: dict[str, Any] | None, nodes: list[tuple[str, dict[str, str]]], want: list[int]
+) -> None:
+    spec, node_objs = _affinity_case(affinity, nodes)
+    expected = min(zip(want, node_objs, strict=True), key=lambda wn: (-wn[0], wn[1].name))[1].name
+    for array_after in (10_000, 0):
+        decision = Scheduler(node_objs, array_after=array_after).place(Pod("default", "pod1", spec))
+        assert decision.node is not None and decision.node.name == expected
+
+
+def test_node_affinity_broken_preferred_term_is_bad_input() -> None:
+    """TestNodeAffinityPriority "PreScore returns error when an incoming Pod has a broken affinity": the key
+    'invalid key' fails label validation. The API server rejects such a pod at admission; kgpu rejects the
+    file, naming the field."""
+    doc = pod("pod1", affinity=_preferred((2, [requirement("invalid key", "In", ["bar"])])))
+    with pytest.raises(InputError) as info:
+        spec_of(doc)
+    assert info.value.line().endswith(
+        "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference"
+        ".matchExpressions[0].key: 'invalid key': not a valid label key"
+    ), info.value.line()
+
+
+def test_default_profile_weights() -> None:
+    """default_plugins.go (v1.34): the Score plugins of the default profile and their weights."""
+    assert WEIGHTS == {
+        "TaintToleration": 3,
+        "NodeAffinity": 2,
+        "NodeResourcesFit": 1,
+        "PodTopologySpread": 2,
+        "InterPodAffinity": 2,
+        "NodeResourcesBalancedAllocation": 1,
+        "ImageLocality": 1,
+    }
+    assert (TAINT_TOLERATION.weight, NODE_AFFINITY.weight) == (3, 2)

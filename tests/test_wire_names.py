@@ -31,6 +31,7 @@ CORE = {
     wire.NodeSelectorRequirement: "io.k8s.api.core.v1.NodeSelectorRequirement",
     wire.NodeSelectorTerm: "io.k8s.api.core.v1.NodeSelectorTerm",
     wire.NodeSelector: "io.k8s.api.core.v1.NodeSelector",
+    wire.PreferredSchedulingTerm: "io.k8s.api.core.v1.PreferredSchedulingTerm",
     wire.NodeAffinity: "io.k8s.api.core.v1.NodeAffinity",
     wire.Affinity: "io.k8s.api.core.v1.Affinity",
     wire.LabelSelectorRequirement: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement",

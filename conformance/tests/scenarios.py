@@ -2,8 +2,9 @@
 
 Each scenario is a cluster (nodes and bound pods) and a list of pending pods, written as plain v1 List
 JSON, the form both `kgpu simulate` and the oracles read. The generator draws from the shapes users
-have: GPU and CPU nodes over zones, GPU taints, selectors on GPU product or zone, `Gt` on a GPU-count
-label, tolerations of every form, host ports, init containers, priorities, many pod classes.
+have: GPU and CPU nodes over zones, GPU taints, PreferNoSchedule taints, selectors on GPU product or zone,
+`Gt` on a GPU-count label, preferred node affinity, tolerations of every form, host ports, init containers,
+priorities, many pod classes.
 
 Pods carry an `app` label per class, and some classes carry topology spread constraints (zone or
 hostname, DoNotSchedule or ScheduleAnyway, minDomains, node inclusion policies, matchLabelKeys, selectors on
@@ -39,6 +40,18 @@ TAINTS = [
     {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
     {"key": "maintenance", "value": "now", "effect": "NoExecute"},
     {"key": "spot", "value": "true", "effect": "PreferNoSchedule"},
+]
+SOFT_TAINTS = [  # PreferNoSchedule: TaintToleration scoring counts the ones a pod does not tolerate
+    {"key": "spot", "value": "true", "effect": "PreferNoSchedule"},
+    {"key": "legacy-hardware", "effect": "PreferNoSchedule"},
+    {"key": "team", "value": "research", "effect": "PreferNoSchedule"},
+]
+SOFT_TOLERATIONS = [
+    {"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"},
+    {"key": "legacy-hardware", "operator": "Exists"},
+    {"key": "team", "operator": "Equal", "value": "research"},
+    {"key": "team", "operator": "Equal", "value": "infra", "effect": "PreferNoSchedule"},  # tolerates none
+    {"key": "spot", "operator": "Exists", "effect": "NoSchedule"},  # wrong effect: tolerates no soft taint
 ]
 CPU_REQ = ["100m", "250m", "500m", "1", "2", "3500m", "8", "30"]
 MEM_REQ = ["64Mi", "256Mi", "1Gi", "4Gi", "12Gi", "60Gi", "200Gi"]
@@ -79,6 +92,9 @@ def _node(rng: random.Random, i: int, s: Scenario) -> dict[str, Any]:
             taints.append(rng.choice(TAINTS[:2]))
     if rng.random() < 0.2:
         taints.append(rng.choice(TAINTS[2:]))
+    for soft in SOFT_TAINTS[1:]:
+        if rng.random() < 0.15:
+            taints.append(soft)
     spec: dict[str, Any] = {}
     if taints:
         # The API server rejects two taints with the same key and effect.
@@ -217,9 +233,16 @@ def _pod_spec(rng: random.Random, s: Scenario, nodes: list[dict[str, Any]], own:
                                         "values": [rng.choice(nodes)["metadata"]["name"]]}]}]
             s.features.add("match-fields")
         affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
-    if rng.random() < 0.1:
-        affinity.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
-            {"weight": rng.randint(1, 100), "preference": {"matchExpressions": [_requirement(rng, s)]}}]
+    if rng.random() < 0.3:
+        preferred = []
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            if rng.random() < 0.1 and nodes:
+                preference: dict[str, Any] = {"matchFields": [{"key": "metadata.name", "operator": rng.choice(["In", "NotIn"]),
+                                                               "values": [rng.choice(nodes)["metadata"]["name"]]}]}
+            else:
+                preference = {"matchExpressions": [_requirement(rng, s) for _ in range(rng.choice([1, 1, 2]))]}
+            preferred.append({"weight": rng.choice([1, 5, 10, 50, 100, rng.randint(1, 100)]), "preference": preference})
+        affinity.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
         s.features.add("preferred-node-affinity")
     if rng.random() < 0.15:
         affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(rng, own)]}
@@ -246,6 +269,8 @@ def _pod_spec(rng: random.Random, s: Scenario, nodes: list[dict[str, Any]], own:
         tolerations.append({"operator": "Exists"})
     if rng.random() < 0.15:
         tolerations.append({"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"})
+    if rng.random() < 0.25:
+        tolerations.extend(rng.sample(SOFT_TOLERATIONS, rng.randint(1, 2)))
     if tolerations:
         spec["tolerations"] = tolerations
     if rng.random() < 0.3:

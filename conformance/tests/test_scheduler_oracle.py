@@ -24,8 +24,6 @@ from kgpu.cli.main import cli
 # Behaviours kgpu's placement does not model yet (docs/simulate.md, "Known differences from kube-scheduler").
 # Each is a scenario feature; a disagreement in a scenario with one of them is put in its class.
 KNOWN = {
-    "prefer-no-schedule-taint": "TaintToleration scoring (PreferNoSchedule) is not modelled",
-    "preferred-node-affinity": "NodeAffinity scoring of preferred terms is not modelled",
     "spread-scoring": "PodTopologySpread scoring (ScheduleAnyway constraints) is not modelled",
     "pod-affinity-scoring": "InterPodAffinity scoring (preferred terms, placed pods' required affinity) is not modelled",
 }

@@ -34,6 +34,7 @@ from kgpu.model.objects import (
     Pod,
     PodAffinityTerm,
     PodSpecInfo,
+    PreferredTerm,
     Requirement,
     Resources,
     SpreadConstraint,
@@ -814,6 +815,17 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
             )
             for n, t in enumerate(required.node_selector_terms or ())
         ))
+    preferred = []
+    for i, pref in enumerate((na.preferred_during_scheduling_ignored_during_execution if na else None) or ()):
+        # ValidatePreferredSchedulingTerms: a weight in 1-100, and a preference valid as a required term's.
+        at = f"{where}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        if not 1 <= pref.weight <= 100:
+            raise InputError(f"{quote(pref.weight)}: must be in the range 1-100", where=f"{at}.weight")
+        term = Term(
+            _requirements(pref.preference.match_expressions, f"{at}.preference.matchExpressions"),
+            _requirements(pref.preference.match_fields, f"{at}.preference.matchFields", fields=True),
+        )
+        preferred.append(PreferredTerm(pref.weight, term))
     tolerations = tuple(
         _validate_toleration(t, f"{where}.tolerations[{i}]") for i, t in enumerate(spec.tolerations or ())
     )
@@ -852,6 +864,7 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
         pod_anti_affinity=pod_anti_affinity,
         preferred_pod_affinity=preferred_affinity,
         preferred_pod_anti_affinity=preferred_anti_affinity,
+        preferred=tuple(preferred),
     )
     return info, resources(limits)
 

@@ -72,6 +72,14 @@ class NodeSelector:
 
 
 @dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    """preferredDuringSchedulingIgnoredDuringExecution: a node matching ``term`` earns ``weight`` (1-100)."""
+
+    weight: int
+    term: Term
+
+
+@dataclass(frozen=True, slots=True)
 class HostPort:
     port: int
     protocol: str = "TCP"
@@ -142,6 +150,7 @@ class PodSpecInfo:
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred: tuple[PreferredTerm, ...] = ()  # NodeAffinity scoring only
 
     def request(self, name: str) -> int:
         for k, v in self.requests:

@@ -76,8 +76,14 @@ class NodeSelector(_S):
     node_selector_terms: list[NodeSelectorTerm] | None = None
 
 
+class PreferredSchedulingTerm(_S):
+    weight: int = 0
+    preference: NodeSelectorTerm = msgspec.field(default_factory=NodeSelectorTerm)
+
+
 class NodeAffinity(_S):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] | None = None
 
 
 class LabelSelectorRequirement(_S):

@@ -1,9 +1,10 @@
 """kube-scheduler's placement loop over a snapshot, fast enough for thousands of nodes and pod specs.
 
 For each pod, in queue order (priority, then input order), the scheduler filters every node with the
-default filters (see ``kgpu.model.predicates``), scores the feasible ones with NodeResourcesFit's
-LeastAllocated plus NodeResourcesBalancedAllocation (weight 1 each), and binds the pod to the best, ties
-broken by node name (kube-scheduler picks among ties at random; a simulator must be reproducible).
+default filters (see ``kgpu.model.predicates``), scores the feasible ones with the default profile's score
+plugins and weights: NodeResourcesFit's LeastAllocated plus NodeResourcesBalancedAllocation (weight 1 each,
+``_score``), TaintToleration (3) and NodeAffinity (2) (``kgpu.sim.scoring``), and binds the pod to the best,
+ties broken by node name (kube-scheduler picks among ties at random; a simulator must be reproducible).
 
 What makes it fast is that identical pods form a *class* (same ``PodSpecInfo``), and that real clusters
 have hundreds of classes, so nothing a bind or a new node costs may grow with their number:
@@ -28,6 +29,17 @@ have hundreds of classes, so nothing a bind or a new node costs may grow with th
   over the binds since the class's last turn and one argmax over the nodes. The integer and float
   operations are those of ``_score``, so results stay exact; classes with host ports, and quantities whose
   x100 would not fit an int64, stay on the heap path;
+- TaintToleration and NodeAffinity score the node object only (PreferNoSchedule taints the class does not
+  tolerate, the weights of its preferred terms the node matches), but kube-scheduler normalises them over
+  the nodes feasible *now*, which shrink as nodes fill: a node's total then depends on the others, and no
+  heap key or kept array entry stays valid. Where those raw scores are the same on every node that passes
+  the class's filters (no PreferNoSchedule taint, no preferred terms: the common case), they add the same
+  constant to every node and the ranking is LeastAllocated + BalancedAllocation's, so nothing above
+  changes. Otherwise the class *varies*: it keeps the raw scores per node and, at each of its turns,
+  normalises them over the nodes that fit and adds them, vectorised in array mode (such a class enters
+  array mode whatever the number of classes) or by a loop over its feasible nodes (host ports). The check
+  is per filter group for taints and per class for preferred terms, over the nodes taken in so far; a
+  joining node can make a class vary, never the reverse. The exact path below scores the same way;
 - the "0/N nodes are available" message is kept per class and updated only for the nodes bound since the
   class last asked (a log of binds, intersected with the class's feasible nodes); in array mode it is
   counted over the arrays.
@@ -41,7 +53,8 @@ updates), and the feasible ones are scored; nothing of the class's heap or array
 other pod keeps the fast path, and a bind costs one look at the counters of the pod's namespace.
 
 Not modelled (documented in docs/simulate.md): preemption, the scoring of topology spread and pod
-affinity, volume filters, and the scheduler's sampling of a percentage of nodes in large clusters.
+affinity, ImageLocality, volume filters, and the scheduler's sampling of a percentage of nodes in large
+clusters.
 """
 
 from __future__ import annotations
@@ -73,9 +86,16 @@ from kgpu.model.predicates import (
     tolerated,
     unschedulable_message,
 )
+from kgpu.sim.scoring import (
+    MAX_NODE_SCORE,
+    NODE_AFFINITY,
+    STATIC_PLUGINS,
+    normalized_total,
+    preferred_weight,
+    untolerated_prefer_no_schedule,
+)
 from kgpu.sim.topology import Topology, needs_filters
 
-MAX_NODE_SCORE = 100
 NO_NODES = "no nodes available to schedule pods"
 # Classes beyond this many use array mode (a heap per class is cheaper when there are few).
 ARRAY_AFTER = 24
@@ -197,7 +217,16 @@ class _FilterGroup:
     """The node-only filters of every class with the same tolerations, selector, affinity and nodeName:
     which nodes pass, and why the others do not. Nodes are filtered up to ``seen``, when asked."""
 
-    __slots__ = ("feasible", "feasible_set", "flt", "seen", "static_counter")
+    __slots__ = (
+        "_prefer_memo",
+        "feasible",
+        "feasible_set",
+        "flt",
+        "prefer",
+        "prefer_counts",
+        "seen",
+        "static_counter",
+    )
 
     def __init__(self, spec: PodSpecInfo) -> None:
         self.flt = StaticFilter(spec)
@@ -205,24 +234,51 @@ class _FilterGroup:
         self.feasible_set: set[int] = set()
         self.static_counter: Counter[str] = Counter()
         self.seen = 0
+        # TaintToleration's raw score (untolerated PreferNoSchedule taints) of the feasible nodes where it is
+        # not 0, and every value it takes over them: with one value it cannot change any ranking.
+        self.prefer: dict[int, int] = {}
+        self.prefer_counts: set[int] = set()
+        self._prefer_memo: dict[tuple[Taint, ...], int] = {}
 
     def catch_up(self, states: Sequence[NodeState]) -> None:
         reason = self.flt.reason
         counter, feasible, fset = self.static_counter, self.feasible, self.feasible_set
+        memo, prefer, counts = self._prefer_memo, self.prefer, self.prefer_counts
+        tolerations = self.flt.spec.tolerations
         for idx in range(self.seen, len(states)):
-            why = reason(states[idx].node)
+            node = states[idx].node
+            why = reason(node)
             if why is None:
                 feasible.append(idx)
                 fset.add(idx)
+                taints = node.taints
+                if taints:
+                    c = memo.get(taints)
+                    if c is None:
+                        c = memo[taints] = untolerated_prefer_no_schedule(taints, tolerations)
+                    if c:
+                        prefer[idx] = c
+                    counts.add(c)
+                else:
+                    counts.add(0)
             else:
                 counter[why] += 1
         self.seen = len(states)
+
+    @property
+    def prefer_varies(self) -> bool:
+        return len(self.prefer_counts) > 1
 
 
 class _Class:
     """Scheduling state shared by every pod with the same spec."""
 
     __slots__ = (
+        "affinity_keys",
+        "affinity_memo",
+        "affinity_pos",
+        "affinity_raw",
+        "affinity_values",
         "dyn",
         "dyn_counter",
         "group",
@@ -233,10 +289,12 @@ class _Class:
         "msg_nodes",
         "new",
         "pos",
+        "raws",
         "reqs",
         "score_key",
         "scores",
         "spec",
+        "varies",
         "vec_log_pos",
     )
 
@@ -262,6 +320,17 @@ class _Class:
         self.msg_nodes = -1
         self.scores: Any = None  # array mode: exact score of every node, -1 where infeasible or unfit
         self.vec_log_pos = 0
+        # Normalised score plugins (kgpu.sim.scoring). A class *varies* once its feasible nodes differ in a
+        # static plugin's raw score: the heap and array invariants hold only for scores that do not depend on
+        # which other nodes are feasible, so such a class re-normalises over its feasible nodes at each turn.
+        self.varies = False
+        self.raws: list[Any] | None = None  # array mode, varies: raw score of every node, per static plugin
+        self.affinity_raw: dict[int, int] = {}  # NodeAffinity's raw score per feasible node (preferred terms)
+        self.affinity_values: set[int] = set()
+        self.affinity_pos = 0
+        self.affinity_memo: dict[tuple[str | None, ...], int] = {}
+        keys = sorted({r.key for p in spec.preferred for r in p.term.match_expressions})
+        self.affinity_keys = (tuple(keys), any(p.term.match_fields for p in spec.preferred))
 
 
 class StaticFilter:
@@ -425,16 +494,83 @@ class Scheduler:
         cls = self._classes.get(spec)
         if cls is None:
             cls = self._new_class(spec)
+        if not cls.varies:
+            group = cls.group
+            if group.seen < len(self.states):
+                group.catch_up(self.states)
+            if group.prefer_varies or (spec.preferred and self._affinity_varies(cls)):
+                cls.varies = True
+                if cls.scores is not None or self._array_ok(spec):
+                    self._to_array_mode(cls)  # (again) from scratch: every node taken in with its raw scores
         if cls.scores is None and len(self._classes) > self._array_after and self._array_ok(spec):
             self._to_array_mode(cls)
         if cls.scores is not None and not (self._arrays and self._arrays.ok):
             # a node too large for int64 arithmetic joined: back to the heap, every node taken in again
-            cls.scores, cls.pos, cls.msg, cls.log_pos = None, 0, None, len(self._log)
+            cls.scores, cls.raws, cls.pos, cls.msg, cls.log_pos = None, None, 0, None, len(self._log)
         if cls.scores is not None:
             self._catch_up_array(cls)
         elif cls.pos < len(cls.group.feasible) or cls.group.seen < len(self.states):
             self._catch_up(cls)
         return cls
+
+    # --- normalised score plugins ------------------------------------------------------------------------
+
+    def _affinity_varies(self, cls: _Class) -> bool:
+        """Take in NodeAffinity's raw score of the feasible nodes added since; True when it differs between
+        them (only then can preferred terms change a ranking)."""
+        feasible = cls.group.feasible
+        for idx in feasible[cls.affinity_pos :]:
+            cls.affinity_values.add(self._affinity_score(cls, idx))
+        cls.affinity_pos = len(feasible)
+        return len(cls.affinity_values) > 1
+
+    def _affinity_score(self, cls: _Class, idx: int) -> int:
+        """NodeAffinity's raw score, memoised on the labels (and name) the preferred terms read."""
+        raw = cls.affinity_raw.get(idx)
+        if raw is not None:
+            return raw
+        node = self.states[idx].node
+        preferred = cls.spec.preferred
+        keys, by_name = cls.affinity_keys
+        key: tuple[str | None, ...] = tuple(node.labels.get(k) for k in keys)
+        if by_name:
+            key += (node.name,)
+        raw = cls.affinity_memo.get(key)
+        if raw is None:
+            raw = cls.affinity_memo[key] = preferred_weight(preferred, node.labels, node.name)
+        cls.affinity_raw[idx] = raw
+        return raw
+
+    def _static_raws(self, cls: _Class, idx: int) -> tuple[int, int]:
+        """The raw scores of STATIC_PLUGINS (TaintToleration, NodeAffinity) of a feasible node."""
+        return cls.group.prefer.get(idx, 0), self._affinity_score(cls, idx) if cls.spec.preferred else 0
+
+    def _best(self, cls: _Class, feasible: list[NodeState]) -> NodeState:
+        """The best of the nodes that pass every filter for the pod: LeastAllocated + BalancedAllocation plus
+        the normalised plugins, highest total first, then node name."""
+        key = cls.score_key
+        if not (cls.group.prefer_varies or cls.spec.preferred):
+            # TaintToleration's raw score is the same on every feasible node and NodeAffinity's is 0: they add
+            # a constant
+            return min(feasible, key=lambda st: (-_score(*key, st), st.node.name))
+        raws = [self._static_raws(cls, st.index) for st in feasible]
+        extra = normalized_total(STATIC_PLUGINS, [[r[i] for r in raws] for i in range(len(STATIC_PLUGINS))])
+        best = min(
+            range(len(feasible)),
+            key=lambda i: (-(_score(*key, feasible[i]) + extra[i]), feasible[i].node.name),
+        )
+        return feasible[best]
+
+    def _place_varying(self, pod: Pod, cls: _Class) -> Decision:
+        """A varying class on the heap path (host ports, or quantities too large for array mode): every
+        feasible node that fits is scored and normalised, as kube-scheduler does."""
+        spec, states = pod.spec, self.states
+        fit = [states[idx] for idx in cls.group.feasible if fits(spec, states[idx])]
+        if not fit:
+            return Decision(None, self.explain(cls))
+        st = self._best(cls, fit)
+        self.bind(pod, st)
+        return Decision(st, None)
 
     # --- pods ----------------------------------------------------------------------------------------
 
@@ -448,6 +584,8 @@ class Scheduler:
         cls = self._class(spec)
         if cls.scores is not None:
             return self._place_array(pod, cls)
+        if cls.varies:
+            return self._place_varying(pod, cls)
         heap, states, latest = cls.heap, self.states, cls.latest
         nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
         heappop, heapreplace = heapq.heappop, heapq.heapreplace
@@ -482,7 +620,7 @@ class Scheduler:
         version, name, idx = st.version, st.node.name, st.index
         memo: dict[tuple[int, int, int, int], int] = {}
         for other in self._node_classes[idx]:
-            if other.scores is None and fits(other.spec, st):
+            if other.scores is None and not other.varies and fits(other.spec, st):
                 s = memo.get(other.score_key)
                 if s is None:
                     s = memo[other.score_key] = _score(*other.score_key, st)
@@ -602,8 +740,7 @@ class Scheduler:
         feasible, message = self._evaluate(pod)
         if not feasible:
             return Decision(None, message)
-        nz_cpu, nz_memory, req_cpu, req_memory = self._classes[pod.spec].score_key
-        best = min(feasible, key=lambda st: (-_score(nz_cpu, nz_memory, req_cpu, req_memory, st), st.node.name))
+        best = self._best(self._classes[pod.spec], feasible)
         self.bind(pod, best)
         return Decision(best, None)
 
@@ -641,6 +778,8 @@ class Scheduler:
             self._arrays.track(name)
         cls.heap, cls.latest = [], {}  # bind skips the class in the node lists it is still in
         cls.scores = np.full(max(16, len(self.states)), -1, dtype=np.int64)
+        if cls.varies:
+            cls.raws = [np.zeros(len(cls.scores), dtype=np.int64) for _ in STATIC_PLUGINS]
         cls.pos = 0
         cls.vec_log_pos = self._arrays.log_n
         cls.msg, cls.log_pos = None, -1  # from now on log_pos counts the arrays' log
@@ -654,13 +793,22 @@ class Scheduler:
         if group.seen < len(self.states):
             group.catch_up(self.states)
         if len(cls.scores) < len(self.states):
-            grown = np.full(max(len(self.states), 2 * len(cls.scores)), -1, dtype=np.int64)
+            size = max(len(self.states), 2 * len(cls.scores))
+            grown = np.full(size, -1, dtype=np.int64)
             grown[: len(cls.scores)] = cls.scores
             cls.scores = grown
+            if cls.raws is not None:
+                for i, raw in enumerate(cls.raws):
+                    cls.raws[i] = np.zeros(size, dtype=np.int64)
+                    cls.raws[i][: len(raw)] = raw
         feasible = group.feasible
         if cls.pos < len(feasible):
             fresh = np.array(feasible[cls.pos :], dtype=np.int64)
             cls.scores[fresh] = arrays.scores(cls, fresh)
+            if cls.raws is not None:
+                raws = [self._static_raws(cls, idx) for idx in feasible[cls.pos :]]
+                for i, raw in enumerate(cls.raws):
+                    raw[fresh] = [r[i] for r in raws]
             cls.new.extend(feasible[cls.pos :])
             cls.pos = len(feasible)
 
@@ -694,6 +842,16 @@ class Scheduler:
                 scores[changed] = arrays.scores(cls, changed)
         n = len(self.states)
         view = scores[:n]
+        if cls.raws is not None and n:
+            # varying class: add the normalised plugins over the nodes that are feasible now
+            fit = view >= 0
+            total = view.copy()
+            for plugin, raw in zip(STATIC_PLUGINS, cls.raws, strict=True):
+                if plugin is NODE_AFFINITY and not cls.spec.preferred:
+                    continue  # 0 on every node
+                total += plugin.weight * plugin.normalize_array(raw[:n], fit)
+            total[~fit] = -1
+            view = total
         best = int(view.argmax()) if n else 0
         if not n or view[best] < 0:
             return Decision(None, self.explain(cls))
