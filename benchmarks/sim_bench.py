@@ -359,8 +359,9 @@ def diverse_specs(rng: random.Random) -> list[tuple[str, dict, dict, dict]]:
     return out
 
 
-def generate_diverse(directory: Path) -> tuple[Path, Path]:
-    """5,000 nodes of 8 shapes, ~2.5 running pods each; 50,000 pods from 240 distinct templates."""
+def generate_diverse(directory: Path, spread: float = 0.0) -> tuple[Path, Path]:
+    """5,000 nodes of 8 shapes, ~2.5 running pods each; 50,000 pods from 240 distinct templates. With
+    ``spread``, that share of the templates also spreads its pods over zones (maxSkew 1, DoNotSchedule)."""
     rng = random.Random(SEED + 1)
     nodes, running = [], []
     shapes = [s for s in DIVERSE_SHAPES for _ in range(s[1])]
@@ -384,6 +385,17 @@ def generate_diverse(directory: Path) -> tuple[Path, Path]:
                 )
             )
     specs = diverse_specs(rng)
+    if spread:
+        picked = random.Random(SEED + 2).sample(range(len(specs)), round(spread * len(specs)))
+        for n in picked:
+            owner, req, lim, extra = specs[n]
+            constraint = {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": owner}},
+            }
+            specs[n] = (owner, req, lim, {**extra, "topologySpreadConstraints": [constraint]})
     gpu = [s for s in specs if "nvidia.com/gpu" in s[2]]
     cpu = [s for s in specs if "nvidia.com/gpu" not in s[2]]
     gpu_w = [rng.uniform(0.2, 3.0) for _ in gpu]  # Deployments of different sizes
@@ -405,7 +417,14 @@ def generate_diverse(directory: Path) -> tuple[Path, Path]:
                 "Pending",
             )
         )
-    return _write(directory, "diverse-", nodes, running, pending)
+    return _write(directory, "diverse-spread-" if spread else "diverse-", nodes, running, pending)
+
+
+def generate_diverse_spread(directory: Path) -> tuple[Path, Path]:
+    return generate_diverse(directory, SPREAD_SHARE)
+
+
+SPREAD_SHARE = 0.2
 
 
 SIMULATE = """
@@ -463,7 +482,7 @@ def measure(label: str, cluster: Path, work: Path, generated_s: float) -> None:
 def main() -> None:
     directory = Path(os.environ.get("KGPU_BENCH_DIR", ".bench"))
     directory.mkdir(exist_ok=True)
-    only = [a for a in sys.argv[1:] if a in ("homogeneous", "diverse")]  # make bench passes bench names
+    only = [a for a in sys.argv[1:] if a in ("homogeneous", "diverse", "diverse-spread")]  # make bench names
     variants = [
         ("homogeneous", generate, f"{NODES} nodes, {PENDING} pending pods from {len(POD_SHAPES)} specs"),
         (
@@ -471,6 +490,11 @@ def main() -> None:
             generate_diverse,
             f"{NODES} nodes of {len(DIVERSE_SHAPES)} shapes, {PENDING} pending pods "
             f"from {DIVERSE_SPECS} specs",
+        ),
+        (
+            "diverse-spread",
+            generate_diverse_spread,
+            f"the diverse input, {SPREAD_SHARE:.0%} of its specs with a zone topology spread constraint",
         ),
     ]
     for name, make, what in variants:

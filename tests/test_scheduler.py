@@ -6,6 +6,7 @@ filter on every node for every pod and scores them all, on seeded random cluster
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 
@@ -247,10 +248,11 @@ def normalize(raw: list[int], reverse: bool) -> list[int]:
     return [100 - 100 * r // top if reverse else 100 * r // top for r in raw]
 
 
-def best_node(pod: Pod, feasible: list[NodeState]) -> NodeState:
+def best_node(pod: Pod, feasible: list[NodeState], states: list[NodeState] | None = None) -> NodeState:
     """The default profile's scores, summed with their weights: LeastAllocated and BalancedAllocation (1
     each), TaintToleration (3: untolerated PreferNoSchedule taints, normalised reversed) and NodeAffinity (2:
-    weights of the matching preferred terms, normalised), both normalised over the feasible nodes."""
+    weights of the matching preferred terms, normalised), both normalised over the feasible nodes; with
+    ``states``, PodTopologySpread and InterPodAffinity (2 each) recounted over them."""
     spec = pod.spec
     taints = [
         sum(
@@ -266,6 +268,8 @@ def best_node(pod: Pod, feasible: list[NodeState]) -> NodeState:
         score(spec, st) + 3 * t + 2 * a
         for st, t, a in zip(feasible, normalize(taints, True), normalize(weights, False), strict=True)
     ]
+    if states is not None and len(feasible) > 1:
+        total = [a + b for a, b in zip(total, naive_topology_scores(pod, feasible, states), strict=True)]
     return min(zip(total, feasible, strict=True), key=lambda ts: (-ts[0], ts[1].node.name))[1]
 
 
@@ -331,6 +335,87 @@ def naive_topology(pod: Pod, st: NodeState, states: list[NodeState]) -> str | No
     return None
 
 
+def _merged(sel, keys, labels):
+    if sel is None or not keys:
+        return sel
+    extra = tuple(Requirement(k, "In", (labels[k],)) for k in keys if k in labels)
+    return LabelSelector(extra + sel.requirements) if extra else sel
+
+
+def _count(pods: list[Pod], namespace: str, sel) -> int:
+    if sel is None or not sel.requirements:
+        return 0
+    return sum(1 for q in pods if q.namespace == namespace and selector_matches(sel, q.labels))
+
+
+def naive_topology_scores(pod: Pod, feasible: list[NodeState], states: list[NodeState]) -> list[int]:
+    """PodTopologySpread (ScheduleAnyway) and InterPodAffinity scores, normalised and weighted 2, recounted
+    from every pod on every node."""
+    spec = pod.spec
+    total = [0] * len(feasible)
+    soft = [c for c in spec.topology_spread if c.when_unsatisfiable == "ScheduleAnyway"]
+    if soft:
+        keys = [c.topology_key for c in soft]
+        ignored = [not all(k in st.node.labels for k in keys) for st in feasible]
+        kept = [st for st, ign in zip(feasible, ignored, strict=True) if not ign]
+        raw = [0.0] * len(feasible)
+        for c in soft:
+            sel = _merged(c.selector, c.match_label_keys, pod.labels)
+            if c.topology_key == "kubernetes.io/hostname":
+                weight = math.log(len(kept) + 2)
+            else:
+                weight = math.log(len({st.node.labels[c.topology_key] for st in kept}) + 2)
+            for i, st in enumerate(feasible):
+                if ignored[i]:
+                    continue
+                if c.topology_key == "kubernetes.io/hostname":
+                    cnt = _count(st.pods, pod.namespace, sel)
+                else:
+                    value = st.node.labels[c.topology_key]
+                    cnt = 0
+                    for other in states:
+                        ol = other.node.labels
+                        if not all(k in ol for k in keys) or ol[c.topology_key] != value:
+                            continue
+                        if c.node_affinity_policy == "Honor" and not affinity_matches(
+                            spec, ol, other.node.name
+                        ):
+                            continue
+                        if c.node_taints_policy == "Honor" and first_untolerated(
+                            other.node.taints, spec.tolerations
+                        ):
+                            continue
+                        cnt += _count(other.pods, pod.namespace, sel)
+                raw[i] += cnt * weight + c.max_skew - 1
+        scores = [math.floor(r + 0.5) for r in raw]
+        valid = [v for v, ign in zip(scores, ignored, strict=True) if not ign] or [0]
+        low, high = min(valid), max([0, *valid])
+        for i, v in enumerate(scores):
+            total[i] += 2 * (0 if ignored[i] else 100 if high == 0 else 100 * (high + low - v) // high)
+    pairs: Counter[tuple[str, str]] = Counter()
+    for other in states:
+        ol = other.node.labels
+        for q in other.pods:
+            weighted = [(resolve_term(w.term, pod), w.weight, q) for w in spec.preferred_pod_affinity]
+            weighted += [(resolve_term(w.term, pod), -w.weight, q) for w in spec.preferred_pod_anti_affinity]
+            weighted += [(resolve_term(t, q), 1, pod) for t in q.spec.pod_affinity]
+            weighted += [(resolve_term(w.term, q), w.weight, pod) for w in q.spec.preferred_pod_affinity]
+            weighted += [
+                (resolve_term(w.term, q), -w.weight, pod) for w in q.spec.preferred_pod_anti_affinity
+            ]
+            for t, weight, target in weighted:
+                if t.matches(target) and t.topology_key in ol:
+                    pairs[(t.topology_key, ol[t.topology_key])] += weight
+    if pairs:
+        tks = {k for k, _ in pairs}
+        raw_a = [sum(pairs[(k, st.node.labels[k])] for k in tks if k in st.node.labels) for st in feasible]
+        low, high = min(raw_a), max(raw_a)
+        if high > low:
+            for i, v in enumerate(raw_a):
+                total[i] += 2 * int(100.0 * ((v - low) / (high - low)))
+    return total
+
+
 def reference(
     nodes: list[Node], pods: list[Pod], bound: list[Pod] = ()
 ) -> list[tuple[str | None, str | None]]:
@@ -353,7 +438,7 @@ def reference(
             else:
                 reasons.update(r)
         if feasible:
-            best = best_node(pod, feasible)
+            best = best_node(pod, feasible, states)
             best.add(pod)
             out.append((pod.name, best.node.name, None))
         else:
@@ -480,6 +565,8 @@ def random_topology_case(rng: random.Random) -> tuple[list[dict], list[dict], li
         if rng.random() < 0.9:
             labels["zone"] = rng.choice(zones)
         taints = [GPU_TAINT] if rng.random() < 0.2 else []
+        if rng.random() < 0.2:  # TaintToleration scoring beside the topology scores
+            taints.append({"key": "spot", "value": "true", "effect": "PreferNoSchedule"})
         nodes.append(
             node_dict(
                 name,
@@ -556,8 +643,21 @@ def random_topology_case(rng: random.Random) -> tuple[list[dict], list[dict], li
             kw["pod_anti_affinity"] = [term()]
         if rng.random() < 0.2:
             kw["pod_affinity"] = [term() for _ in range(rng.choice([1, 1, 2]))]
-        shapes.append(kw)
-    pods = [pod_dict(f"pod-{i}", **rng.choice(shapes)) for i in range(rng.randint(1, 25))]
+        preferred = {}
+        for kind in ("podAffinity", "podAntiAffinity"):
+            if rng.random() < 0.15:
+                preferred[kind] = [{"weight": rng.randint(1, 100), "podAffinityTerm": term()}]
+        shapes.append((kw, preferred))
+    pods = []
+    for i in range(rng.randint(1, 25)):
+        kw, preferred = rng.choice(shapes)
+        doc = pod_dict(f"pod-{i}", **kw)
+        if kw.get("cpu") == "2" and kw.get("namespace") == "ml":  # host ports: the exact path without arrays
+            doc["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+        for kind, terms in preferred.items():
+            affinity = doc["spec"].setdefault("affinity", {}).setdefault(kind, {})
+            affinity["preferredDuringSchedulingIgnoredDuringExecution"] = terms
+        pods.append(doc)
     return nodes, bound, pods
 
 
@@ -606,7 +706,7 @@ def reference_events(events: list[tuple[str, object]]) -> list[tuple[str | None,
             else:
                 reasons.update(r)
         if feasible:
-            best = best_node(pod, feasible)
+            best = best_node(pod, feasible, states)
             best.add(pod)
             out.append((best.node.name, None))
         else:

@@ -40,6 +40,7 @@ from kgpu.model.predicates import (
     ERR_SPREAD_LABEL,
 )
 from kgpu.sim.scheduler import Scheduler
+from kgpu.sim.topology import REASONS
 
 OK = None
 SKEW = ERR_SPREAD
@@ -120,7 +121,10 @@ def statuses(pod: Pod, nodes: list[Node], existing: list[Pod]) -> dict[str, str 
     """PreFilter over the snapshot, then Filter on each node: the reason, or None where the node passes."""
     sched = Scheduler(nodes, existing)
     state = sched.topology.prepare(pod)
-    return {st.name: state.reason(st.node) for st in sched.states}
+    got = {st.name: state.reason(st.node) for st in sched.states}
+    codes = state.codes(sched.topology.domain_ids).tolist()  # the same, over every node at once
+    assert [REASONS[c] or None for c in codes] == list(got.values())
+    return got
 
 
 SPREAD_CASES = [

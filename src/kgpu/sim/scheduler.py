@@ -94,6 +94,7 @@ from kgpu.sim.scoring import (
     preferred_weight,
     untolerated_prefer_no_schedule,
 )
+from kgpu.sim.topology import REASONS as TOPOLOGY_REASONS
 from kgpu.sim.topology import Topology, needs_filters
 
 NO_NODES = "no nodes available to schedule pods"
@@ -294,6 +295,7 @@ class _Class:
         "score_key",
         "scores",
         "spec",
+        "topology",
         "varies",
         "vec_log_pos",
     )
@@ -331,6 +333,8 @@ class _Class:
         self.affinity_memo: dict[tuple[str | None, ...], int] = {}
         keys = sorted({r.key for p in spec.preferred for r in p.term.match_expressions})
         self.affinity_keys = (tuple(keys), any(p.term.match_fields for p in spec.preferred))
+        # PodTopologySpread or InterPodAffinity filter or score every pod of the class: the exact path
+        self.topology = needs_filters(spec)
 
 
 class StaticFilter:
@@ -412,7 +416,6 @@ class Scheduler:
         self._max_nz = [0, 0]
         self._max_excess = [0, 0]
         self.topology = Topology(self.states)
-        self._spec_exact: dict[PodSpecInfo, bool] = {}
         for node in nodes:
             self.add_node(node)
         for pod in bound:
@@ -490,10 +493,12 @@ class Scheduler:
         ex[0], ex[1] = max(ex[0], nz_cpu - req_cpu), max(ex[1], nz_memory - req_memory)
         return cls
 
-    def _class(self, spec: PodSpecInfo) -> _Class:
-        cls = self._classes.get(spec)
+    def _class(self, spec: PodSpecInfo, cls: _Class | None = None) -> _Class:
+        """The class of ``spec`` (``cls`` when the caller looked it up), caught up with the nodes."""
         if cls is None:
-            cls = self._new_class(spec)
+            cls = self._classes.get(spec)
+            if cls is None:
+                cls = self._new_class(spec)
         if not cls.varies:
             group = cls.group
             if group.seen < len(self.states):
@@ -545,16 +550,22 @@ class Scheduler:
         """The raw scores of STATIC_PLUGINS (TaintToleration, NodeAffinity) of a feasible node."""
         return cls.group.prefer.get(idx, 0), self._affinity_score(cls, idx) if cls.spec.preferred else 0
 
-    def _best(self, cls: _Class, feasible: list[NodeState]) -> NodeState:
+    def _best(self, cls: _Class, feasible: list[NodeState], pod: Pod | None = None) -> NodeState:
         """The best of the nodes that pass every filter for the pod: LeastAllocated + BalancedAllocation plus
-        the normalised plugins, highest total first, then node name."""
+        the normalised plugins (with ``pod``, PodTopologySpread's and InterPodAffinity's too), highest total
+        first, then node name."""
         key = cls.score_key
-        if not (cls.group.prefer_varies or cls.spec.preferred):
+        topo = self.topology.scores(pod, feasible) if pod is not None and len(feasible) > 1 else None
+        if topo is None and not (cls.group.prefer_varies or cls.spec.preferred):
             # TaintToleration's raw score is the same on every feasible node and NodeAffinity's is 0: they add
             # a constant
             return min(feasible, key=lambda st: (-_score(*key, st), st.node.name))
-        raws = [self._static_raws(cls, st.index) for st in feasible]
-        extra = normalized_total(STATIC_PLUGINS, [[r[i] for r in raws] for i in range(len(STATIC_PLUGINS))])
+        extra = [0] * len(feasible)
+        if cls.group.prefer_varies or cls.spec.preferred:
+            raws = [self._static_raws(cls, st.index) for st in feasible]
+            extra = normalized_total(STATIC_PLUGINS, [[r[i] for r in raws] for i in range(len(STATIC_PLUGINS))])
+        if topo is not None:
+            extra = [a + b for a, b in zip(extra, topo, strict=True)]
         best = min(
             range(len(feasible)),
             key=lambda i: (-(_score(*key, feasible[i]) + extra[i]), feasible[i].node.name),
@@ -579,9 +590,12 @@ class Scheduler:
         spec = pod.spec
         if spec.scheduling_gates:
             return Decision(None, f"waiting for scheduling gates: {', '.join(spec.scheduling_gates)}")
-        if self._exact(pod):
-            return self._place_exact(pod)
-        cls = self._class(spec)
+        cls = self._classes.get(spec)
+        if cls is None:
+            cls = self._new_class(spec)
+        if cls.topology or self.topology.matched_by_existing(pod):
+            return self._place_exact(pod, cls)
+        cls = self._class(spec, cls)
         if cls.scores is not None:
             return self._place_array(pod, cls)
         if cls.varies:
@@ -691,27 +705,21 @@ class Scheduler:
         return cls.msg
 
     def explain_pod(self, pod: Pod) -> str:
-        if self._exact(pod):
-            return self._evaluate(pod)[1]
-        return self.explain(self._class(pod.spec))
+        cls = self._classes.get(pod.spec) or self._new_class(pod.spec)
+        if cls.topology or self.topology.matched_by_existing(pod):
+            if self._exact_in_array(cls):
+                return self._evaluate_array(pod, cls)[1]
+            return self._evaluate(pod, cls)[1]
+        return self.explain(self._class(pod.spec, cls))
 
     # --- the exact path: pods that PodTopologySpread or InterPodAffinity filter --------------------------
 
-    def _exact(self, pod: Pod) -> bool:
-        """Whether the pod's feasibility depends on where other pods run (its own spread constraints or pod
-        (anti-)affinity, or a placed pod's anti-affinity that matches it): then it takes the exact path."""
-        exact = self._spec_exact.get(pod.spec)
-        if exact is None:
-            exact = self._spec_exact[pod.spec] = needs_filters(pod.spec)
-        return exact or self.topology.matched_by_existing(pod)
-
-    def _evaluate(self, pod: Pod) -> tuple[list[NodeState], str]:
+    def _evaluate(self, pod: Pod, cls: _Class) -> tuple[list[NodeState], str]:
         """Every filter on the class's statically feasible nodes, then PodTopologySpread and InterPodAffinity
         on the nodes that fit: the feasible nodes, and the message when there are none."""
         if not self.states:
             return [], NO_NODES
         spec = pod.spec
-        cls = self._classes.get(spec) or self._new_class(spec)
         group = cls.group
         if group.flt.names is not None and not group.flt.names:
             return [], f"0/{len(self.states)} nodes are available: {ERR_AFFINITY_CONFLICT}."
@@ -736,11 +744,85 @@ class Scheduler:
             return feasible, ""
         return [], unschedulable_message(len(states), group.static_counter + counter)
 
-    def _place_exact(self, pod: Pod) -> Decision:
-        feasible, message = self._evaluate(pod)
+    def _exact_in_array(self, cls: _Class) -> bool:
+        """An exact-path class keeps its scores in array mode whatever the number of classes (when its
+        quantities allow), so each of its pods costs a few vectorised passes over the nodes."""
+        if cls.scores is None and self._array_after != sys.maxsize and self._array_ok(cls.spec):
+            self._to_array_mode(cls)
+        if cls.scores is not None:
+            self._class(cls.spec, cls)  # catch up the array, or step back to heaps
+        return cls.scores is not None
+
+    def _evaluate_array(self, pod: Pod, cls: _Class) -> tuple[Any, str]:
+        """``_evaluate`` over the class's score array: the nodes that pass every filter (a mask), or the
+        message when none does."""
+        import numpy as np
+
+        n = len(self.states)
+        if not n:
+            return None, NO_NODES
+        group = cls.group
+        if group.flt.names is not None and not group.flt.names:
+            return None, f"0/{n} nodes are available: {ERR_AFFINITY_CONFLICT}."
+        self._refresh_array(cls)
+        view = cls.scores[:n]
+        fit = view >= 0
+        code = self.topology.prepare(pod).codes(self.topology.domain_ids)
+        ok = fit & (code == 0)
+        if ok.any():
+            return ok, ""
+        arrays = self._arrays
+        assert arrays is not None
+        counts = group.static_counter + arrays.reasons(cls, np.array(group.feasible, dtype=np.int64))
+        for c, k in enumerate(np.bincount(code[fit], minlength=len(TOPOLOGY_REASONS)).tolist()):
+            if c and k:
+                counts[TOPOLOGY_REASONS[c]] += k
+        return None, unschedulable_message(n, counts)
+
+    def _place_exact_array(self, pod: Pod, cls: _Class) -> Decision:
+        import numpy as np
+
+        ok, message = self._evaluate_array(pod, cls)
+        if ok is None:
+            return Decision(None, message)
+        n = len(self.states)
+        view = cls.scores[:n]
+        arrays = self._arrays
+        assert arrays is not None
+        if cls.raws is not None:
+            # varying class: TaintToleration and NodeAffinity normalised over the nodes that pass every filter
+            view = view.copy()
+            for plugin, raw in zip(STATIC_PLUGINS, cls.raws, strict=True):
+                if plugin is NODE_AFFINITY and not cls.spec.preferred:
+                    continue  # 0 on every node
+                view += plugin.weight * plugin.normalize_array(raw[:n], ok)
+        if self.topology.scored(pod):
+            idx = np.flatnonzero(ok)
+            feasible = [self.states[i] for i in idx.tolist()]
+            totals = view[idx].tolist()
+            extra = self.topology.scores(pod, feasible) if len(feasible) > 1 else None
+            if extra is not None:
+                totals = [a + b for a, b in zip(totals, extra, strict=True)]
+            best = min(range(len(feasible)), key=lambda i: (-totals[i], feasible[i].node.name))
+            st = feasible[best]
+        else:
+            masked = np.where(ok, view, -1)
+            top = int(masked.argmax())
+            ties = np.flatnonzero(masked == masked[top])
+            if len(ties) > 1:
+                top = int(ties[arrays.name_rank(self.states)[ties].argmin()])
+            st = self.states[top]
+        self.bind(pod, st)
+        return Decision(st, None)
+
+    def _place_exact(self, pod: Pod, cls: _Class) -> Decision:
+        """A pod whose placement depends on where other pods run: every node checked and scored for it."""
+        if self._exact_in_array(cls):
+            return self._place_exact_array(pod, cls)
+        feasible, message = self._evaluate(pod, cls)
         if not feasible:
             return Decision(None, message)
-        best = self._best(self._classes[pod.spec], feasible)
+        best = self._best(cls, feasible, pod)
         self.bind(pod, best)
         return Decision(best, None)
 
@@ -833,13 +915,7 @@ class Scheduler:
         arrays = self._arrays
         assert arrays is not None
         scores = cls.scores
-        n_log = arrays.log_n
-        if cls.vec_log_pos < n_log:
-            changed = arrays.log[cls.vec_log_pos : n_log]
-            cls.vec_log_pos = n_log
-            changed = changed[scores[changed] >= 0]  # infeasible and unfit nodes stay out for good
-            if len(changed):
-                scores[changed] = arrays.scores(cls, changed)
+        self._refresh_array(cls)
         n = len(self.states)
         view = scores[:n]
         if cls.raws is not None and n:
@@ -861,6 +937,19 @@ class Scheduler:
         st = self.states[best]
         self.bind(pod, st)
         return Decision(st, None)
+
+    def _refresh_array(self, cls: _Class) -> None:
+        """Re-score, in the class's array, the nodes bound since its last turn."""
+        arrays = self._arrays
+        assert arrays is not None
+        scores = cls.scores
+        n_log = arrays.log_n
+        if cls.vec_log_pos < n_log:
+            changed = arrays.log[cls.vec_log_pos : n_log]
+            cls.vec_log_pos = n_log
+            changed = changed[scores[changed] >= 0]  # infeasible and unfit nodes stay out for good
+            if len(changed):
+                scores[changed] = arrays.scores(cls, changed)
 
 
 class _NodeArrays:

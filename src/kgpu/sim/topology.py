@@ -26,10 +26,11 @@ label values. kgpu reads no Namespace objects: a namespace selector sees the one
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from kgpu.model.objects import (
     LabelSelector,
@@ -52,7 +53,10 @@ from kgpu.model.predicates import (
 )
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+HOSTNAME = "kubernetes.io/hostname"
 DO_NOT_SCHEDULE = "DoNotSchedule"
+MAX_NODE_SCORE = 100
+SCORE_WEIGHT = 2  # PodTopologySpread and InterPodAffinity in the default profile (default_plugins.go)
 
 
 class NodeLike(Protocol):
@@ -112,8 +116,14 @@ def hard_constraints(spec: PodSpecInfo) -> tuple[SpreadConstraint, ...]:
 
 
 def needs_filters(spec: PodSpecInfo) -> bool:
-    """The pod's own constraints make PodTopologySpread or InterPodAffinity filter it."""
-    return bool(spec.pod_affinity or spec.pod_anti_affinity or hard_constraints(spec))
+    """The pod's own constraints make PodTopologySpread or InterPodAffinity filter or score it."""
+    return bool(
+        spec.pod_affinity
+        or spec.pod_anti_affinity
+        or spec.topology_spread
+        or spec.preferred_pod_affinity
+        or spec.preferred_pod_anti_affinity
+    )
 
 
 class _Counter:
@@ -222,8 +232,32 @@ class AffinityCounter(_Counter):
                     self.counts[(t.topology_key, value)] += 1
 
 
+class NodeCounter(_Counter):
+    """Matching pods per node: PodTopologySpread's Score counts a hostname constraint on the node itself."""
+
+    __slots__ = ("counts", "namespace", "selector")
+
+    def __init__(self, namespace: str, selector: LabelSelector | None) -> None:
+        super().__init__()
+        self.namespace = namespace
+        self.selector = selector if selector is not None and selector.requirements else None
+        self.counts: list[int] = []
+
+    def take(self, st: NodeLike) -> None:
+        self.counts.append(0)
+        for pod in st.pods:
+            self.add(pod, st)
+
+    def add(self, pod: Pod, st: NodeLike) -> None:
+        if st.index >= self.seen or self.selector is None or pod.namespace != self.namespace:
+            return
+        if selector_matches(self.selector, pod.labels):
+            self.counts[st.index] += 1
+
+
 class AntiAffinityCounter(_Counter):
-    """One required anti-affinity term of a pod: matching pods per value of its topology key."""
+    """One pod affinity term (a required anti-affinity term, or a preferred term of either kind): matching
+    pods per value of its topology key."""
 
     __slots__ = ("counts", "term")
 
@@ -240,9 +274,76 @@ class AntiAffinityCounter(_Counter):
             self.counts[value] += 1
 
 
+# Reasons by code, in the order Filter checks them (code 0: the node passes), for ``PodFilter.codes``.
+REASONS = (
+    "",
+    ERR_SPREAD_LABEL,
+    ERR_SPREAD,
+    ERR_POD_AFFINITY,
+    ERR_POD_ANTI_AFFINITY,
+    ERR_EXISTING_ANTI_AFFINITY,
+)
+
+
+class DomainIds:
+    """Per topology key, every node's value as a small integer (-1 without the label), in numpy: what lets
+    a pod's PodFilter run over all nodes at once."""
+
+    def __init__(self, states: Sequence[NodeLike]) -> None:
+        import numpy as np
+
+        self.np = np
+        self.states = states
+        self._ids: dict[str, Any] = {}
+        self._seen: dict[str, int] = {}
+        self.values: dict[str, dict[str, int]] = {}
+
+    def ids(self, key: str) -> Any:
+        np = self.np
+        arr = self._ids.get(key)
+        n = len(self.states)
+        seen = self._seen.get(key, 0)
+        if arr is None or seen < n:
+            values = self.values.setdefault(key, {})
+            fresh = [
+                values.setdefault(v, len(values)) if v is not None else -1
+                for v in (self.states[i].node.labels.get(key) for i in range(seen, n))
+            ]
+            grown = np.empty(n, dtype=np.int64)
+            if arr is not None:
+                grown[:seen] = arr[:seen]
+            grown[seen:] = fresh
+            arr = self._ids[key] = grown
+            self._seen[key] = n
+        return arr
+
+    def counts(self, key: str, counts: Mapping[str, int]) -> Any:
+        """The counts per value id of ``key`` (0 for values not given), with a trailing 0 for -1."""
+        np = self.np
+        known = self.values.get(key, {})
+        out = np.zeros(len(known) + 1, dtype=np.int64)
+        for v, c in counts.items():
+            i = known.get(v)
+            if i is not None:
+                out[i] = c
+        return out
+
+    def flags(self, key: str, values: Any) -> Any:
+        """A boolean per value id of ``key``: True for the ``values`` given (those absent from every node
+        are ignored), with one extra False entry that nodes without the label (-1) index."""
+        np = self.np
+        known = self.values.get(key, {})
+        out = np.zeros(len(known) + 1, dtype=bool)
+        for v in values:
+            i = known.get(v)
+            if i is not None:
+                out[i] = True
+        return out
+
+
 @dataclass(slots=True)
 class PodFilter:
-    """PreFilter state of one pod: what ``reason`` checks on each node."""
+    """PreFilter state of one pod: what ``reason`` checks on each node (``codes``: on every node at once)."""
 
     spread: list[tuple[str, dict[str, int], int, int, int]]  # key, domains, self-match, min, maxSkew
     affinity: tuple[tuple[Term, ...], Counter[tuple[str, str]], bool] | None  # terms, counts, first-pod pass
@@ -277,6 +378,41 @@ class PodFilter:
                 return ERR_EXISTING_ANTI_AFFINITY
         return None
 
+    def codes(self, dom: DomainIds) -> Any:
+        """``reason`` for every node as a code into ``REASONS`` (0 where the node passes), vectorised."""
+        np = dom.np
+        n = len(dom.states)
+        code = np.zeros(n, dtype=np.int8)
+
+        def fail(mask: Any, c: int) -> None:
+            code[(code == 0) & mask] = c
+
+        for key, domains, self_match, min_match, max_skew in self.spread:
+            ids = dom.ids(key)
+            fail(ids < 0, 1)
+            over = dom.counts(key, domains) + (self_match - min_match) > max_skew
+            over[-1] = False
+            fail(over[ids], 2)
+        if self.affinity is not None:
+            terms, counts, first = self.affinity
+            exist = np.ones(n, dtype=bool)
+            for t in terms:
+                ids = dom.ids(t.topology_key)
+                fail(ids < 0, 3)
+                present = dom.flags(
+                    t.topology_key, [v for (k, v), c in counts.items() if k == t.topology_key and c > 0]
+                )
+                exist &= present[ids]
+            if not first:
+                fail(~exist, 3)
+        for key, anti in self.anti:
+            ids = dom.ids(key)
+            fail(dom.flags(key, [v for v, c in anti.items() if c > 0])[ids], 4)
+        for key, value in self.blocked:
+            ids = dom.ids(key)
+            fail(dom.flags(key, [value])[ids], 5)
+        return code
+
 
 class Topology:
     """The counters of one scheduler, kept current by ``bound``."""
@@ -284,13 +420,34 @@ class Topology:
     def __init__(self, states: Sequence[NodeLike]) -> None:
         self.states = states
         self._spread: dict[tuple[object, ...], SpreadCounter] = {}
-        self._spread_by_ns: dict[str, list[SpreadCounter]] = {}
+        self._spread_by_ns: dict[str, list[SpreadCounter | NodeCounter]] = {}
         self._affinity: dict[tuple[Term, ...], AffinityCounter] = {}
         self._anti: dict[Term, AntiAffinityCounter] = {}
         self._pod_counters: list[_Counter] = []  # affinity and anti-affinity counters: any namespace
         # Required anti-affinity terms of the pods placed so far: the topology pairs each one forbids.
         self.existing_anti: dict[Term, Counter[tuple[str, str]]] = {}
+        # Terms of placed pods that InterPodAffinity's Score applies to the pods they match, with their
+        # weight (required affinity: hardPodAffinityWeight 1; preferred: its weight, negative for anti).
+        self.existing_score: dict[tuple[Term, int], Counter[tuple[str, str]]] = {}
+        self._node_counters: dict[tuple[str, LabelSelector | None], NodeCounter] = {}
         self._matched_cache: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = {}
+        self._domain_ids: DomainIds | None = None
+
+    @property
+    def domain_ids(self) -> DomainIds:
+        if self._domain_ids is None:
+            self._domain_ids = DomainIds(self.states)
+        return self._domain_ids
+
+    def scored(self, pod: Pod) -> bool:
+        """Whether PodTopologySpread or InterPodAffinity could give this pod different scores on different
+        nodes (ScheduleAnyway constraints, preferred terms, or placed pods' terms that match it)."""
+        spec = pod.spec
+        if spec.preferred_pod_affinity or spec.preferred_pod_anti_affinity:
+            return True
+        if any(c.when_unsatisfiable == "ScheduleAnyway" for c in spec.topology_spread):
+            return True
+        return bool(self.existing_score) and any(t.matches(pod) for t, _ in self.existing_score)
 
     # --- binds -------------------------------------------------------------------------------------------
 
@@ -301,9 +458,10 @@ class Topology:
                 c.add(pod, st)
         for pc in self._pod_counters:
             pc.add(pod, st)
-        if pod.spec.pod_anti_affinity:
+        spec = pod.spec
+        if spec.pod_anti_affinity:
             labels = st.node.labels
-            for term in pod.spec.pod_anti_affinity:
+            for term in spec.pod_anti_affinity:
                 value = labels.get(term.topology_key)
                 if value is None:
                     continue
@@ -313,17 +471,36 @@ class Topology:
                     pairs = self.existing_anti[t] = Counter()
                     self._matched_cache.clear()
                 pairs[(term.topology_key, value)] += 1
+        if spec.pod_affinity or spec.preferred_pod_affinity or spec.preferred_pod_anti_affinity:
+            labels = st.node.labels
+            weighted = [(t, 1) for t in spec.pod_affinity]
+            weighted += [(w.term, w.weight) for w in spec.preferred_pod_affinity]
+            weighted += [(w.term, -w.weight) for w in spec.preferred_pod_anti_affinity]
+            for term, weight in weighted:
+                value = labels.get(term.topology_key)
+                if value is None:
+                    continue
+                key = (resolve_term(term, pod), weight)
+                pairs = self.existing_score.get(key)
+                if pairs is None:
+                    pairs = self.existing_score[key] = Counter()
+                    self._matched_cache.clear()
+                pairs[(term.topology_key, value)] += 1
 
     # --- which pods need the exact path ------------------------------------------------------------------
 
     def matched_by_existing(self, pod: Pod) -> bool:
-        """Some placed pod's required anti-affinity term matches this pod."""
-        if not self.existing_anti:
+        """Some placed pod's required anti-affinity term (a filter), or a term InterPodAffinity scores with
+        (required affinity, preferred terms), matches this pod."""
+        if not self.existing_anti and not self.existing_score:
             return False
         key = (pod.namespace, tuple(sorted(pod.labels.items())))
         hit = self._matched_cache.get(key)
         if hit is None:
-            hit = self._matched_cache[key] = any(t.matches(pod) for t in self.existing_anti)
+            hit = any(t.matches(pod) for t in self.existing_anti) or any(
+                t.matches(pod) for t, _ in self.existing_score
+            )
+            self._matched_cache[key] = hit
         return hit
 
     def needs_exact(self, pod: Pod) -> bool:
@@ -373,6 +550,111 @@ class Topology:
             if t.matches(pod):
                 blocked.extend(p for p, n in pairs.items() if n > 0)
         return PodFilter(spread, affinity, anti, blocked)
+
+    # --- Score ---------------------------------------------------------------------------------------------
+
+    def scores(self, pod: Pod, feasible: Sequence[NodeLike]) -> list[int] | None:
+        """PodTopologySpread and InterPodAffinity, each normalised over the feasible nodes and weighted 2 as
+        in the default profile, summed per node; None when neither scores this pod."""
+        spread = self._spread_scores(pod, feasible)
+        affinity = self._affinity_scores(pod, feasible)
+        if spread is None and affinity is None:
+            return None
+        out = [0] * len(feasible)
+        for part in (spread, affinity):
+            if part is not None:
+                for i, v in enumerate(part):
+                    out[i] += SCORE_WEIGHT * v
+        return out
+
+    def _spread_scores(self, pod: Pod, feasible: Sequence[NodeLike]) -> list[int] | None:
+        """PodTopologySpread's PreScore, Score and NormalizeScore for the ScheduleAnyway constraints: per
+        node, the matching pods in its domain (on the node itself for the hostname key) times
+        log(domains among the feasible nodes + 2), plus maxSkew - 1; fewer is better. Feasible nodes that
+        lack a constraint's key score 0."""
+        spec = pod.spec
+        soft = [c for c in spec.topology_spread if c.when_unsatisfiable == "ScheduleAnyway"]
+        if not soft:
+            return None
+        keys = tuple(c.topology_key for c in soft)
+        ignored = [not all(k in st.node.labels for k in keys) for st in feasible]
+        kept = [st for st, ign in zip(feasible, ignored, strict=True) if not ign]
+        raw = [0.0] * len(feasible)
+        for c in soft:
+            selector = _with_keys(c.selector, pod.labels, c.match_label_keys)
+            key = c.topology_key
+            if key == HOSTNAME:
+                nc = self._node_counter(pod.namespace, selector)
+                if nc.seen < len(self.states):
+                    nc.catch_up(self.states)
+                weight = math.log(len(kept) + 2)
+                for i, st in enumerate(feasible):
+                    if not ignored[i]:
+                        raw[i] += nc.counts[st.index] * weight + (c.max_skew - 1)
+                continue
+            counter = self._spread_counter(pod.namespace, selector, c, keys, spec)
+            if counter.seen < len(self.states):
+                counter.catch_up(self.states)
+            weight = math.log(len({st.node.labels[key] for st in kept}) + 2)
+            domains = counter.domains
+            for i, st in enumerate(feasible):
+                if not ignored[i]:
+                    raw[i] += domains.get(st.node.labels[key], 0) * weight + (c.max_skew - 1)
+        scores = [math.floor(r + 0.5) for r in raw]  # Go's math.Round of a non-negative score
+        valid = [v for v, ign in zip(scores, ignored, strict=True) if not ign]
+        low, high = (min(valid), max(0, *valid)) if valid else (0, 0)
+        out = []
+        for v, ign in zip(scores, ignored, strict=True):
+            if ign:
+                out.append(0)
+            elif high == 0:
+                out.append(MAX_NODE_SCORE)
+            else:
+                out.append(MAX_NODE_SCORE * (high + low - v) // high)
+        return out
+
+    def _affinity_scores(self, pod: Pod, feasible: Sequence[NodeLike]) -> list[int] | None:
+        """InterPodAffinity's PreScore, Score and NormalizeScore: per topology pair, the weights of the pod's
+        preferred terms matching pods there (anti negative), plus the placed pods' required affinity (1) and
+        preferred terms (anti negative) that match the pod; min-max normalised to 0..100."""
+        spec = pod.spec
+        pairs: Counter[tuple[str, str]] = Counter()
+        own = [(w.term, w.weight) for w in spec.preferred_pod_affinity]
+        own += [(w.term, -w.weight) for w in spec.preferred_pod_anti_affinity]
+        for term, weight in own:
+            t = resolve_term(term, pod)
+            nc = self._anti.get(t)
+            if nc is None:
+                nc = self._anti[t] = AntiAffinityCounter(t)
+                self._pod_counters.append(nc)
+            if nc.seen < len(self.states):
+                nc.catch_up(self.states)
+            for value, n in nc.counts.items():
+                pairs[(t.topology_key, value)] += weight * n
+        for (t, weight), placed in self.existing_score.items():
+            if t.matches(pod):
+                for pair, n in placed.items():
+                    pairs[pair] += weight * n
+        if not pairs:
+            return None
+        keys = {k for k, _ in pairs}
+        raw = []
+        for st in feasible:
+            labels = st.node.labels
+            raw.append(sum(pairs.get((k, labels[k]), 0) for k in keys if k in labels))
+        low, high = min(raw), max(raw)
+        diff = high - low
+        if diff <= 0:
+            return [0] * len(raw)
+        return [int(float(MAX_NODE_SCORE) * ((v - low) / diff)) for v in raw]
+
+    def _node_counter(self, namespace: str, selector: LabelSelector | None) -> NodeCounter:
+        key = (namespace, selector)
+        counter = self._node_counters.get(key)
+        if counter is None:
+            counter = self._node_counters[key] = NodeCounter(namespace, selector)
+            self._spread_by_ns.setdefault(namespace, []).append(counter)
+        return counter
 
     def _spread_counter(
         self,
