@@ -420,7 +420,10 @@ class Topology:
     def __init__(self, states: Sequence[NodeLike]) -> None:
         self.states = states
         self._spread: dict[tuple[object, ...], SpreadCounter] = {}
-        self._spread_by_ns: dict[str, list[SpreadCounter | NodeCounter]] = {}
+        # Pod counters by namespace, then by one ``key In (value)`` requirement of their selector (a bind
+        # looks only at the counters its pod's labels can match), or under None when they have none.
+        self._spread_by_ns: dict[str, dict[tuple[str, str] | None, list[SpreadCounter | NodeCounter]]] = {}
+        self._index_keys: dict[str, set[str]] = {}
         self._affinity: dict[tuple[Term, ...], AffinityCounter] = {}
         self._anti: dict[Term, AntiAffinityCounter] = {}
         self._pod_counters: list[_Counter] = []  # affinity and anti-affinity counters: any namespace
@@ -452,9 +455,15 @@ class Topology:
     # --- binds -------------------------------------------------------------------------------------------
 
     def bound(self, pod: Pod, st: NodeLike) -> None:
-        counters = self._spread_by_ns.get(pod.namespace)
-        if counters:
-            for c in counters:
+        index = self._spread_by_ns.get(pod.namespace)
+        if index:
+            labels = pod.labels
+            for key in self._index_keys[pod.namespace]:
+                value = labels.get(key)
+                if value is not None:
+                    for c in index.get((key, value), ()):
+                        c.add(pod, st)
+            for c in index.get(None, ()):
                 c.add(pod, st)
         for pc in self._pod_counters:
             pc.add(pod, st)
@@ -480,10 +489,10 @@ class Topology:
                 value = labels.get(term.topology_key)
                 if value is None:
                     continue
-                key = (resolve_term(term, pod), weight)
-                pairs = self.existing_score.get(key)
+                scored = (resolve_term(term, pod), weight)
+                pairs = self.existing_score.get(scored)
                 if pairs is None:
-                    pairs = self.existing_score[key] = Counter()
+                    pairs = self.existing_score[scored] = Counter()
                     self._matched_cache.clear()
                 pairs[(term.topology_key, value)] += 1
 
@@ -648,12 +657,23 @@ class Topology:
             return [0] * len(raw)
         return [int(float(MAX_NODE_SCORE) * ((v - low) / diff)) for v in raw]
 
+    def _register(self, namespace: str, counter: SpreadCounter | NodeCounter) -> None:
+        slot: tuple[str, str] | None = None
+        if counter.selector is not None:
+            for r in counter.selector.requirements:
+                if r.operator == "In" and len(r.values) == 1:
+                    slot = (r.key, r.values[0])
+                    self._index_keys.setdefault(namespace, set()).add(r.key)
+                    break
+        self._index_keys.setdefault(namespace, set())
+        self._spread_by_ns.setdefault(namespace, {}).setdefault(slot, []).append(counter)
+
     def _node_counter(self, namespace: str, selector: LabelSelector | None) -> NodeCounter:
         key = (namespace, selector)
         counter = self._node_counters.get(key)
         if counter is None:
             counter = self._node_counters[key] = NodeCounter(namespace, selector)
-            self._spread_by_ns.setdefault(namespace, []).append(counter)
+            self._register(namespace, counter)
         return counter
 
     def _spread_counter(
@@ -677,5 +697,5 @@ class Topology:
         counter = self._spread.get(key)
         if counter is None:
             counter = self._spread[key] = SpreadCounter(namespace, selector, c, keys, spec)
-            self._spread_by_ns.setdefault(namespace, []).append(counter)
+            self._register(namespace, counter)
         return counter
