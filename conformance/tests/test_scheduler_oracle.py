@@ -23,10 +23,7 @@ from kgpu.cli.main import cli
 
 # Behaviours kgpu's placement does not model yet (docs/simulate.md, "Known differences from kube-scheduler").
 # Each is a scenario feature; a disagreement in a scenario with one of them is put in its class.
-KNOWN = {
-    "spread-scoring": "PodTopologySpread scoring (ScheduleAnyway constraints) is not modelled",
-    "pod-affinity-scoring": "InterPodAffinity scoring (preferred terms, placed pods' required affinity) is not modelled",
-}
+KNOWN: dict[str, str] = {}
 
 
 def run_oracle(cluster: Path, pods: Path) -> dict[str, dict[str, str]]:

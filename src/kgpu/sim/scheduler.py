@@ -44,16 +44,19 @@ have hundreds of classes, so nothing a bind or a new node costs may grow with th
   class last asked (a log of binds, intersected with the class's feasible nodes); in array mode it is
   counted over the arrays.
 
-Pods that PodTopologySpread or InterPodAffinity filter (their own DoNotSchedule spread constraints or
-required pod (anti-)affinity, or a placed pod's required anti-affinity that matches them) break the
-assumption above: their feasibility depends on where other pods land. They take an *exact path*: the
-node-only filters come from their filter group as usual, then every remaining node gets NodePorts,
-NodeResourcesFit and the two topology filters (``kgpu.sim.topology``, whose per-domain counts every bind
-updates), and the feasible ones are scored; nothing of the class's heap or array is used or changed. Every
-other pod keeps the fast path, and a bind costs one look at the counters of the pod's namespace.
+Pods that PodTopologySpread or InterPodAffinity filter or score (their own spread constraints or pod
+(anti-)affinity, or a placed pod's required anti-affinity, required affinity or preferred term that
+matches them) break the assumption above: their feasibility and scores depend on where other pods land.
+They take an *exact path*: the node-only filters come from their filter group as usual; their class keeps
+its scores in array mode whatever the number of classes (its array stays exact for LeastAllocated +
+BalancedAllocation, as for any class); at each pod the two topology filters run over every node at once
+(``kgpu.sim.topology``: per-domain counts that every bind updates, node domains as integer arrays), the
+static normalised plugins and the topology scores are added over the nodes that pass, and the best is
+taken. Classes that cannot use arrays (host ports) loop over their feasible nodes instead. Every other pod
+keeps the fast path; a bind costs a look at the counters whose selectors its pod's labels can match.
 
-Not modelled (documented in docs/simulate.md): preemption, the scoring of topology spread and pod
-affinity, ImageLocality, volume filters, and the scheduler's sampling of a percentage of nodes in large
+Not modelled (documented in docs/simulate.md): preemption, the default topology spreading of pods without
+constraints, ImageLocality, volume filters, and the scheduler's sampling of a percentage of nodes in large
 clusters.
 """
 

@@ -18,6 +18,13 @@ on them) and is updated by every bind after that. A pod's PreFilter is then a fe
   (which topology pairs they forbid to a pod they match). The first pod of a group that matches its own
   affinity terms may go anywhere the topology keys exist, as upstream allows.
 
+Their Score plugins (weight 2 each) are here too. PodTopologySpread scores ScheduleAnyway constraints:
+matching pods in the node's domain (on the node itself for the hostname key, from a per-node counter)
+times log(domains among the feasible nodes + 2) plus maxSkew - 1, normalised so the fewest scores 100.
+InterPodAffinity adds per topology pair the weights of the pod's preferred terms matching pods there (from
+the same per-term counters), and the placed pods' required affinity terms (hardPodAffinityWeight 1) and
+preferred terms that match the pod (registered on bind), min-max normalised.
+
 Terms are resolved per pod as the API server and scheduler do: no namespaces and no namespace selector
 means the pod's namespace; matchLabelKeys / mismatchLabelKeys are merged into the selector with the pod's
 label values. kgpu reads no Namespace objects: a namespace selector sees the one label every namespace has,
