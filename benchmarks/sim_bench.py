@@ -1,4 +1,4 @@
-"""Seeded benchmark: kube-scheduler placement at 5,000 nodes and 50,000 pending pods, homogeneous and diverse.
+"""Seeded benchmark: kube-scheduler placement at 5,000 nodes and 50,000 pending pods, four variants.
 
 Generates a cluster snapshot (CPU and GPU node shapes with taints and labels, pods already running) and
 50,000 pending pods (CPU and GPU shapes, tolerations, selectors, affinity) as the JSON ``v1 List`` that
@@ -359,9 +359,67 @@ def diverse_specs(rng: random.Random) -> list[tuple[str, dict, dict, dict]]:
     return out
 
 
-def generate_diverse(directory: Path, spread: float = 0.0) -> tuple[Path, Path]:
+SPOT_TAINT = {"key": "karpenter.sh/capacity-type", "value": "spot", "effect": "PreferNoSchedule"}
+
+
+def _soften(nodes: list, specs: list[tuple[str, dict, dict, dict]]) -> None:
+    """The soft variant: spot nodes carry a PreferNoSchedule taint, and a third of the templates prefer a
+    zone and/or on-demand capacity (preferred node affinity) or tolerate the spot taint, so their scores are
+    normalised over the feasible nodes at every pod (the scheduler's exact scoring)."""
+    rng = random.Random(SEED + 3)
+    for node in nodes:
+        if node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot":
+            node["spec"]["taints"].append(SPOT_TAINT)
+    for _, _, _, extra in specs:
+        kind = rng.random()
+        if kind < 0.2:
+            terms = [
+                {
+                    "weight": 50,
+                    "preference": {
+                        "matchExpressions": [
+                            {
+                                "key": "topology.kubernetes.io/zone",
+                                "operator": "In",
+                                "values": [rng.choice(ZONES)],
+                            }
+                        ]
+                    },
+                }
+            ]
+            if rng.random() < 0.5:
+                terms.append(
+                    {
+                        "weight": 20,
+                        "preference": {
+                            "matchExpressions": [
+                                {
+                                    "key": "karpenter.sh/capacity-type",
+                                    "operator": "In",
+                                    "values": ["on-demand"],
+                                }
+                            ]
+                        },
+                    }
+                )
+            extra.setdefault("affinity", {}).setdefault("nodeAffinity", {})[
+                "preferredDuringSchedulingIgnoredDuringExecution"
+            ] = terms
+        elif kind < 0.33:
+            extra["tolerations"] = [
+                *extra.get("tolerations", []),
+                {"key": SPOT_TAINT["key"], "operator": "Exists"},
+            ]
+
+
+def generate_soft(directory: Path) -> tuple[Path, Path]:
+    return generate_diverse(directory, soft=True)
+
+
+def generate_diverse(directory: Path, spread: float = 0.0, soft: bool = False) -> tuple[Path, Path]:
     """5,000 nodes of 8 shapes, ~2.5 running pods each; 50,000 pods from 240 distinct templates. With
-    ``spread``, that share of the templates also spreads its pods over zones (maxSkew 1, DoNotSchedule)."""
+    ``spread``, that share of the templates also spreads its pods over zones (maxSkew 1, DoNotSchedule);
+    with ``soft``, spot nodes and a third of the templates get soft constraints (``_soften``)."""
     rng = random.Random(SEED + 1)
     nodes, running = [], []
     shapes = [s for s in DIVERSE_SHAPES for _ in range(s[1])]
@@ -396,6 +454,8 @@ def generate_diverse(directory: Path, spread: float = 0.0) -> tuple[Path, Path]:
                 "labelSelector": {"matchLabels": {"app": owner}},
             }
             specs[n] = (owner, req, lim, {**extra, "topologySpreadConstraints": [constraint]})
+    if soft:
+        _soften(nodes, specs)
     gpu = [s for s in specs if "nvidia.com/gpu" in s[2]]
     cpu = [s for s in specs if "nvidia.com/gpu" not in s[2]]
     gpu_w = [rng.uniform(0.2, 3.0) for _ in gpu]  # Deployments of different sizes
@@ -417,7 +477,8 @@ def generate_diverse(directory: Path, spread: float = 0.0) -> tuple[Path, Path]:
                 "Pending",
             )
         )
-    return _write(directory, "diverse-spread-" if spread else "diverse-", nodes, running, pending)
+    prefix = "diverse-spread-" if spread else "soft-" if soft else "diverse-"
+    return _write(directory, prefix, nodes, running, pending)
 
 
 def generate_diverse_spread(directory: Path) -> tuple[Path, Path]:
@@ -482,7 +543,8 @@ def measure(label: str, cluster: Path, work: Path, generated_s: float) -> None:
 def main() -> None:
     directory = Path(os.environ.get("KGPU_BENCH_DIR", ".bench"))
     directory.mkdir(exist_ok=True)
-    only = [a for a in sys.argv[1:] if a in ("homogeneous", "diverse", "diverse-spread")]  # make bench names
+    names = ("homogeneous", "diverse", "diverse-spread", "soft")
+    only = [a for a in sys.argv[1:] if a in names]  # make bench passes bench names
     variants = [
         ("homogeneous", generate, f"{NODES} nodes, {PENDING} pending pods from {len(POD_SHAPES)} specs"),
         (
@@ -495,6 +557,12 @@ def main() -> None:
             "diverse-spread",
             generate_diverse_spread,
             f"the diverse input, {SPREAD_SHARE:.0%} of its specs with a zone topology spread constraint",
+        ),
+        (
+            "soft",
+            generate_soft,
+            f"the diverse variant with PreferNoSchedule spot taints and preferred node affinity in a third "
+            f"of its {DIVERSE_SPECS} specs",
         ),
     ]
     for name, make, what in variants:

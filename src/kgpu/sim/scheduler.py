@@ -285,6 +285,7 @@ class _Class:
         "affinity_values",
         "dyn",
         "dyn_counter",
+        "extra_cache",
         "group",
         "heap",
         "latest",
@@ -330,6 +331,7 @@ class _Class:
         # which other nodes are feasible, so such a class re-normalises over its feasible nodes at each turn.
         self.varies = False
         self.raws: list[Any] | None = None  # array mode, varies: raw score of every node, per static plugin
+        self.extra_cache: dict[tuple[int, ...], Any] = {}  # array mode, varies: see _place_array
         self.affinity_raw: dict[int, int] = {}  # NodeAffinity's raw score per feasible node (preferred terms)
         self.affinity_values: set[int] = set()
         self.affinity_pos = 0
@@ -865,6 +867,7 @@ class Scheduler:
         cls.scores = np.full(max(16, len(self.states)), -1, dtype=np.int64)
         if cls.varies:
             cls.raws = [np.zeros(len(cls.scores), dtype=np.int64) for _ in STATIC_PLUGINS]
+            cls.extra_cache = {}
         cls.pos = 0
         cls.vec_log_pos = self._arrays.log_n
         cls.msg, cls.log_pos = None, -1  # from now on log_pos counts the arrays' log
@@ -891,6 +894,7 @@ class Scheduler:
             fresh = np.array(feasible[cls.pos :], dtype=np.int64)
             cls.scores[fresh] = arrays.scores(cls, fresh)
             if cls.raws is not None:
+                cls.extra_cache = {}
                 raws = [self._static_raws(cls, idx) for idx in feasible[cls.pos :]]
                 for i, raw in enumerate(cls.raws):
                     raw[fresh] = [r[i] for r in raws]
@@ -922,15 +926,20 @@ class Scheduler:
         n = len(self.states)
         view = scores[:n]
         if cls.raws is not None and n:
-            # varying class: add the normalised plugins over the nodes that are feasible now
+            # varying class: add the normalised plugins over the nodes that are feasible now. DefaultNormalizeScore
+            # depends only on the largest raw score among them, which rarely changes: the weighted sum is kept
+            # per such maxima (and number of nodes) until the class takes in new nodes.
             fit = view >= 0
-            total = view.copy()
-            for plugin, raw in zip(STATIC_PLUGINS, cls.raws, strict=True):
-                if plugin is NODE_AFFINITY and not cls.spec.preferred:
-                    continue  # 0 on every node
-                total += plugin.weight * plugin.normalize_array(raw[:n], fit)
-            total[~fit] = -1
-            view = total
+            used = [
+                (p, raw[:n])
+                for p, raw in zip(STATIC_PLUGINS, cls.raws, strict=True)
+                if p is not NODE_AFFINITY or cls.spec.preferred
+            ]
+            tops = (n, *(int(raw.max(where=fit, initial=0)) for _, raw in used))
+            extra = cls.extra_cache.get(tops)
+            if extra is None:
+                extra = cls.extra_cache[tops] = sum(p.weight * p.normalize_array(raw, fit) for p, raw in used)
+            view = np.where(fit, view + extra, -1)
         best = int(view.argmax()) if n else 0
         if not n or view[best] < 0:
             return Decision(None, self.explain(cls))
