@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from builders import GPU_TOLERATION, assert_scheduled, assert_unschedulable, node_dict, placement, pod_dict
 from kgpu.errors import InputError
 from kgpu.model.load import parse_documents
+from kgpu.model.objects import HostPort
 from kgpu.sim.simulate import simulate
 
 ZONE = "topology.kubernetes.io/zone"
@@ -276,3 +278,45 @@ def test_bad_affinity_terms_name_the_field():
         "preferredDuringSchedulingIgnoredDuringExecution[0].weight: must be in the range 1-100"
         in exc.value.line()
     )
+
+
+def test_explain_pod_of_a_constrained_pod_gives_the_placement_message():
+    """What provisioning and doctor print for a pod left pending: the same words as its placement, from the
+    array path and from the loop that classes with host ports take."""
+    from builders import make_node, make_pod
+    from kgpu.sim.scheduler import Scheduler
+
+    sched = Scheduler([make_node("a1", labels={ZONE: "a"}), make_node("b1", labels={ZONE: "b"}, cpu="1")])
+    pods = [make_pod(f"p{i}", cpu="1", labels={"app": "train"}, spread=[spread()]) for i in range(4)]
+    decisions = [sched.place(p) for p in pods]
+    assert [d.node.name if d.node else None for d in decisions] == ["a1", "b1", "a1", None]
+    expected = (
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match pod topology spread constraints."
+    )
+    assert decisions[3].reason == expected
+    assert sched.explain_pod(pods[3]) == expected
+    ported = make_pod("q", cpu="1", labels={"app": "train"}, spread=[spread()])
+    ported.spec = replace(ported.spec, host_ports=(HostPort(8080),))
+    assert sched.place(ported).reason == expected
+    assert sched.explain_pod(ported) == expected
+
+
+def test_karpenter_never_binds_a_pod_where_its_anti_affinity_forbids():
+    """Karpenter packs two pods that refuse to share a host into one claim (kgpu's Karpenter does not model
+    pod anti-affinity); binding them goes through the scheduler's filters, so the second is not bound
+    beside the first."""
+    from kgpu.model.objects import LabelSelector, PodAffinityTerm, Requirement
+    from test_provision_karpenter import GENERAL, make_pod, profile, sim
+
+    term = PodAffinityTerm(HOST, LabelSelector((Requirement("app", "In", ("db",)),)))
+    pods = []
+    for i in range(2):
+        pod = make_pod(f"db-{i}", cpu=500, mem_gib=0.5)
+        pod.labels = {"app": "db"}
+        pod.spec = replace(pod.spec, pod_anti_affinity=(term,))
+        pods.append(pod)
+    result = sim(profile(GENERAL), *pods)
+    nodes = [p.node for p in result.placements if p.node]
+    assert len(nodes) == len(set(nodes)) and nodes  # never two on one host
+    for node in result.new_nodes:
+        assert len([p for p in node.pods if p.labels.get("app") == "db"]) <= 1

@@ -36,7 +36,7 @@ from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType, Offering
 from kgpu.model.nodepool import LABEL_ZONE, LABEL_ZONE_ID
 from kgpu.model.objects import CPU, MEMORY, HostPort, Node, NodeSelector, Pod, PodSpecInfo
-from kgpu.model.predicates import filter_reasons, first_untolerated, ports_conflict, requirement_matches
+from kgpu.model.predicates import first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, PoolKind, Profile
 from kgpu.sim.pools import (
     LABEL_NODEPOOL,
@@ -573,7 +573,7 @@ class Karpenter:
         )
         st = ctx.launch(node, new)
         for pod in claim.pods:
-            if filter_reasons(pod.spec, node, st.requested, st.pod_count, st.ports) is None:
+            if ctx.scheduler.admits(pod, st):
                 ctx.scheduler.bind(pod, st)
                 ctx.placed(pod, st)
                 continue

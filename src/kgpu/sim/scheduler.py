@@ -81,6 +81,7 @@ from kgpu.model.predicates import (
     ERR_UNSCHEDULABLE,
     TAINT_NODE_UNSCHEDULABLE,
     affinity_matches,
+    filter_reasons,
     first_untolerated,
     insufficient,
     insufficient_resources,
@@ -709,19 +710,31 @@ class Scheduler:
         cls.msg_nodes = len(self.states)
         return cls.msg
 
+    def admits(self, pod: Pod, st: NodeState) -> bool:
+        """Whether every filter, PodTopologySpread and InterPodAffinity included, lets ``pod`` onto ``st`` now:
+        for provisioners that bind a pod to the node they launched for it."""
+        if filter_reasons(pod.spec, st.node, st.requested, st.pod_count, st.ports) is not None:
+            return False
+        cls = self._classes.get(pod.spec)
+        constrained = cls.topology if cls is not None else needs_filters(pod.spec)
+        if not constrained and not self.topology.matched_by_existing(pod):
+            return True
+        return self.topology.prepare(pod).reason(st.node) is None
+
     def explain_pod(self, pod: Pod) -> str:
         cls = self._classes.get(pod.spec) or self._new_class(pod.spec)
         if cls.topology or self.topology.matched_by_existing(pod):
             if self._exact_in_array(cls):
-                return self._evaluate_array(pod, cls)[1]
-            return self._evaluate(pod, cls)[1]
+                return self._evaluate_array(pod, cls, always=True)[1]
+            return self._evaluate(pod, cls, always=True)[1]
         return self.explain(self._class(pod.spec, cls))
 
     # --- the exact path: pods that PodTopologySpread or InterPodAffinity filter --------------------------
 
-    def _evaluate(self, pod: Pod, cls: _Class) -> tuple[list[NodeState], str]:
+    def _evaluate(self, pod: Pod, cls: _Class, always: bool = False) -> tuple[list[NodeState], str]:
         """Every filter on the class's statically feasible nodes, then PodTopologySpread and InterPodAffinity
-        on the nodes that fit: the feasible nodes, and the message when there are none."""
+        on the nodes that fit: the feasible nodes, and the message when there are none (``always``: the
+        message over the nodes that fail, whether or not some pass)."""
         if not self.states:
             return [], NO_NODES
         spec = pod.spec
@@ -745,9 +758,9 @@ class Scheduler:
                 counter[why] += 1
                 continue
             feasible.append(st)
-        if feasible:
+        if feasible and not always:
             return feasible, ""
-        return [], unschedulable_message(len(states), group.static_counter + counter)
+        return feasible, unschedulable_message(len(states), group.static_counter + counter)
 
     def _exact_in_array(self, cls: _Class) -> bool:
         """An exact-path class keeps its scores in array mode whatever the number of classes (when its
@@ -758,9 +771,9 @@ class Scheduler:
             self._class(cls.spec, cls)  # catch up the array, or step back to heaps
         return cls.scores is not None
 
-    def _evaluate_array(self, pod: Pod, cls: _Class) -> tuple[Any, str]:
+    def _evaluate_array(self, pod: Pod, cls: _Class, always: bool = False) -> tuple[Any, str]:
         """``_evaluate`` over the class's score array: the nodes that pass every filter (a mask), or the
-        message when none does."""
+        message when none does (or ``always``)."""
         import numpy as np
 
         n = len(self.states)
@@ -774,7 +787,7 @@ class Scheduler:
         fit = view >= 0
         code = self.topology.prepare(pod).codes(self.topology.domain_ids)
         ok = fit & (code == 0)
-        if ok.any():
+        if not always and ok.any():
             return ok, ""
         arrays = self._arrays
         assert arrays is not None
@@ -782,7 +795,7 @@ class Scheduler:
         for c, k in enumerate(np.bincount(code[fit], minlength=len(TOPOLOGY_REASONS)).tolist()):
             if c and k:
                 counts[TOPOLOGY_REASONS[c]] += k
-        return None, unschedulable_message(n, counts)
+        return (ok if ok.any() else None), unschedulable_message(n, counts)
 
     def _place_exact_array(self, pod: Pod, cls: _Class) -> Decision:
         import numpy as np
