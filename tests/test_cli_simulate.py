@@ -98,3 +98,30 @@ def test_cluster_priority_classes_apply_to_workload_files(tmp_path) -> None:
     phases = {p["name"]: p["phase"] for p in data["pods"]}
     assert phases == {"first": "Unschedulable", "urgent": "Scheduled"}
     assert "warnings" not in data
+
+
+def test_preempted_pods_in_table_and_json(tmp_path):
+    """A high-priority GPU pod on a full cluster evicts the running low-priority pod: the table shows the
+    victim as Preempted on its node with who preempted it, and the JSON carries preempted_by / preempted."""
+    running = pod_dict("low", gpus=1, node_name="gpu-1", priority=0)
+    running["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "low", "uid": "u", "controller": True}
+    ]
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(yaml.safe_dump_all([node_dict("gpu-1", gpus=1), running]))
+    work = tmp_path / "w.yaml"
+    work.write_text(yaml.safe_dump(pod_dict("train", gpus=1, priority=1000)))
+    res = invoke("simulate", "-c", str(cluster), "-w", str(work))
+    assert res.exit_code == 1  # the recreated pod has nowhere to go
+    rows = [line.split()[:4] for line in res.output.splitlines()[2:5]]
+    assert rows == [
+        ["default", "train", "Scheduled", "gpu-1"],
+        ["default", "low", "Preempted", "gpu-1"],
+        ["default", "low", "Unschedulable", "-"],
+    ]
+    assert "preempted by default/train (priority 1000 over 0); its ReplicaSet creates it again" in res.output
+    data = json.loads(invoke("simulate", "-c", str(cluster), "-w", str(work), "-o", "json").output)
+    assert data["pods"][0]["preempted"] == ["default/low"]
+    assert data["pods"][1]["preempted_by"] == "default/train"
+    assert data["pods"][2]["recreated"] is True
+    assert data["summary"] == {"scheduled": 1, "unschedulable": 1, "preempted": 1}

@@ -206,7 +206,12 @@ def test_pending_event_that_differs_is_quoted():
         'newest FailedScheduling event (2026-11-22T09:58:12Z) says: "0/2 nodes are available: 1 Insufficient'
         in f.message
     )
-    assert "preemption" not in f.message
+    # quoted whole, PostFilter's part included
+    assert (
+        'says: "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint '
+        '{nvidia.com/gpu: true}. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."'
+        in f.message
+    )
 
 
 def test_pending_selector_names_label_and_nodepool_reason():
@@ -458,10 +463,11 @@ def test_pod_models_equal_the_loaders(name):
     for p in pods:
         [expected] = parse_documents([p.raw], "x").pods
         got = p.model
-        assert (got.spec, got.limits, got.priority, got.phase, got.owner_kind, got.owner_name) == (
+        assert (got.spec, got.limits, got.priority, got.preemption_policy, got.phase, got.owner_kind, got.owner_name) == (
             expected.spec,
             expected.limits,
             expected.priority,
+            expected.preemption_policy,
             expected.phase,
             expected.owner_kind,
             expected.owner_name,

@@ -80,7 +80,10 @@ def place(nodes: list[dict], pod: dict) -> str | None:
 def test_pod_pinned_to_another_node_names_the_prefilter_plugin():
     """The issue's case: 'matchFields: metadata.name In [other-node]' on a one-node cluster."""
     pod = pod_dict("p", affinity_terms=[{"matchFields": [name_in("other-node")]}])
-    assert place([node_dict("n1")], pod) == f"0/1 nodes are available: 1 {ERR_PREFILTER_NODE_AFFINITY}."
+    assert place([node_dict("n1")], pod) == (
+        f"0/1 nodes are available: 1 {ERR_PREFILTER_NODE_AFFINITY}. "
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
     assert ERR_PREFILTER_NODE_AFFINITY == "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 
 
@@ -93,8 +96,10 @@ def test_only_the_named_node_is_filtered():
         node_dict("c", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
     ]
     pod = pod_dict("p", cpu="2", affinity_terms=[{"matchFields": [name_in("a")]}])
-    assert (
-        place(nodes, pod) == f"0/3 nodes are available: 1 Insufficient cpu, 2 {ERR_PREFILTER_NODE_AFFINITY}."
+    # 2 cpu on a 1-cpu node: above its whole allocatable, so preemption cannot help there either
+    assert place(nodes, pod) == (
+        f"0/3 nodes are available: 1 Insufficient cpu, 2 {ERR_PREFILTER_NODE_AFFINITY}. "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 
 
@@ -102,7 +107,8 @@ def test_conflicting_terms_are_reported_as_a_prefilter_rejection():
     pod = pod_dict("p", affinity_terms=[{"matchFields": [name_in("a"), name_in("b")]}])
     assert (
         place([node_dict("a"), node_dict("b")], pod)
-        == "0/2 nodes are available: pod affinity terms conflict."
+        == "0/2 nodes are available: pod affinity terms conflict. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
 
 

@@ -6,6 +6,11 @@ node name); the FailedScheduling message of every unschedulable pod, word for wo
 
 A disagreement in a scenario that exercises a behaviour listed in docs/simulate.md under "Known
 differences from kube-scheduler" is counted in that class and printed; any other disagreement fails.
+
+The oracle does not run PostFilter (preemption): kgpu's messages are compared up to their "preemption:"
+part, and a scenario where kgpu evicts a pod is put in the "preemption" class (every later pod's
+placement may differ from there on). Pods kgpu reports Preempted or recreated are not in the oracle's
+output and are not compared.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from kgpu.cli.main import cli
 
 # Behaviours kgpu's placement does not model yet (docs/simulate.md, "Known differences from kube-scheduler").
 # Each is a scenario feature; a disagreement in a scenario with one of them is put in its class.
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    "preemption": "the oracle does not run PostFilter; kgpu evicted lower-priority pods",
+}
 
 
 def run_oracle(cluster: Path, pods: Path) -> dict[str, dict[str, str]]:
@@ -37,7 +44,8 @@ def run_kgpu(cluster: Path, pods: Path) -> dict[str, dict[str, str]]:
     res = CliRunner().invoke(cli, ["simulate", "--cluster", str(cluster), "--workload", str(pods), "-o", "json"])
     assert res.exit_code in (0, 1), res.output
     data = json.loads(res.stdout)
-    return {f"{p['namespace']}/{p['name']}": p for p in data["pods"]}
+    # the queue's own pods; a pod recreated after an eviction keeps its name and comes later in the list
+    return {f"{p['namespace']}/{p['name']}": p for p in data["pods"] if not p.get("recreated")}
 
 
 def compare(s: Scenario, ours: dict[str, dict[str, str]], theirs: dict[str, dict[str, str]]) -> list[tuple[str, str]]:
@@ -55,7 +63,7 @@ def compare(s: Scenario, ours: dict[str, dict[str, str]], theirs: dict[str, dict
                                          f"kube-scheduler {t_node or t.get('message')!r}"))
         elif o_node and o_node != t_node:
             diffs.append(("placement", f"{key}: kgpu {o_node}, kube-scheduler {t_node}"))
-        elif not o_node and o.get("reason") != t.get("message"):
+        elif not o_node and (o.get("reason") or "").partition(" preemption: ")[0] != t.get("message"):
             diffs.append(("message", f"{key}:\n   kgpu:           {o.get('reason')}\n   kube-scheduler: {t.get('message')}"))
     return diffs
 
@@ -73,6 +81,8 @@ def test_simulate_agrees_with_kube_scheduler(tmp_path: Path) -> None:
         cluster, pods = s.write(d)
         theirs = run_oracle(cluster, pods)
         ours = run_kgpu(cluster, pods)
+        if any(p["phase"] == "Preempted" for p in ours.values()):
+            s.features.add("preemption")
         totals["schedulable"] += len(theirs)
         totals["placement"] += sum(1 for t in theirs.values() if t.get("node"))
         totals["message"] += sum(1 for t in theirs.values() if not t.get("node"))

@@ -139,7 +139,7 @@ def style(text: str, fg: str | None = None, bold: bool = False, dim: bool = Fals
     return click.style(text, fg=fg, bold=bold, dim=dim)
 
 
-PHASE_COLORS = {"Scheduled": "green", "Provisioned": "cyan", "Unschedulable": "red"}
+PHASE_COLORS = {"Scheduled": "green", "Provisioned": "cyan", "Unschedulable": "red", "Preempted": "yellow"}
 
 
 def phase(text: str) -> str:

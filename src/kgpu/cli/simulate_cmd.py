@@ -74,7 +74,8 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
     Pods are queued by priority, then input order, and each goes to the feasible node with the best
     LeastAllocated + BalancedAllocation score (ties by node name). A pod that fits nowhere gets
     kube-scheduler's own message, e.g. "0/3 nodes are available: 1 node(s) had untolerated
-    taint(s), 2 Insufficient nvidia.com/gpu."
+    taint(s), 2 Insufficient nvidia.com/gpu.", and what preemption said; or it evicts pods of lower
+    priority (shown as Preempted; those a controller owns come back as new pending pods).
 
     Exit status: 0 every pod placed, 1 some pod unschedulable, 2 bad input.
     """

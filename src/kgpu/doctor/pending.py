@@ -50,7 +50,11 @@ def _normalise(message: str) -> str:
 def _compare(reason: str, event: Event | None) -> str:
     if event is None:
         return "the snapshot has no FailedScheduling event for it"
-    said = _strip_preemption(event.message)
+    said = event.message.strip()
+    # kgpu's message carries PostFilter's part as kube-scheduler's does; an event without one (an older
+    # or differently configured scheduler) is compared with kgpu's message up to that part.
+    if " preemption: " not in said:
+        reason = _strip_preemption(reason)
     when = f" ({event.time})" if event.time else ""
     if _normalise(said) == _normalise(reason):
         return f"the cluster's FailedScheduling event{when} says the same"
@@ -72,6 +76,8 @@ def simulate_pending(state: ClusterState, profile: Profile | None) -> tuple[dict
         nodes=list(state.objects.nodes),
         pods=[p.model for p in state.pods if p.model is not None],
         priority_classes=state.objects.priority_classes,
+        preemption_policies=state.objects.preemption_policies,
+        default_preemption_policy=state.objects.default_preemption_policy,
     )
     result = simulate(objects, provisioner=provisioner)
     return {id(p.pod): p for p in result.placements}, notes
@@ -256,13 +262,16 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
         fixes: list[str] = []
         if placement.phase == SCHEDULED:
             said = _compare("", event) if event else "the snapshot has no FailedScheduling event for it"
+            how = ""
+            if placement.victims:
+                how = f" by preempting {len(placement.victims)} pod(s) of lower priority ({', '.join(placement.victims[:3])})"
             yield Finding(
                 CHECK,
                 WARNING,
                 pod.ref,
-                f"Pending, but kgpu's simulation places it on node {placement.node} now; {said}. "
-                "What kgpu does not model (volumes, preemption, the scoring of spread and pod affinity) or "
-                "capacity freed since may explain it",
+                f"Pending, but kgpu's simulation places it on node {placement.node} now{how}; {said}. "
+                "What kgpu does not model (volumes, PodDisruptionBudgets, the scoring of spread and pod "
+                "affinity) or capacity freed since may explain it",
                 f"kubectl describe pod -n {pod.namespace} {pod.name}",
             )
             continue

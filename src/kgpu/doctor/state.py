@@ -22,7 +22,7 @@ import msgspec
 from kgpu.catalog import InstanceType, aws_catalog
 from kgpu.errors import InputError
 from kgpu.model import wire
-from kgpu.model.load import Objects, Parser, spec_info
+from kgpu.model.load import Objects, Parser, parse_time, spec_info
 from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import first_untolerated, static_reasons
 from kgpu.model.quantity import parse_quantity
@@ -483,6 +483,7 @@ _SPEC_FIELDS = (
     "schedulingGates",
     "hostNetwork",
     "resources",
+    "preemptionPolicy",
 )
 _CONTAINER_FIELDS = ("resources", "ports", "restartPolicy")
 _KEY = msgspec.json.Encoder()
@@ -556,7 +557,11 @@ class _PodModels:
             source=self.source,
             limits=limits,
             priority=priority,
+            preemption_policy=info.preemption_policy or "PreemptLowerPriority",
         )
+        start = status.get("startTime")
+        if isinstance(start, str) and start:
+            pod.start_time = parse_time(start, f"{self.source}: Pod {ns}/{name}: status.startTime")
         self.parser.out.pods.append(pod)
         return pod
 

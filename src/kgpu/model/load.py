@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any
 
 import msgspec
@@ -91,6 +92,10 @@ class Objects:
     # Read from a `kgpu snapshot` (kind ClusterSnapshot): the pods that controllers created are in it
     # already, so DaemonSets and RayClusters are kept as objects but not expanded into pods.
     observed: bool = False
+    # PriorityClass.preemptionPolicy by class name, and the global default class's (appended: positional
+    # construction elsewhere keeps working)
+    preemption_policies: dict[str, str] = field(default_factory=dict)
+    default_preemption_policy: str = ""
 
     def extend(self, other: Objects) -> None:
         self.nodes.extend(other.nodes)
@@ -102,6 +107,8 @@ class Objects:
         self.warnings.extend(other.warnings)
         self.priority_pending.extend(other.priority_pending)
         self.observed = self.observed or other.observed
+        self.preemption_policies.update(other.preemption_policies)
+        self.default_preemption_policy = other.default_preemption_policy or self.default_preemption_policy
 
 
 # --- reading documents ---------------------------------------------------------------------------------
@@ -282,8 +289,11 @@ class Parser:
             self.out.nodes.append(node_from_wire(obj, name, where, self.source))
         elif kind == "PriorityClass":
             self.out.priority_classes[name] = obj.value
+            policy = _preemption_policy(obj.preemption_policy, f"{where}: preemptionPolicy") or PREEMPT_LOWER
+            self.out.preemption_policies[name] = policy
             if obj.global_default:
                 self.out.default_priority = obj.value
+                self.out.default_preemption_policy = policy
         elif kind == "RayCluster":
             if not self.out.observed:
                 self._expand_ray(obj, name, where)
@@ -383,12 +393,16 @@ class Parser:
             phase=(status.phase if status and status.phase else "Pending"),
             owner_kind=owner_kind, owner_name=owner_name, source=self.source, limits=limits,
         )
+        if status is not None and status.start_time:
+            pod.start_time = parse_time(status.start_time, f"{self._where('Pod', meta, label)}: status.startTime")
         self._priority(pod, f"{self._where('Pod', meta, label)}: spec")
         self.out.pods.append(pod)
 
     def _priority(self, pod: Pod, where: str) -> None:
         if pod.spec.priority is not None:
+            # already admitted (a snapshot): spec.preemptionPolicy is the one admission set
             pod.priority = pod.spec.priority
+            pod.preemption_policy = pod.spec.preemption_policy or PREEMPT_LOWER
         else:
             self._pending_priority.append((pod, where))
 
@@ -428,24 +442,59 @@ def resolve_priorities(*inputs: Objects) -> list[str]:
     Returns a warning per pod whose class is found nowhere: admission would reject it; kgpu uses 0.
     """
     classes: dict[str, int] = {}
+    policies: dict[str, str] = {}
     default = 0
+    default_policy = ""
     for objs in inputs:
         classes.update(objs.priority_classes)
+        policies.update(objs.preemption_policies)
         default = objs.default_priority or default
+        default_policy = objs.default_preemption_policy or default_policy
     warnings = []
     for objs in inputs:
         for pod, where in objs.priority_pending:
             cls = pod.spec.priority_class
+            # The class's preemptionPolicy replaces the pod's (admission rejects a pod that says otherwise);
+            # without a class the pod's own, defaulted to PreemptLowerPriority.
+            pod.preemption_policy = pod.spec.preemption_policy or PREEMPT_LOWER
             if not cls:
                 pod.priority = default
+                pod.preemption_policy = default_policy or pod.preemption_policy
             elif cls in classes:
                 pod.priority = classes[cls]
+                pod.preemption_policy = policies.get(cls) or pod.preemption_policy
             elif cls in BUILTIN_PRIORITY_CLASSES:
                 pod.priority = BUILTIN_PRIORITY_CLASSES[cls]
             else:
                 pod.priority = 0
                 warnings.append(f"{where}.priorityClassName: no PriorityClass {quote(cls)} in the input, using 0")
     return warnings
+
+
+def parse_time(text: str, where: str) -> float:
+    """An RFC 3339 time (metav1.Time) as Unix seconds."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(f"not an RFC 3339 time: {quote(text)}", where=where) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+PREEMPT_LOWER = "PreemptLowerPriority"
+PREEMPTION_POLICIES = (PREEMPT_LOWER, "Never")
+
+
+def _preemption_policy(value: str | None, where: str) -> str:
+    if value is None or value == "":
+        return ""
+    if value not in PREEMPTION_POLICIES:
+        supported = ", ".join(f'"{v}"' for v in PREEMPTION_POLICIES)
+        raise InputError(f"Unsupported value: {quote(value)}: supported values: {supported}", where=where)
+    return value
 
 
 def _job_pods(parallelism: int | None, completions: int | None) -> int:
@@ -865,6 +914,7 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
         preferred_pod_affinity=preferred_affinity,
         preferred_pod_anti_affinity=preferred_anti_affinity,
         preferred=tuple(preferred),
+        preemption_policy=_preemption_policy(spec.preemption_policy, f"{where}.preemptionPolicy"),
     )
     return info, resources(limits)
 

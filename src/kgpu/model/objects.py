@@ -151,6 +151,7 @@ class PodSpecInfo:
     preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     preferred: tuple[PreferredTerm, ...] = ()  # NodeAffinity scoring only
+    preemption_policy: str = ""  # spec.preemptionPolicy as written ("" when absent)
 
     def request(self, name: str) -> int:
         for k, v in self.requests:
@@ -176,6 +177,9 @@ class Pod:
     source: str = ""
     limits: Resources = ()  # summed container limits (TKE spec matching reads them)
     priority: int = 0  # resolved from spec.priority or the PriorityClass
+    # resolved as the Priority admission plugin does: the PriorityClass's, else the pod's, else the default
+    preemption_policy: str = "PreemptLowerPriority"
+    start_time: float | None = None  # status.startTime (Unix seconds) of a running pod, when given
 
     @property
     def key(self) -> str:

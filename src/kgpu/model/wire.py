@@ -151,10 +151,12 @@ class PodSpec(_S):
     host_network: bool | None = None
     resources: ResourceRequirements | None = None  # pod-level resources (PodLevelResources)
     topology_spread_constraints: list[TopologySpreadConstraint] | None = None
+    preemption_policy: str | None = None
 
 
 class PodStatus(_S):
     phase: str | None = None
+    start_time: str | None = None
 
 
 class Pod(_S):
@@ -246,6 +248,7 @@ class PriorityClass(_S):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     value: int = 0
     global_default: bool | None = None
+    preemption_policy: str | None = None
 
 
 class Head(_S):

@@ -55,7 +55,15 @@ static normalised plugins and the topology scores are added over the nodes that 
 taken. Classes that cannot use arrays (host ports) loop over their feasible nodes instead. Every other pod
 keeps the fast path; a bind costs a look at the counters whose selectors its pod's labels can match.
 
-Not modelled (documented in docs/simulate.md): preemption, the default topology spreading of pods without
+Preemption (``kgpu.sim.preemption``) is the one thing that makes free resources grow: ``unbind`` evicts a
+pod, puts its node on the bind log (messages and array scores are re-computed for it as for a bind) and on
+a log of *grown* nodes, and each class re-admits the grown nodes at its next turn, before it looks at its
+heap or arrays: a heap class pushes an exact entry for every grown node it had taken in (its older
+entries are then superseded, so a node it had dropped comes back and no key is left below the node's
+score), an array class re-scores them. A bind or a turn costs nothing more when nothing was evicted; the
+topology counters take the eviction as a negative bind.
+
+Not modelled (documented in docs/simulate.md): the default topology spreading of pods without
 constraints, ImageLocality, volume filters, and the scheduler's sampling of a percentage of nodes in large
 clusters.
 """
@@ -151,6 +159,28 @@ class NodeState:
         if spec.host_ports:
             self.ports.extend(spec.host_ports)
         self.pods.append(pod)
+        self.version += 1
+
+    def remove(self, pod: Pod) -> None:
+        """Take ``pod`` (this very object) off the node: the inverse of ``add``."""
+        pods = self.pods
+        for i, p in enumerate(pods):
+            if p is pod:
+                del pods[i]
+                break
+        else:
+            raise ValueError(f"{pod.key} is not on node {self.name}")
+        spec = pod.spec
+        req, free = self.requested, self.available
+        for k, v in spec.requests:
+            req[k] = req.get(k, 0) - v
+            free[k] = free.get(k, 0) + v
+        self.req_cpu, self.req_memory = req.get(CPU, 0), req.get(MEMORY, 0)
+        self.nonzero_cpu -= spec.nonzero_cpu
+        self.nonzero_memory -= spec.nonzero_memory
+        self.pod_count -= 1
+        for port in spec.host_ports:
+            self.ports.remove(port)
         self.version += 1
 
     def free(self, resource: str) -> int:
@@ -288,6 +318,7 @@ class _Class:
         "dyn_counter",
         "extra_cache",
         "group",
+        "grown_pos",
         "heap",
         "latest",
         "log_pos",
@@ -327,6 +358,7 @@ class _Class:
         self.msg_nodes = -1
         self.scores: Any = None  # array mode: exact score of every node, -1 where infeasible or unfit
         self.vec_log_pos = 0
+        self.grown_pos = 0  # how much of the scheduler's log of grown nodes (evictions) the class has seen
         # Normalised score plugins (kgpu.sim.scoring). A class *varies* once its feasible nodes differ in a
         # static plugin's raw score: the heap and array invariants hold only for scores that do not depend on
         # which other nodes are feasible, so such a class re-normalises over its feasible nodes at each turn.
@@ -416,7 +448,8 @@ class Scheduler:
         self._classes: dict[PodSpecInfo, _Class] = {}
         self._groups: dict[tuple[object, ...], _FilterGroup] = {}
         self._node_classes: list[list[_Class]] = []  # per node, the classes that have taken it in
-        self._log: list[int] = []  # node index of every bind, in order
+        self._log: list[int] = []  # node index of every bind and eviction, in order
+        self._grown: list[int] = []  # node index of every eviction (the node's free resources grew)
         # Over every class so far: the largest non-zero cpu/memory request, and the largest excess of the
         # non-zero request over the actual one (containers without requests count 100m / 200Mi).
         self._max_nz = [0, 0]
@@ -493,6 +526,7 @@ class Scheduler:
             group = self._groups[key] = _FilterGroup(spec)
         cls = self._classes[spec] = _Class(spec, group)
         cls.log_pos = len(self._log)
+        cls.grown_pos = len(self._grown)
         nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
         mx, ex = self._max_nz, self._max_excess
         mx[0], mx[1] = max(mx[0], nz_cpu), max(mx[1], nz_memory)
@@ -522,7 +556,29 @@ class Scheduler:
             self._catch_up_array(cls)
         elif cls.pos < len(cls.group.feasible) or cls.group.seen < len(self.states):
             self._catch_up(cls)
+        if cls.grown_pos < len(self._grown):
+            self._readmit(cls)
         return cls
+
+    def _readmit(self, cls: _Class) -> None:
+        """Take back the nodes evicted from since the class's last turn, with their exact score now."""
+        grown = set(self._grown[cls.grown_pos :])
+        cls.grown_pos = len(self._grown)
+        if cls.scores is not None:
+            import numpy as np
+
+            assert self._arrays is not None
+            fset = cls.group.feasible_set
+            rows = np.array(sorted(i for i in grown if i in fset), dtype=np.int64)
+            if len(rows):
+                cls.scores[rows] = self._arrays.scores(cls, rows)
+            return
+        states, latest, heap = self.states, cls.latest, cls.heap
+        for idx in grown:
+            if idx in latest:  # taken in by this class (its filter group passes the node)
+                st = states[idx]
+                latest[idx] = st.version
+                heapq.heappush(heap, (-_score(*cls.score_key, st), st.node.name, idx, st.version))
 
     # --- normalised score plugins ------------------------------------------------------------------------
 
@@ -646,6 +702,16 @@ class Scheduler:
                     s = memo[other.score_key] = _score(*other.score_key, st)
                 other.latest[idx] = version
                 heapq.heappush(other.heap, (-s, name, idx, version))
+
+    def unbind(self, pod: Pod, st: NodeState) -> None:
+        """Evict ``pod`` from ``st`` (preemption): the node's free resources grow. Classes re-admit the node
+        at their next turn (``_readmit``); messages and array scores see it through the bind log."""
+        st.remove(pod)
+        self._log.append(st.index)
+        self._grown.append(st.index)
+        self.topology.unbound(pod, st)
+        if self._arrays is not None:
+            self._arrays.bound(pod.spec, st)
 
     def _cannot_raise(self, spec: PodSpecInfo, st: NodeState) -> bool:
         """True when ``spec`` landing on ``st`` (already added) cannot raise the node's score for any class
@@ -845,7 +911,21 @@ class Scheduler:
         return Decision(best, None)
 
     def feasible_nodes(self, spec: PodSpecInfo) -> Sequence[int]:
+        """Indexes of the nodes that pass ``spec``'s node-only filters, in node order."""
         return self._class(spec).group.feasible
+
+    def needs_exact(self, pod: Pod) -> bool:
+        """Whether PodTopologySpread or InterPodAffinity can reject the pod somewhere (the exact path)."""
+        return self._exact(pod)
+
+    @property
+    def log_length(self) -> int:
+        """How many binds and evictions so far."""
+        return len(self._log)
+
+    def changed_since(self, position: int) -> list[int]:
+        """Node indexes of the binds and evictions after the first ``position`` ones."""
+        return self._log[position:]
 
     # --- array mode: many classes -----------------------------------------------------------------------
 
@@ -1036,6 +1116,7 @@ class _NodeArrays:
             arr[st.index] = st.available.get(name, 0)
 
     def bound(self, spec: PodSpecInfo, st: NodeState) -> None:
+        """``spec`` was bound to ``st`` or evicted from it: log the node and copy its new figures."""
         if self.log_n == len(self.log):
             grown = self.np.zeros(2 * len(self.log), dtype=self.np.int64)
             grown[: self.log_n] = self.log

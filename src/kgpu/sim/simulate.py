@@ -3,22 +3,32 @@
 The queue is what kube-scheduler's PrioritySort gives: higher priority first, then arrival order. Arrival
 order is: DaemonSet pods (they run before anything else on a node), pending pods found in the cluster
 files, then the workload's pods in file order.
+
+A pod that fits nowhere goes through PostFilter (``kgpu.sim.preemption``): it may evict pods of lower
+priority and take their node. Evicted pods are reported ``Preempted``; those a controller owns come back
+as new pending pods, queued behind every pending pod of their priority or higher (the controller creates
+them now). Only what preemption cannot place is handed to the provisioner: kube-scheduler preempts before
+the autoscalers see a pod as unschedulable, and Karpenter leaves nominated pods alone.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from dataclasses import replace as _replace_pod
 from typing import Any, Protocol
 
 from kgpu.model.load import Objects, resolve_priorities
 from kgpu.model.objects import DaemonSet, Node, NodeSelector, Pod, PodSpecInfo, Requirement, Term, Toleration
 from kgpu.model.predicates import static_reasons
+from kgpu.sim.preemption import Preemption
 from kgpu.sim.scheduler import Decision, NodeState, Scheduler
 
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
 PROVISIONED = "Provisioned"
+PREEMPTED = "Preempted"
 
 # Tolerations the DaemonSet controller adds to every daemon pod (pkg/controller/daemon/util:
 # AddOrUpdateDaemonPodTolerations): it must run on not-ready, unreachable, pressured and cordoned nodes.
@@ -39,6 +49,9 @@ class Placement:
     node: str | None = None
     reason: str | None = None
     new_node: Any = None  # set by provisioning: the NewNode the pod landed on
+    preempted_by: str | None = None  # Preempted: the pod (namespace/name) that evicted it
+    victims: list[str] = field(default_factory=list)  # the pods this one evicted to run (namespace/name)
+    recreated: bool = False  # a new pod its controller created for a preempted one
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -50,6 +63,12 @@ class Placement:
         }
         if self.new_node is not None:
             out.update(self.new_node.placement_fields())
+        if self.preempted_by is not None:
+            out["preempted_by"] = self.preempted_by
+        if self.victims:
+            out["preempted"] = list(self.victims)
+        if self.recreated:
+            out["recreated"] = True
         return out
 
 
@@ -70,6 +89,9 @@ class SimulationResult:
             "scheduled": sum(1 for p in self.placements if p.phase == SCHEDULED),
             "unschedulable": sum(1 for p in self.placements if p.phase == UNSCHEDULABLE),
         }
+        preempted = sum(1 for p in self.placements if p.phase == PREEMPTED)
+        if preempted:
+            out["preempted"] = preempted
         if self.new_nodes or "hourly_cost" in self.extra:
             out["provisioned"] = sum(1 for p in self.placements if p.phase == PROVISIONED)
         out.update(self.extra.get("summary", {}))
@@ -128,6 +150,17 @@ def queue(pods: Sequence[Pod]) -> list[Pod]:
     return sorted(pods, key=lambda p: -p.priority)
 
 
+def recreate(pod: Pod) -> Pod | None:
+    """The pod a controller creates for an evicted one (same template; not bound), or None for a bare pod.
+
+    Names are kept: a ReplicaSet, Job or DaemonSet would pick a new random suffix, a StatefulSet the same
+    name; the output marks the new pod ``recreated``."""
+    if not pod.owner_kind:
+        return None
+    spec = pod.spec if not pod.spec.node_name else _replace(pod.spec, node_name="")
+    return _replace_pod(pod, spec=spec, phase="Pending")
+
+
 def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner: Provisioner | None = None) -> SimulationResult:
     workloads = workloads or Objects()
     priority_warnings = resolve_priorities(cluster, workloads)
@@ -141,28 +174,64 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     pending.extend(p for p in cluster.pods if not p.node_name and not p.terminated)
     pending.extend(p for p in workloads.pods if not p.terminated)
     placements: dict[int, Placement] = {}
-    ordered = queue(pending)
-    failed: list[Pod] = []
-    for pod in ordered:
+    later: list[Pod] = []  # preempted pods of the snapshot, and the pods recreated for evicted ones
+    recreated: set[int] = set()
+    # PrioritySort as a heap of (-priority, arrival); a recreated pod arrives after everything queued so far.
+    todo = [(-p.priority, n, p) for n, p in enumerate(pending)]
+    heapq.heapify(todo)
+    arrivals = len(todo)
+    failed: dict[int, Pod] = {}
+    postfilter = Preemption(sched, lowest=min((p.priority for p in pending), default=0))
+    while todo:
+        _, _, pod = heapq.heappop(todo)
         decision: Decision = sched.place(pod)
+        again = id(pod) in recreated
         if decision.node is not None:
-            placements[id(pod)] = Placement(pod, SCHEDULED, decision.node.name)
-        else:
-            placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, decision.reason)
-            failed.append(pod)
-    result = SimulationResult([placements[id(p)] for p in pending], sched.states,
+            placements[id(pod)] = Placement(pod, SCHEDULED, decision.node.name, recreated=again)
+            continue
+        outcome = postfilter.preempt(pod)
+        if outcome.node is None:
+            reason = f"{decision.reason} {outcome.message}" if outcome.message else decision.reason
+            placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)
+            failed[id(pod)] = pod
+            continue
+        node = outcome.node.name
+        victims = [v.key for v in outcome.victims]
+        placements[id(pod)] = Placement(pod, SCHEDULED, node, victims=victims, recreated=again)
+        for victim in outcome.victims:
+            gone = placements.get(id(victim))
+            if gone is None:  # a pod of the snapshot
+                gone = placements[id(victim)] = Placement(victim, PREEMPTED)
+                later.append(victim)
+            new = recreate(victim)
+            gone.phase, gone.node, gone.preempted_by = PREEMPTED, node, pod.key
+            gone.reason = f"preempted by {pod.key} (priority {pod.priority} over {victim.priority}); " + (
+                f"its {victim.owner_kind} creates it again" if new is not None else "no controller recreates it"
+            )
+            if new is not None:
+                recreated.add(id(new))
+                later.append(new)
+                heapq.heappush(todo, (-new.priority, arrivals, new))
+                arrivals += 1
+    shown = [placements[id(p)] for p in pending] + [placements[id(p)] for p in later]
+    result = SimulationResult(shown, sched.states,
                               warnings=cluster.warnings + workloads.warnings + priority_warnings)
     if provisioner is not None and failed:
-        outcome = provisioner.provision(failed, sched)
-        result.extra.update(outcome.pop("extra", {}))
-        result.new_nodes = outcome.pop("new_nodes", [])
-        for pod in failed:
+        unplaced = list(failed.values())
+        outcome_map = provisioner.provision(unplaced, sched)
+        result.extra.update(outcome_map.pop("extra", {}))
+        result.new_nodes = outcome_map.pop("new_nodes", [])
+        for pod in unplaced:
             p = placements[id(pod)]
-            info = outcome.get(pod.key)
+            info = outcome_map.get(pod.key)
             if info is None:
                 continue
             if isinstance(info, str):
-                p.reason = info
+                # the provisioner's words follow the scheduler's message, which it took after adding
+                # nodes: PostFilter's part is taken again over the same nodes
+                base, sep, rest = info.partition("; ")
+                words = postfilter.message(pod)
+                p.reason = f"{base} {words}{sep}{rest}" if words else info
                 continue
             p.phase, p.node, p.reason, p.new_node = PROVISIONED, info.name, None, info
     return result

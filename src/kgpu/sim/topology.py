@@ -151,7 +151,8 @@ class _Counter:
         for pod in st.pods:
             self.add(pod, st)
 
-    def add(self, pod: Pod, st: NodeLike) -> None:
+    def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
+        """Count ``pod`` on ``st`` (``n`` = -1: an eviction)."""
         raise NotImplementedError
 
 
@@ -208,14 +209,14 @@ class SpreadCounter(_Counter):
         for pod in st.pods:
             self.add(pod, st)
 
-    def add(self, pod: Pod, st: NodeLike) -> None:
+    def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         if st.index >= self.seen:
             return
         value = self.eligible[st.index]
         if value is None or self.selector is None or pod.namespace != self.namespace:
             return
         if selector_matches(self.selector, pod.labels):
-            self.domains[value] += 1
+            self.domains[value] += n
 
 
 class AffinityCounter(_Counter):
@@ -228,7 +229,7 @@ class AffinityCounter(_Counter):
         self.terms = terms
         self.counts: Counter[tuple[str, str]] = Counter()
 
-    def add(self, pod: Pod, st: NodeLike) -> None:
+    def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         if st.index >= self.seen:
             return
         if all(t.matches(pod) for t in self.terms):
@@ -236,7 +237,10 @@ class AffinityCounter(_Counter):
             for t in self.terms:
                 value = labels.get(t.topology_key)
                 if value is not None:
-                    self.counts[(t.topology_key, value)] += 1
+                    pair = (t.topology_key, value)
+                    self.counts[pair] += n
+                    if not self.counts[pair]:
+                        del self.counts[pair]  # as upstream's counts drop a pair at 0 (the first-pod rule)
 
 
 class NodeCounter(_Counter):
@@ -255,11 +259,11 @@ class NodeCounter(_Counter):
         for pod in st.pods:
             self.add(pod, st)
 
-    def add(self, pod: Pod, st: NodeLike) -> None:
+    def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         if st.index >= self.seen or self.selector is None or pod.namespace != self.namespace:
             return
         if selector_matches(self.selector, pod.labels):
-            self.counts[st.index] += 1
+            self.counts[st.index] += n
 
 
 class AntiAffinityCounter(_Counter):
@@ -273,12 +277,12 @@ class AntiAffinityCounter(_Counter):
         self.term = term
         self.counts: Counter[str] = Counter()
 
-    def add(self, pod: Pod, st: NodeLike) -> None:
+    def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         if st.index >= self.seen:
             return
         value = st.node.labels.get(self.term.topology_key)
         if value is not None and self.term.matches(pod):
-            self.counts[value] += 1
+            self.counts[value] += n
 
 
 # Reasons by code, in the order Filter checks them (code 0: the node passes), for ``PodFilter.codes``.
@@ -461,7 +465,8 @@ class Topology:
 
     # --- binds -------------------------------------------------------------------------------------------
 
-    def bound(self, pod: Pod, st: NodeLike) -> None:
+    def bound(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
+        """``pod`` landed on ``st``; with ``n`` = -1 it left (``unbound``)."""
         index = self._spread_by_ns.get(pod.namespace)
         if index:
             labels = pod.labels
@@ -469,11 +474,11 @@ class Topology:
                 value = labels.get(key)
                 if value is not None:
                     for c in index.get((key, value), ()):
-                        c.add(pod, st)
+                        c.add(pod, st, n)
             for c in index.get(None, ()):
-                c.add(pod, st)
+                c.add(pod, st, n)
         for pc in self._pod_counters:
-            pc.add(pod, st)
+            pc.add(pod, st, n)
         spec = pod.spec
         if spec.pod_anti_affinity:
             labels = st.node.labels
@@ -486,7 +491,7 @@ class Topology:
                 if pairs is None:
                     pairs = self.existing_anti[t] = Counter()
                     self._matched_cache.clear()
-                pairs[(term.topology_key, value)] += 1
+                pairs[(term.topology_key, value)] += n
         if spec.pod_affinity or spec.preferred_pod_affinity or spec.preferred_pod_anti_affinity:
             labels = st.node.labels
             weighted = [(t, 1) for t in spec.pod_affinity]
@@ -501,7 +506,11 @@ class Topology:
                 if pairs is None:
                     pairs = self.existing_score[scored] = Counter()
                     self._matched_cache.clear()
-                pairs[(term.topology_key, value)] += 1
+                pairs[(term.topology_key, value)] += n
+
+    def unbound(self, pod: Pod, st: NodeLike) -> None:
+        """``pod`` left ``st`` (preemption; the node no longer lists it): the counts drop again."""
+        self.bound(pod, st, -1)
 
     # --- which pods need the exact path ------------------------------------------------------------------
 
