@@ -29,6 +29,8 @@ from builders import GPU_TAINT, GPU_TOLERATION, node_dict, placement, pod_dict
 from kgpu.model.load import parse_documents
 from kgpu.model.objects import Node, Pod
 from kgpu.model.predicates import (
+    ERR_POD_AFFINITY,
+    ERR_SPREAD_LABEL,
     filter_reasons,
     ports_conflict,
     prefilter_node_names,
@@ -39,6 +41,7 @@ from kgpu.sim import simulate as simulate_module
 from kgpu.sim.preemption import num_candidates
 from kgpu.sim.scheduler import NodeState, Scheduler, score
 from kgpu.sim.simulate import simulate
+from test_scheduler import best_node, naive_topology
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 SMALL = {"cpu": "100m", "memory": "100"}
@@ -519,7 +522,7 @@ def test_preemption_before_provisioning():
 # --- the naive reference --------------------------------------------------------------------------------
 
 
-def _unresolvable(pod: Pod, st: NodeState) -> bool:
+def _unresolvable(pod: Pod, st: NodeState, states: list[NodeState]) -> bool:
     """The node's first failing filter returns UnschedulableAndUnresolvable."""
     spec = pod.spec
     names = prefilter_node_names(spec)
@@ -527,7 +530,19 @@ def _unresolvable(pod: Pod, st: NodeState) -> bool:
         return True
     if spec.host_ports and ports_conflict(spec.host_ports, st.ports):
         return False
-    return any(v > st.node.allocatable.get(k, 0) for k, v in spec.requests)
+    if filter_reasons(spec, st.node, st.requested, st.pod_count, st.ports) is not None:
+        return any(v > st.node.allocatable.get(k, 0) for k, v in spec.requests)
+    # NodeResourcesFit passes: PodTopologySpread or InterPodAffinity failed
+    return naive_topology(pod, st, states) in (ERR_SPREAD_LABEL, ERR_POD_AFFINITY)
+
+
+def _reasons(pod: Pod, st: NodeState, states: list[NodeState]) -> list[str] | None:
+    """Every filter, the topology ones recounted from every node's pods."""
+    r = filter_reasons(pod.spec, st.node, st.requested, st.pod_count, st.ports)
+    if r is None:
+        why = naive_topology(pod, st, states)
+        r = [why] if why else None
+    return r
 
 
 def _rebuilt(st: NodeState, pods: list[Pod]) -> NodeState:
@@ -558,13 +573,13 @@ def naive(nodes: list[Node], bound: list[Pod], pending: list[Pod]) -> list[tuple
         again = id(pod_) in recreated
         feasible, reasons = [], Counter()
         for st in states:
-            r = filter_reasons(pod_.spec, st.node, st.requested, st.pod_count, st.ports)
+            r = _reasons(pod_, st, states)
             if r is None:
                 feasible.append(st)
             else:
                 reasons.update(r)
         if feasible:
-            best = min(feasible, key=lambda st: (-score(pod_.spec, st), st.node.name))
+            best = best_node(pod_, feasible)
             best.add(pod_)
             rows[id(pod_)] = [pod_.name, "Scheduled", best.node.name, None, None, again]
             continue
@@ -580,7 +595,7 @@ def naive(nodes: list[Node], bound: list[Pod], pending: list[Pod]) -> list[tuple
             ]
             continue
         statuses: Counter[str] = Counter()
-        potential = [st for st in states if not _unresolvable(pod_, st)]
+        potential = [st for st in states if not _unresolvable(pod_, st, states)]
         statuses[NOT_HELPFUL] = len(states) - len(potential)
         candidates = []
         for st in potential:
@@ -591,14 +606,20 @@ def naive(nodes: list[Node], bound: list[Pod], pending: list[Pod]) -> list[tuple
                 statuses[NO_VICTIMS] += 1
                 continue
             keep = [p for p in st.pods if p.priority >= pod_.priority]
-            r = filter_reasons(pod_.spec, st.node, *_state(_rebuilt(st, keep)))
+
+            def trial(pods: list[Pod], st: NodeState = st, pod: Pod = pod_) -> list[str] | None:
+                world = list(states)
+                world[st.index] = _rebuilt(st, pods)
+                return _reasons(pod, world[st.index], world)
+
+            r = trial(keep)
             if r is not None:
                 statuses.update(r)
                 continue
             order = sorted(lower, key=lambda p: (-p.priority, _start(p), st.pods.index(p)))
             victims = []
             for p in order:
-                if filter_reasons(pod_.spec, st.node, *_state(_rebuilt(st, [*keep, p]))) is None:
+                if trial([*keep, p]) is None:
                     keep.append(p)
                 else:
                     victims.append(p)
@@ -648,11 +669,15 @@ def naive(nodes: list[Node], bound: list[Pod], pending: list[Pod]) -> list[tuple
     return [tuple(rows[id(p)]) for p in pending + later]
 
 
-def _state(st: NodeState) -> tuple:
-    return st.requested, st.pod_count, st.ports
-
-
 PRIORITIES = [-10, 0, 0, 5, 100]
+APPS = ["web", "db"]
+
+
+def anti_term(rng: random.Random) -> dict:
+    return {
+        "topologyKey": rng.choice(["zone", "kubernetes.io/hostname"]),
+        "labelSelector": {"matchLabels": {"app": rng.choice(APPS)}},
+    }
 
 
 def random_cluster(rng: random.Random) -> tuple[list[dict], list[dict], list[dict]]:
@@ -660,6 +685,9 @@ def random_cluster(rng: random.Random) -> tuple[list[dict], list[dict], list[dic
     for i in range(rng.randint(1, 8)):
         gpus = rng.choice([0, 0, 1, 2, 4])
         name = f"node-{rng.randint(0, 9)}{i}"
+        labels = {"zone": rng.choice("ab"), "kubernetes.io/hostname": name}
+        if rng.random() < 0.1:
+            del labels["zone"]
         nodes.append(
             node_dict(
                 name,
@@ -667,7 +695,7 @@ def random_cluster(rng: random.Random) -> tuple[list[dict], list[dict], list[dic
                 memory=rng.choice(["2Gi", "4Gi", "8Gi"]),
                 pods=rng.choice([2, 3, 5, 110]),
                 gpus=gpus,
-                labels={"zone": rng.choice("ab")},
+                labels=labels,
                 taints=[GPU_TAINT] if gpus and rng.random() < 0.5 else [],
                 unschedulable=rng.random() < 0.05,
             )
@@ -682,6 +710,8 @@ def random_cluster(rng: random.Random) -> tuple[list[dict], list[dict], list[dic
                 owner=rng.choice([None, "ReplicaSet", "Job"]),
                 gpus=rng.choice([0, 0, 1]) if gpus else 0,
                 tolerations=[GPU_TOLERATION],
+                labels={"app": rng.choice(APPS)},
+                pod_anti_affinity=[anti_term(rng)] if rng.random() < 0.1 else None,
             )
             if rng.random() < 0.15:
                 doc["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
@@ -693,6 +723,20 @@ def random_cluster(rng: random.Random) -> tuple[list[dict], list[dict], list[dic
             kw["tolerations"] = [GPU_TOLERATION]
         if rng.random() < 0.25:
             kw["node_selector"] = {"zone": rng.choice("ab")}
+        kw["labels"] = {"app": rng.choice(APPS)}
+        if rng.random() < 0.15:
+            kw["spread"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": rng.choice(["zone", "kubernetes.io/hostname"]),
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": rng.choice(APPS)}},
+                }
+            ]
+        if rng.random() < 0.15:
+            kw["pod_anti_affinity"] = [anti_term(rng)]
+        if rng.random() < 0.05:
+            kw["pod_affinity"] = [anti_term(rng)]
         shapes.append(
             (
                 rng.choice([0, 5, 100, 1000]),

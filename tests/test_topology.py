@@ -89,7 +89,9 @@ def test_min_domains_counts_missing_domains_as_zero():
     result = run(nodes, pods)
     assert [p.phase for p in result.placements] == ["Scheduled", "Scheduled", "Unschedulable"]
     assert placement(result, "p2").reason == (
-        "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints."
+        "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints. "
+        # a skew is resolvable by preemption, but every pod has the same priority
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     )
 
 
@@ -215,7 +217,10 @@ def test_tolerating_gpu_pods_spread_over_zones_through_the_filters_they_pass():
     ]
     result = run(nodes, pods)
     assert sorted(p.node or "-" for p in result.placements) == ["-", "a1", "b1"]
-    assert placement(result, "g2").reason == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    assert placement(result, "g2").reason == (
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
 
 
 @pytest.mark.parametrize(
