@@ -579,7 +579,7 @@ def naive(nodes: list[Node], bound: list[Pod], pending: list[Pod]) -> list[tuple
             else:
                 reasons.update(r)
         if feasible:
-            best = best_node(pod_, feasible)
+            best = best_node(pod_, feasible, states)
             best.add(pod_)
             rows[id(pod_)] = [pod_.name, "Scheduled", best.node.name, None, None, again]
             continue

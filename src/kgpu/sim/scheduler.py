@@ -916,7 +916,7 @@ class Scheduler:
 
     def needs_exact(self, pod: Pod) -> bool:
         """Whether PodTopologySpread or InterPodAffinity can reject the pod somewhere (the exact path)."""
-        return self._exact(pod)
+        return self.topology.needs_exact(pod)
 
     @property
     def log_length(self) -> int:
