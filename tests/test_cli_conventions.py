@@ -265,6 +265,29 @@ def test_yaml_fast_rows_are_the_pure_python_bytes():
     check()
 
 
+def test_yaml_fast_rows_with_list_values_are_the_pure_python_bytes():
+    """Rows whose values may be lists (a pod's ``warnings``: mostly empty, sometimes flat mappings)."""
+    import copy
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    warning = st.dictionaries(st.sampled_from(["code", "message"]), _scalars(), min_size=1, max_size=2)
+    value = st.one_of(_scalars(), st.just([]), st.lists(warning, min_size=1, max_size=2))
+    row = st.dictionaries(st.sampled_from(["namespace", "name", "node", "warnings", "reason"]), value, min_size=1)
+
+    @settings(max_examples=25, deadline=None)
+    @given(rows=st.lists(row, min_size=1, max_size=6), repeat=st.integers(60, 80))
+    def check(rows: list[dict], repeat: int) -> None:
+        data = {"pods": [copy.deepcopy(r) for r in rows * repeat], "summary": {"n": 1}}
+        expected = yaml.dump(
+            data, Dumper=yaml.SafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True
+        )
+        assert output.to_yaml(data) == expected
+
+    check()
+
+
 def test_yaml_rows_shared_elsewhere_keep_pythons_anchors():
     row = {"name": "a", "node": None}
     data = {"pods": [row] + [{"name": f"p{i}", "node": "n"} for i in range(300)], "first": row}

@@ -22,10 +22,11 @@ def test_examples_all_placed_json_contract(examples):
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert set(data) == {"pods", "summary"}
-    assert data["summary"] == {"scheduled": 14, "unschedulable": 0}
+    assert data["summary"] == {"scheduled": 14, "unschedulable": 0, "with_warnings": 0}
     for pod in data["pods"]:
-        assert set(pod) == {"namespace", "name", "phase", "node", "reason"}
+        assert set(pod) == {"namespace", "name", "phase", "node", "reason", "warnings"}
         assert pod["phase"] == "Scheduled" and pod["node"] and pod["reason"] is None
+        assert pod["warnings"] == []
     names = [p["name"] for p in data["pods"]]
     assert names[:3] == ["pytorch-training-0", "tensorflow-serving-0", "tensorflow-serving-1"]
     assert [n for n in names if n.startswith("cuda-vector-add-")] == [f"cuda-vector-add-{i}" for i in range(10)]

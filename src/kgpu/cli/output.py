@@ -229,8 +229,9 @@ def _dump_yaml(data: Any, *, pure: bool = False) -> str:
 
 
 def _libyaml_differs(data: Any) -> bool:
-    """libyaml writes two things unlike PyYAML's own emitter: characters beyond U+FFFF (escaped) and empty
-    mapping keys (``'': v`` instead of ``? ''``). Found in the UTF-8 JSON encoding at msgspec's speed."""
+    """libyaml writes three things unlike PyYAML's own emitter: characters beyond U+FFFF (escaped), empty
+    mapping keys (``'': v`` instead of ``? ''``) and keys with a line break (``? "\\r"``). Found in the UTF-8
+    JSON encoding at msgspec's speed (keys checked one by one only when some string has a line break)."""
     import re
 
     import msgspec
@@ -239,7 +240,26 @@ def _libyaml_differs(data: Any) -> bool:
         raw = msgspec.json.encode(data)
     except (TypeError, msgspec.EncodeError):
         return True
-    return re.search(rb'[\xf0-\xf4]|"":', raw) is not None
+    if re.search(rb'[\xf0-\xf4]|"":', raw) is not None:
+        return True
+    # a mapping key with a line break: libyaml writes it as a complex key (``? "\r"``), PyYAML does not
+    return re.search(rb"\\[rn]|\xc2\x85|\xe2\x80[\xa8\xa9]", raw) is not None and _line_break_key(data)
+
+
+_LINE_BREAKS = ("\r", "\n", "\x85", "\u2028", "\u2029")
+
+
+def _line_break_key(data: Any) -> bool:
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if any(isinstance(k, str) and any(b in k for b in _LINE_BREAKS) for k in item):
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -247,12 +267,15 @@ _FAST_ROWS = 256  # below this, one dump call is as quick
 
 
 def _is_rows(value: Any) -> bool:
-    """A long list of non-empty flat mappings (pods, nodes, catalog rows): the shape worth a fast path."""
+    """A long list of non-empty flat mappings (pods, nodes, catalog rows): the shape worth a fast path.
+    A value may also be a list (a pod's warnings), mostly empty."""
     return (
         isinstance(value, list)
         and len(value) >= _FAST_ROWS
         and all(
-            type(row) is dict and row and all(type(k) is str and type(v) in _SCALARS for k, v in row.items())
+            type(row) is dict
+            and row
+            and all(type(k) is str and (type(v) in _SCALARS or type(v) is list) for k, v in row.items())
             for row in value
         )
     )
@@ -282,7 +305,7 @@ class _RowWriter:
 
     def _pair(self, key: str, value: Any) -> str:
         """``key: value`` followed by a newline, as the non-first entry of a row (two-space indent)."""
-        memo = (key, type(value), value)
+        memo = (key, type(value), value if type(value) is not list else ())
         line = self._lines.get(memo)
         if line is None:
             plain = _RowWriter._PLAIN
@@ -306,7 +329,12 @@ class _RowWriter:
         pair = self._pair
         for row in rows:
             first = True
+            start = len(out)
             for k, v in row.items():
+                if type(v) is list and v:  # a non-empty list: this row is PyYAML's
+                    del out[start:]
+                    out.append(_dump_yaml([row]))
+                    break
                 line = pair(k, v)
                 out.append("- " + line[2:] if first else line)
                 first = False
@@ -383,12 +411,35 @@ def emit(
 
 
 def summary_line(summary: dict[str, Any]) -> str:
-    """'14 scheduled, 0 unschedulable, 16 new nodes': the integer counts of a result's summary."""
+    """'14 scheduled, 0 unschedulable, 16 new nodes': the integer counts of a result's summary (a zero
+    count of pods with warnings is left out)."""
     return ", ".join(
         f"{v} {k.replace('_', ' ')}"
         for k, v in summary.items()
-        if isinstance(v, int) and not isinstance(v, bool)
+        if isinstance(v, int) and not isinstance(v, bool) and (v or k != "with_warnings")
     )
+
+
+def warning_codes(pod: dict[str, Any]) -> str:
+    """A pod's warning codes for the WARNINGS column: 'volumes,preemption'."""
+    return ",".join(w["code"] for w in pod.get("warnings") or ())
+
+
+def warnings_footer(pods: Iterable[dict[str, Any]]) -> list[str]:
+    """What the WARNINGS column's codes mean, with how many pods carry each; nothing when none does."""
+    from kgpu.sim.unmodelled import TEXT
+
+    counts: dict[str, int] = {}
+    for pod in pods:
+        for w in pod.get("warnings") or ():
+            counts[w["code"]] = counts.get(w["code"], 0) + 1
+    if not counts:
+        return []
+    width = max(len(c) for c in counts)
+    out = ["", "Not modelled (WARNINGS): these pods may be placed differently in the cluster"]
+    out += [f"  {code:<{width}}  {n} pod(s): {TEXT.get(code, '')}" for code, n in counts.items()]
+    out.append("  (each pod's details: -o json, pods[].warnings)")
+    return out
 
 
 def _visible_len(text: str) -> int:

@@ -19,6 +19,8 @@ from kgpu.cli.output import (
     phase,
     summary_line,
     table,
+    warning_codes,
+    warnings_footer,
 )
 from kgpu.cli.report import compare_report, plan_report
 
@@ -118,7 +120,7 @@ def command(
         view = nodeview.pools(sim.nodes, sim.new_nodes, nodeview.profile_pools(prof))
     if report is not None:
         grouped, reasons = placement_rows(data)
-        _write_report(report, plan_report(data, view, grouped, reasons))
+        _write_report(report, plan_report(data, view, grouped, reasons, warnings_footer(data["pods"])))
     emit(
         data,
         output,
@@ -154,6 +156,7 @@ def _where(pod: dict[str, Any]) -> str:
 
 def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
     """Every pod on its own line, with its node's name, pool, instance type, capacity type and zone."""
+    flagged = any(p.get("warnings") for p in data["pods"])
     rows = [
         (
             p["namespace"],
@@ -164,16 +167,16 @@ def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -
             p.get("instance_type") or "-",
             p.get("capacity_type") or "-",
             p.get("zone") or "-",
+            *((warning_codes(p) or "-",) if flagged else ()),
             p["reason"] or "",
         )
         for p in data["pods"]
     ]
-    text = table(
-        ("NAMESPACE", "POD", "PHASE", "NODE", "POOL", "INSTANCE TYPE", "CAPACITY", "ZONE", "REASON"), rows
-    )
+    headers = ("NAMESPACE", "POD", "PHASE", "NODE", "POOL", "INSTANCE TYPE", "CAPACITY", "ZONE")
+    text = table(headers + (("WARNINGS", "REASON") if flagged else ("REASON",)), rows)
     if not headers_wanted():
         return text
-    out = [f"Plan for profile {data['profile']}", "", text, *_new_nodes(data)]
+    out = [f"Plan for profile {data['profile']}", "", text, *warnings_footer(data["pods"]), *_new_nodes(data)]
     if view:
         out += ["", nodeview.render(view)]
     return "\n".join(out + _cost(data) + _scale_to_zero(data) + _footer(data))
@@ -183,7 +186,7 @@ def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) 
     if not headers_wanted():
         return _placements(data)[0]
     text, reasons = _placements(data)
-    out = [f"Plan for profile {data['profile']}", "", text]
+    out = [f"Plan for profile {data['profile']}", "", text, *warnings_footer(data["pods"])]
     out += ["", nodeview.render(view)] if view else _new_nodes(data)
     out += _cost(data) + _scale_to_zero(data)
     if reasons:
@@ -196,23 +199,29 @@ def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) 
 
 def _placements(data: dict[str, Any]) -> tuple[str, dict[str, int]]:
     rows, reasons = placement_rows(data)
-    coloured = [(ns, w, phase(ph), where, note) for ns, w, ph, where, note in rows]
-    return table(("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY"), coloured, title="Placements"), reasons
+    flagged = any(codes for *_, codes in rows)
+    coloured = [
+        (ns, w, phase(ph), where, note, *((codes or "-",) if flagged else ()))
+        for ns, w, ph, where, note, codes in rows
+    ]
+    headers = ("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY") + (("WARNINGS",) if flagged else ())
+    return table(headers, coloured, title="Placements"), reasons
 
 
-def placement_rows(data: dict[str, Any]) -> tuple[list[tuple[str, str, str, str, str]], dict[str, int]]:
-    """The placements grouped by workload, and the footnoted reasons."""
-    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+def placement_rows(data: dict[str, Any]) -> tuple[list[tuple[str, str, str, str, str, str]], dict[str, int]]:
+    """The placements grouped by workload (and warning codes, the last field), and the footnoted reasons."""
+    groups: dict[tuple[str, str, str, str, str], list[dict[str, Any]]] = {}
     for pod in data["pods"]:
-        groups.setdefault((pod["namespace"], _group(pod), pod["phase"], _where(pod)), []).append(pod)
-    rows: list[tuple[str, str, str, str, str]] = []
+        key = (pod["namespace"], _group(pod), pod["phase"], _where(pod), warning_codes(pod))
+        groups.setdefault(key, []).append(pod)
+    rows: list[tuple[str, str, str, str, str, str]] = []
     reasons: dict[str, int] = {}
-    for (ns, base, ph, where), pods in groups.items():
+    for (ns, base, ph, where, codes), pods in groups.items():
         label = pods[0]["name"] if len(pods) == 1 else f"{base} (x{len(pods)})"
         note = ""
         if pods[0]["reason"]:
             note = f"[{reasons.setdefault(pods[0]['reason'], len(reasons) + 1)}]"
-        rows.append((ns, label, ph, where or "-", note))
+        rows.append((ns, label, ph, where or "-", note, codes))
     return rows, reasons
 
 

@@ -134,9 +134,15 @@ def _page(title: str, subtitle: str, sections: Sequence[tuple[str, str]]) -> str
 
 
 def plan_report(
-    data: dict[str, Any], view: Sequence[Pool], placements: Sequence[Sequence[str]], reasons: dict[str, int]
+    data: dict[str, Any],
+    view: Sequence[Pool],
+    placements: Sequence[Sequence[str]],
+    reasons: dict[str, int],
+    unmodelled: Sequence[str] = (),
 ) -> str:
-    """The page for one plan: ``data`` is the plan's JSON, ``placements`` the grouped rows of the table."""
+    """The page for one plan: ``data`` is the plan's JSON, ``placements`` the grouped rows of the table
+    (the last field: warning codes), ``unmodelled`` the table's footer on them (a blank line, a title, a
+    line per code)."""
     cost = data.get("cost", {})
     summary = ", ".join(
         f"{v} {k.replace('_', ' ')}" for k, v in data["summary"].items() if isinstance(v, int)
@@ -149,17 +155,23 @@ def plan_report(
     ]
     if cost.get("baseline"):
         cost_items.append(("baseline nodes", cost.get("baseline")))
+    flagged = any(p[5] for p in placements)
     rows = [
-        (ns, w, (ph, PHASE_COLORS.get(ph, "#212121")), where, why) for ns, w, ph, where, why in placements
+        (ns, w, (ph, PHASE_COLORS.get(ph, "#212121")), where, why, *((codes or "-",) if flagged else ()))
+        for ns, w, ph, where, why, codes in placements
     ]
+    headers = ("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY") + (("WARNINGS",) if flagged else ())
     sections = [
         ("Nodes by pool (requests / allocatable)", node_view_svg(view)),
         ("Cost per hour", cost_svg(cost_items)),
-        ("Placements", _table(("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY"), rows, css="placements")),
+        ("Placements", _table(headers, rows, css="placements")),
     ]
     if reasons:
         items = "".join(f"<li>[{n}] {escape(r)}</li>" for r, n in reasons.items())
         sections.append(("Why pods cannot run", f"<ul>{items}</ul>"))
+    if unmodelled:
+        items = "".join(f"<li>{escape(line.strip())}</li>" for line in unmodelled[2:-1])
+        sections.append((unmodelled[1], f"<ul>{items}</ul>"))
     if data.get("warnings"):
         items = "".join(f"<li>{escape(w)}</li>" for w in data["warnings"])
         sections.append(("Warnings", f"<ul>{items}</ul>"))

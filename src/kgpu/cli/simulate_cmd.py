@@ -19,6 +19,8 @@ from kgpu.cli.output import (
     summary_line,
     table,
     warn,
+    warning_codes,
+    warnings_footer,
 )
 
 
@@ -121,7 +123,9 @@ def pod_names(data: dict[str, Any]) -> list[str]:
 
 
 def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
-    """One row per pod with the provisioned node's pool, instance type, capacity type and zone."""
+    """One row per pod with the provisioned node's pool, instance type, capacity type and zone (and its
+    warnings, when some pod has any)."""
+    flagged = any(p.get("warnings") for p in data["pods"])
     rows = [
         (
             p["namespace"],
@@ -132,16 +136,16 @@ def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -
             p.get("instance_type") or "-",
             p.get("capacity_type") or "-",
             p.get("zone") or "-",
+            *((warning_codes(p) or "-",) if flagged else ()),
             p["reason"] or "",
         )
         for p in data["pods"]
     ]
-    out = [
-        table(
-            ("NAMESPACE", "POD", "PHASE", "NODE", "POOL", "INSTANCE TYPE", "CAPACITY", "ZONE", "REASON"), rows
-        )
-    ]
+    headers: tuple[str, ...] = ("NAMESPACE", "POD", "PHASE", "NODE", "POOL", "INSTANCE TYPE", "CAPACITY", "ZONE")
+    headers += ("WARNINGS", "REASON") if flagged else ("REASON",)
+    out = [table(headers, rows)]
     if headers_wanted():
+        out += warnings_footer(data["pods"])
         out += ["", nodeview.render(view)] if view else []
         out += ["", summary_line(data["summary"])]
     return "\n".join(out)
@@ -155,14 +159,23 @@ def _group_name(pod: dict[str, Any]) -> str:
 
 
 def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
-    """Pods grouped when identical (same controller, phase, node and reason), then the reasons in full."""
-    groups: dict[tuple[str, str, str, str | None, str | None], list[str]] = {}
+    """Pods grouped when identical (same controller, phase, node, reason and warnings), then the reasons in
+    full, and what the warning codes mean."""
+    groups: dict[tuple[str, str, str, str | None, str | None, str], list[str]] = {}
     for pod in data["pods"]:
-        key = (pod["namespace"], _group_name(pod), pod["phase"], pod["node"], pod["reason"])
+        key = (
+            pod["namespace"],
+            _group_name(pod),
+            pod["phase"],
+            pod["node"],
+            pod["reason"],
+            warning_codes(pod),
+        )
         groups.setdefault(key, []).append(pod["name"])
+    flagged = any(codes for *_, codes in groups)
     rows = []
     reasons: dict[str, int] = {}
-    for (ns, base, ph, node, reason), names in groups.items():
+    for (ns, base, ph, node, reason, codes), names in groups.items():
         label = names[0] if len(names) == 1 else f"{base} (x{len(names)})"
         note = ""
         if reason:
@@ -173,14 +186,16 @@ def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) 
         where = node or "-"
         if extra.get("instance_type"):
             where = f"{node} ({extra['instance_type']} {extra.get('capacity_type', '')})".replace(" )", ")")
-        rows.append((ns, label, phase(ph), where, note))
-    out = [table(("NAMESPACE", "POD", "PHASE", "NODE", "WHY"), rows)]
+        rows.append((ns, label, phase(ph), where, note, *((codes or "-",) if flagged else ())))
+    headers = ("NAMESPACE", "POD", "PHASE", "NODE", "WHY") + (("WARNINGS",) if flagged else ())
+    out = [table(headers, rows)]
     if not headers_wanted():  # rows only, for grep and wc
         return out[0]
     if reasons:
         out.append("")
         for reason, n in reasons.items():
             out.append(f"[{n}] {reason}")
+    out += warnings_footer(data["pods"])
     if view:
         out += ["", nodeview.render(view)]
     out.append("")

@@ -260,18 +260,22 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
             continue
         event = events.get(pod.key)
         fixes: list[str] = []
+        unmodelled = _unmodelled(placement)
         if placement.phase == SCHEDULED:
             said = _compare("", event) if event else "the snapshot has no FailedScheduling event for it"
             how = ""
             if placement.victims:
                 how = f" by preempting {len(placement.victims)} pod(s) of lower priority ({', '.join(placement.victims[:3])})"
+            why = (
+                f"What kgpu does not model for it may explain it: {unmodelled}; or capacity freed since"
+                if unmodelled
+                else "Capacity freed since, or what kgpu does not model (PodDisruptionBudgets), may explain it"
+            )
             yield Finding(
                 CHECK,
                 WARNING,
                 pod.ref,
-                f"Pending, but kgpu's simulation places it on node {placement.node} now{how}; {said}. "
-                "What kgpu does not model (volumes, PodDisruptionBudgets, the scoring of spread and pod "
-                "affinity) or capacity freed since may explain it",
+                f"Pending, but kgpu's simulation places it on node {placement.node} now{how}; {said}. {why}",
                 f"kubectl describe pod -n {pod.namespace} {pod.name}",
             )
             continue
@@ -288,6 +292,8 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
             )
             if claim_notes:
                 msg += "; " + "; ".join(claim_notes[:3])
+            if unmodelled:
+                msg += f". Not modelled for it: {unmodelled}"
             fixes.append(_autoscaler_fix(profile, pool))
             fixes.extend(helper.fixes(pod, model))
             yield Finding(CHECK, ERROR, pod.ref, msg, "\n".join(fixes))
@@ -299,6 +305,8 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
             msg += f". {source or 'Provisioning'}: {extra}"
         elif not source and not _tke(pod):
             msg += ". No NodePool in the snapshot (and no --profile): nothing will add a node for it"
+        if unmodelled:
+            msg += f". Not modelled for it: {unmodelled}"
         fixes.extend(helper.fixes(pod, model))
         fixes.extend(_pool_fixes(state, extra, spec_labels=model.spec.node_selector))
         if notes:
@@ -306,6 +314,11 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
         if not fixes:
             fixes.append(f"kubectl describe pod -n {pod.namespace} {pod.name}")
         yield Finding(CHECK, ERROR, pod.ref, msg, "\n".join(fixes))
+
+
+def _unmodelled(placement: Placement) -> str:
+    """The placement's warnings (kgpu.sim.unmodelled) as one clause: 'volumes (pvc data: ...); dra (...)'."""
+    return "; ".join(f"{w.code} ({w.message})" for w in placement.warnings)
 
 
 def _autoscaler_fix(profile: Profile | None, pool: str) -> str:

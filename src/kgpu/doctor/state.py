@@ -484,6 +484,9 @@ _SPEC_FIELDS = (
     "hostNetwork",
     "resources",
     "preemptionPolicy",
+    "topologySpreadConstraints",
+    "resourceClaims",
+    "runtimeClassName",
 )
 _CONTAINER_FIELDS = ("resources", "ports", "restartPolicy")
 _KEY = msgspec.json.Encoder()
@@ -523,6 +526,17 @@ class _PodModels:
         if not isinstance(priority, int) or isinstance(priority, bool):
             return self._slow(item, label)
         reduced: dict[str, Any] = {k: spec[k] for k in _SPEC_FIELDS if k in spec}
+        volumes = spec.get("volumes")
+        if volumes is not None:  # only those that claim storage: the rest differ per pod and are not read
+            if not isinstance(volumes, list):
+                return self._slow(item, label)
+            claims = [
+                v
+                for v in volumes
+                if isinstance(v, dict) and ("persistentVolumeClaim" in v or "ephemeral" in v)
+            ]
+            if claims:
+                reduced["volumes"] = claims
         for group in ("containers", "initContainers"):
             cs = spec.get(group)
             if cs is None:

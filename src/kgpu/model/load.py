@@ -14,7 +14,7 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC
 from typing import Any
 
@@ -329,6 +329,10 @@ class Parser:
         if template is None:
             raise InputError("required field missing", where=f"{where}: {path}")
         info, limits = spec_info(template.spec, f"{where}: {path}.spec")
+        if spec.volume_claim_templates and kind == "StatefulSet":
+            # the StatefulSet controller adds a PersistentVolumeClaim volume per template to every pod
+            claims = tuple(f"template {(t.metadata or wire.ObjectMeta()).name}" for t in spec.volume_claim_templates)
+            info = replace(info, volume_claims=info.volume_claims + claims)
         tmeta = template.metadata or wire.ObjectMeta()
         ns = obj.metadata.namespace or "default"
         for n in range(count):
@@ -915,6 +919,13 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
         preferred_pod_anti_affinity=preferred_anti_affinity,
         preferred=tuple(preferred),
         preemption_policy=_preemption_policy(spec.preemption_policy, f"{where}.preemptionPolicy"),
+        volume_claims=tuple(
+            f"pvc {v.persistent_volume_claim.claim_name}" if v.persistent_volume_claim is not None else f"ephemeral {v.name}"
+            for v in spec.volumes or ()
+            if v.persistent_volume_claim is not None or v.ephemeral is not None
+        ),
+        resource_claims=tuple(c.name for c in spec.resource_claims or ()),
+        runtime_class=spec.runtime_class_name or "",
     )
     return info, resources(limits)
 

@@ -152,6 +152,11 @@ class PodSpecInfo:
     preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     preferred: tuple[PreferredTerm, ...] = ()  # NodeAffinity scoring only
     preemption_policy: str = ""  # spec.preemptionPolicy as written ("" when absent)
+    # Read only to say what kgpu does not model (kgpu.sim.unmodelled turns them into warnings). Volumes:
+    # "pvc <claim>", "ephemeral <volume>", "template <name>" (a StatefulSet's volumeClaimTemplates).
+    volume_claims: tuple[str, ...] = ()
+    resource_claims: tuple[str, ...] = ()  # spec.resourceClaims[].name (DRA)
+    runtime_class: str = ""  # spec.runtimeClassName
 
     def request(self, name: str) -> int:
         for k, v in self.requests:

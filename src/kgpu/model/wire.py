@@ -137,6 +137,26 @@ class SchedulingGate(_S):
     name: str = ""
 
 
+# Read only to say what kgpu does not model (kgpu.sim.unmodelled): which volumes claim storage, which
+# resource claims (DRA) a pod makes. Every other volume source is skipped by the decoder.
+class PersistentVolumeClaimVolumeSource(_S):
+    claim_name: str = ""
+
+
+class EphemeralVolumeSource(_S):
+    pass
+
+
+class Volume(_S):
+    name: str = ""
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    ephemeral: EphemeralVolumeSource | None = None
+
+
+class PodResourceClaim(_S):
+    name: str = ""
+
+
 class PodSpec(_S):
     containers: list[Container] | None = None
     init_containers: list[Container] | None = None
@@ -152,6 +172,9 @@ class PodSpec(_S):
     resources: ResourceRequirements | None = None  # pod-level resources (PodLevelResources)
     topology_spread_constraints: list[TopologySpreadConstraint] | None = None
     preemption_policy: str | None = None
+    volumes: list[Volume] | None = None
+    resource_claims: list[PodResourceClaim] | None = None
+    runtime_class_name: str | None = None
 
 
 class PodStatus(_S):
@@ -211,12 +234,17 @@ class JobTemplate(_S):
     spec: JobSpec = msgspec.field(default_factory=JobSpec)
 
 
+class VolumeClaimTemplate(_S):
+    metadata: ObjectMeta | None = None
+
+
 class WorkloadSpec(_S):
     replicas: int | None = None
     parallelism: int | None = None
     completions: int | None = None
     template: PodTemplate | None = None
     job_template: JobTemplate | None = None
+    volume_claim_templates: list[VolumeClaimTemplate] | None = None  # StatefulSet
 
 
 class Workload(_S):

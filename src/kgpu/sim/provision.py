@@ -75,9 +75,12 @@ class ProfileProvisioner:
         ctx = Context(scheduler, self.profile, self.catalog, daemonsets)
         todo = [p for p in pending if p.owner_kind != "DaemonSet" and not p.spec.node_name]
         explanations: dict[str, list[str]] = {p.key: [] for p in todo}
+        karpenter: set[str] = set()  # pods Karpenter was asked for (kgpu.sim.unmodelled's KARPENTER rules)
         for part in self.parts:
             if not todo:
                 break
+            if part.name == "karpenter":
+                karpenter.update(p.key for p in todo)
             notes = part.provision(todo, ctx)
             for key, note in notes.items():
                 explanations[key].append(note)
@@ -104,6 +107,7 @@ class ProfileProvisioner:
             extra_out["profile_warnings"] = list(self.warnings)
         out["extra"] = extra_out
         out["new_nodes"] = ctx.new_nodes
+        out["karpenter"] = karpenter
         return out
 
 

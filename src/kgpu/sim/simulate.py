@@ -14,7 +14,7 @@ the autoscalers see a pod as unschedulable, and Karpenter leaves nominated pods 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace_pod
 from typing import Any, Protocol
@@ -24,6 +24,7 @@ from kgpu.model.objects import DaemonSet, Node, NodeSelector, Pod, PodSpecInfo, 
 from kgpu.model.predicates import static_reasons
 from kgpu.sim.preemption import Preemption
 from kgpu.sim.scheduler import Decision, NodeState, Scheduler
+from kgpu.sim.unmodelled import ANY, KARPENTER, Detector, Unmodelled
 
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
@@ -52,6 +53,7 @@ class Placement:
     preempted_by: str | None = None  # Preempted: the pod (namespace/name) that evicted it
     victims: list[str] = field(default_factory=list)  # the pods this one evicted to run (namespace/name)
     recreated: bool = False  # a new pod its controller created for a preempted one
+    warnings: tuple[Unmodelled, ...] = ()  # what its outcome may depend on that kgpu does not model
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -69,6 +71,7 @@ class Placement:
             out["preempted"] = list(self.victims)
         if self.recreated:
             out["recreated"] = True
+        out["warnings"] = [w.as_dict() for w in self.warnings]
         return out
 
 
@@ -95,6 +98,7 @@ class SimulationResult:
         if self.new_nodes or "hourly_cost" in self.extra:
             out["provisioned"] = sum(1 for p in self.placements if p.phase == PROVISIONED)
         out.update(self.extra.get("summary", {}))
+        out["with_warnings"] = sum(1 for p in self.placements if p.warnings)
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -234,4 +238,17 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
                 p.reason = f"{base} {words}{sep}{rest}" if words else info
                 continue
             p.phase, p.node, p.reason, p.new_node = PROVISIONED, info.name, None, info
+        karpenter = outcome_map.get("karpenter", ())
+    else:
+        karpenter = ()
+    annotate(result.placements, karpenter)
     return result
+
+
+def annotate(placements: Sequence[Placement], karpenter: Collection[str] = ()) -> None:
+    """Each placement's warnings (``kgpu.sim.unmodelled``): the rules for any outcome, and Karpenter's when
+    Karpenter was asked for it (``karpenter``: pod keys)."""
+    detector = Detector()
+    for p in placements:
+        pod = p.pod
+        p.warnings = detector.warnings(pod.spec, (ANY, KARPENTER) if pod.key in karpenter else (ANY,))

@@ -1,0 +1,130 @@
+"""What the simulation does not model, said per pod: never silent.
+
+A pod whose outcome may depend on something kgpu does not model carries a warning with a stable code
+(``volumes``, ``dra``, ...). ``RULES`` is the one list: a rule names its code, when it applies (``ANY``:
+whatever the outcome; ``KARPENTER``: Karpenter's provisioning was asked for it), what it detects, and the
+text the table's footer prints. When kgpu models one of these, its rule is deleted: one line.
+
+A rule's detector gets the pod's spec and returns the detail for this pod ("pvc data-0"), or None.
+Results are memoised per kind of pod, so a 50,000-pod simulation pays for each distinct spec once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kgpu.model.objects import PodSpecInfo
+
+ANY = "any"
+KARPENTER = "karpenter"
+# namespaceSelector keys kgpu can answer without Namespace objects (every namespace carries this label)
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True, slots=True)
+class Unmodelled:
+    """One warning on one pod: its rule's code and what this pod asks that kgpu does not model."""
+
+    code: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    code: str
+    when: str
+    detect: Callable[[PodSpecInfo], str | None]
+    text: str
+
+
+def _join(items: Iterable[str], most: int = 3) -> str:
+    items = list(items)
+    shown = ", ".join(items[:most])
+    return shown + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
+def _volumes(spec: PodSpecInfo) -> str | None:
+    return _join(spec.volume_claims) if spec.volume_claims else None
+
+
+def _dra(spec: PodSpecInfo) -> str | None:
+    return "resourceClaims " + _join(spec.resource_claims) if spec.resource_claims else None
+
+
+def _runtime_class(spec: PodSpecInfo) -> str | None:
+    return f"runtimeClassName {spec.runtime_class}" if spec.runtime_class else None
+
+
+def _namespace_selector(spec: PodSpecInfo) -> str | None:
+    terms = [*spec.pod_affinity, *spec.pod_anti_affinity]
+    terms += [w.term for w in (*spec.preferred_pod_affinity, *spec.preferred_pod_anti_affinity)]
+    keys = sorted(
+        {
+            r.key
+            for t in terms
+            if t.namespace_selector is not None
+            for r in t.namespace_selector.requirements
+            if r.key != NAMESPACE_NAME_LABEL
+        }
+    )
+    return "namespaceSelector on " + _join(keys) if keys else None
+
+
+def _karpenter_topology(spec: PodSpecInfo) -> str | None:
+    parts = []
+    if spec.topology_spread:
+        parts.append("topology spread on " + _join(sorted({c.topology_key for c in spec.topology_spread})))
+    keys = sorted({t.topology_key for t in (*spec.pod_affinity, *spec.pod_anti_affinity)})
+    if keys:
+        parts.append("required pod (anti-)affinity on " + _join(keys))
+    return ", ".join(parts) or None
+
+
+def _karpenter_preferences(spec: PodSpecInfo) -> str | None:
+    parts = []
+    if spec.preferred:
+        parts.append("preferred node affinity")
+    if spec.preferred_pod_affinity or spec.preferred_pod_anti_affinity:
+        parts.append("preferred pod (anti-)affinity")
+    return ", ".join(parts) or None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("volumes", ANY, _volumes, "PersistentVolumeClaims: volume binding, the volumes' zones and attach limits are not modelled"),
+    Rule("dra", ANY, _dra, "dynamic resource allocation (DRA): the devices a claim needs are not modelled"),
+    Rule("runtime-class", ANY, _runtime_class, "the RuntimeClass's pod overhead and node scheduling are not read"),
+    Rule("namespace-selector", ANY, _namespace_selector, "pod affinity namespaceSelector: namespaces' labels are not read, only kubernetes.io/metadata.name"),
+    Rule("karpenter-topology", KARPENTER, _karpenter_topology, "Karpenter spreads and co-locates new nodes for these; kgpu's Karpenter does not"),
+    Rule("karpenter-preferences", KARPENTER, _karpenter_preferences, "Karpenter first treats preferences as required, relaxing them one by one; kgpu's Karpenter ignores them"),
+)  # fmt: skip
+TEXT = {r.code: r.text for r in RULES}
+
+
+class Detector:
+    """The warnings of pods, memoised per kind of pod."""
+
+    def __init__(self, rules: Sequence[Rule] = RULES) -> None:
+        self.rules = rules
+        self._memo: dict[tuple[Any, ...], tuple[Unmodelled, ...]] = {}
+        self._specs: list[PodSpecInfo] = []
+
+    def warnings(self, spec: PodSpecInfo, when: Iterable[str]) -> tuple[Unmodelled, ...]:
+        """The warnings of the rules of the given kinds (``ANY``, ``KARPENTER``)."""
+        kinds = tuple(when)
+        key = (id(spec), kinds)
+        hit = self._memo.get(key)
+        if hit is None:
+            self._specs.append(spec)  # ids stay unique while memoised
+            out = []
+            for rule in self.rules:
+                if rule.when in kinds:
+                    detail = rule.detect(spec)
+                    if detail is not None:
+                        out.append(Unmodelled(rule.code, f"{detail}: {rule.text}"))
+            hit = self._memo[key] = tuple(out)
+        return hit
