@@ -84,25 +84,49 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
     from kgpu.cli.files import load_objects
     from kgpu.sim.simulate import simulate
 
-    if not cluster and not profile:
+    if not cluster and not profile and not workload:
         raise click.UsageError("give --cluster PATH (nodes and pods) and/or --profile kgpu.yaml")
     objects = load_objects(cluster)
     work = load_objects(workload)
+    nodepools = objects.nodepools + work.nodepools
+    if not cluster and not profile and not nodepools:
+        raise click.UsageError(
+            "give --cluster PATH (nodes and pods), --profile kgpu.yaml, or Karpenter NodePools in the input"
+        )
     provisioner = None
+    prof = None
+    notes: list[str] = []
     if profile:
         from kgpu.cli.profile_io import load_profile_file
-        from kgpu.sim.provision import baseline_nodes, provisioner_for
 
         prof = load_profile_file(profile)
+    if nodepools:
+        # The cluster's own Karpenter NodePools (and EC2NodeClasses) provision too.
+        from kgpu.model.profile import profile_with_nodepools
+
+        regions = sorted(
+            {
+                n.labels["topology.kubernetes.io/region"]
+                for n in objects.nodes
+                if "topology.kubernetes.io/region" in n.labels
+            }
+        )
+        prof, notes = profile_with_nodepools(
+            nodepools, {**objects.nodeclasses, **work.nodeclasses}, prof, regions[0] if regions else None
+        )
+    if prof is not None:
+        from kgpu.sim.provision import baseline_nodes, provisioner_for
+
         provisioner = provisioner_for(prof, daemonsets=objects.daemonsets + work.daemonsets)
         if not cluster:
             # No snapshot: the profile's static pools and node groups at their desired size are the cluster.
             objects.nodes.extend(baseline_nodes(prof))
     result = simulate(objects, work, provisioner=provisioner)
+    result.warnings.extend(notes)
     data = result.as_dict()
     view = None
     if output in ("table", "wide") and headers_wanted():
-        pool_of = nodeview.profile_pools(prof) if profile else {}
+        pool_of = nodeview.profile_pools(prof) if prof is not None else {}
         view = nodeview.pools(result.nodes, result.new_nodes, pool_of)
     emit(
         data,

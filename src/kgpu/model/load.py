@@ -53,7 +53,11 @@ REPLICATED_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "ReplicationContr
 JOB_KINDS = {"Job", "CronJob"}
 # `kgpu snapshot`'s document (docs/live.md): its items are read like a List's.
 SNAPSHOT_KIND = "ClusterSnapshot"
-KNOWN_KINDS = POD_KINDS | REPLICATED_KINDS | JOB_KINDS | {"DaemonSet", "Node", "RayCluster", "PriorityClass"}
+# Karpenter objects kept as read: `kgpu simulate` provisions from the NodePools (kgpu.model.nodepool).
+KARPENTER_KINDS = {"NodePool": "karpenter.sh/v1", "EC2NodeClass": "karpenter.k8s.aws/v1"}
+KNOWN_KINDS = (
+    POD_KINDS | REPLICATED_KINDS | JOB_KINDS | {"DaemonSet", "Node", "RayCluster", "PriorityClass"} | set(KARPENTER_KINDS)
+)
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("", "Equal", "Exists")
@@ -62,9 +66,9 @@ TOLERATION_OPERATORS = ("", "Equal", "Exists")
 # skipped quietly. Any other kind is skipped with a warning naming it, a misspelt one with a suggestion.
 QUIET_KINDS = {
     "APIService", "ClusterConfig", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ControllerRevision",
-    "CSIDriver", "CSINode", "CustomResourceDefinition", "EC2NodeClass", "Endpoints", "EndpointSlice", "Event",
+    "CSIDriver", "CSINode", "CustomResourceDefinition", "Endpoints", "EndpointSlice", "Event",
     "HorizontalPodAutoscaler", "Ingress", "IngressClass", "Lease", "LimitRange", "MutatingWebhookConfiguration",
-    "Namespace", "NetworkPolicy", "NodeClaim", "NodePool", "PersistentVolume", "PersistentVolumeClaim",
+    "Namespace", "NetworkPolicy", "NodeClaim", "PersistentVolume", "PersistentVolumeClaim",
     "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "ResourceQuota", "Role", "RoleBinding",
     "RuntimeClass", "Secret", "Service", "ServiceAccount", "ServiceMonitor", "StorageClass",
     "ValidatingWebhookConfiguration", "VolumeAttachment",
@@ -96,8 +100,13 @@ class Objects:
     # construction elsewhere keeps working)
     preemption_policies: dict[str, str] = field(default_factory=dict)
     default_preemption_policy: str = ""
+    # Karpenter NodePools (with where they were read, for errors) and EC2NodeClasses by name, as read
+    nodepools: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    nodeclasses: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def extend(self, other: Objects) -> None:
+        self.nodepools.extend(other.nodepools)
+        self.nodeclasses.update(other.nodeclasses)
         self.nodes.extend(other.nodes)
         self.pods.extend(other.pods)
         self.daemonsets.extend(other.daemonsets)
@@ -209,6 +218,9 @@ class Parser:
             if kind == "Pod":
                 self._add_raw_pod(_RAW_POD.decode(raw), label)
                 return
+            if kind in KARPENTER_KINDS:
+                self._add_karpenter(kind, msgspec.json.decode(raw), label)
+                return
             decoder = _DECODERS.get(kind)
             if decoder is None:
                 self._ignore(kind, label)
@@ -244,6 +256,9 @@ class Parser:
             for n, item in enumerate(items):
                 self.feed_object(item, f"{label}.items[{n}]")
             return
+        if kind in KARPENTER_KINDS:
+            self._add_karpenter(kind, doc, label)
+            return
         typ = _TYPES.get(kind)
         if typ is None:
             self._ignore(kind, label)
@@ -256,6 +271,21 @@ class Parser:
             self._add_pod(obj, label)
         else:
             self._add(kind, obj, label)
+
+    def _add_karpenter(self, kind: str, doc: Any, label: str) -> None:
+        meta = doc.get("metadata") if isinstance(doc, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            raise InputError("object without metadata.name", where=f"{self.source}: {kind} ({label}): metadata.name")
+        where = f"{self.source}: {kind} {name}"
+        api = doc.get("apiVersion")
+        if api != KARPENTER_KINDS[kind]:
+            self.out.warnings.append(f"{where}: apiVersion {quote(api)} ignored; kgpu reads {KARPENTER_KINDS[kind]}")
+            return
+        if kind == "NodePool":
+            self.out.nodepools.append((doc, where))
+        else:
+            self.out.nodeclasses[name] = doc
 
     def _ignore(self, kind: str, label: str) -> None:
         if not kind:

@@ -755,3 +755,75 @@ def profile_json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "kgpu cluster profile"
     return schema
+
+
+# --- Karpenter objects as pools ------------------------------------------------------------------------
+
+# Where a profile pool's fields come from in a NodePool, for errors that name the object's own field.
+_NODEPOOL_FIELDS = {
+    "name": "metadata.name",
+    "requirements": "spec.template.spec.requirements",
+    "labels": "spec.template.metadata.labels",
+    "taints": "spec.template.spec.taints",
+    "limits": "spec.limits",
+    "weight": "spec.weight",
+    "consolidation": "spec.disruption",
+    "amiFamily": "spec.template.spec.nodeClassRef",
+    "userData": "spec.template.spec.nodeClassRef",
+}
+DEFAULT_REGION = "us-west-2"
+
+
+def profile_with_nodepools(
+    nodepools: list[tuple[dict[str, Any], str]],
+    nodeclasses: dict[str, dict[str, Any]],
+    base: Profile | None = None,
+    region: str | None = None,
+) -> tuple[Profile, list[str]]:
+    """``base`` (or an EKS/Karpenter profile for ``region``) with one Karpenter pool per NodePool object;
+    a NodePool named like a profile pool replaces it (the cluster's object is what Karpenter runs). Bad
+    NodePools are InputErrors naming the object and its field. Returns the profile and notes."""
+    from kgpu.model.nodepool import pool_from_nodepool
+
+    notes: list[str] = []
+    pools: list[Pool] = []
+    seen: dict[str, str] = {}
+    for obj, where in nodepools:
+        data, more = pool_from_nodepool(obj, nodeclasses, where)
+        notes.extend(more)
+        try:
+            pool = Pool.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            loc = tuple(err["loc"])
+            head = str(loc[0]) if loc else ""
+            path = _NODEPOOL_FIELDS.get(to_camel(head), head)
+            rest = _loc(loc[1:])
+            if rest:
+                path = (
+                    f"{_NODEPOOL_FIELDS.get(to_camel(head), head)}{'' if rest.startswith('[') else '.'}{rest}"
+                )
+            raise InputError(_message(err), where=f"{where}: {path}" if path else where) from None
+        if pool.name in seen:
+            raise InputError(f"NodePool {quote(pool.name)} is also in {seen[pool.name]}", where=where)
+        seen[pool.name] = where
+        pools.append(pool)
+    if base is not None:
+        if base.provider != Provider.EKS or base.autoscaler != Autoscaler.KARPENTER:
+            raise InputError(
+                "NodePools in the input need a profile with provider: eks and autoscaler: karpenter",
+                where=nodepools[0][1],
+            )
+        replaced = [p.name for p in base.pools if p.name in seen]
+        notes.extend(f"{seen[n]}: replaces the profile's pool {quote(n)}" for n in replaced)
+        kept = [p for p in base.pools if p.name not in seen]
+        return base.model_copy(update={"pools": kept + pools}), notes
+    profile = Profile(
+        metadata=Metadata(name="nodepools"),
+        provider=Provider.EKS,
+        autoscaler=Autoscaler.KARPENTER,
+        cluster=Cluster(region=region or DEFAULT_REGION),
+        pools=pools,
+        monitoring=Monitoring(enabled=False),
+    )
+    return profile, notes

@@ -1,0 +1,139 @@
+"""`kgpu simulate` with the cluster's own Karpenter NodePools and EC2NodeClasses as pools: from input files
+(next to Nodes and Pods) and from a `kgpu snapshot`, with or without a profile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from click.testing import CliRunner
+
+from builders import pod_dict
+from kgpu.cli.main import cli
+from snapshot_builders import node, nodepool, snapshot
+
+GPU_TOL = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def invoke(*args: str) -> Any:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def ec2nodeclass(name: str = "default", alias: str = "al2023@latest") -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name},
+        "spec": {
+            "amiSelectorTerms": [{"alias": alias}],
+            "role": "KarpenterNodeRole-x",
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "x"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "x"}}],
+        },
+    }
+
+
+GPU_POOL = nodepool(
+    "gpu",
+    requirements=[
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["t4"]},
+        {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Lt", "values": ["2"]},
+    ],
+    taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+    labels={"node-type": "gpu"},
+    limits={"nodes": "2", "nvidia.com/gpu": "8"},
+)
+
+
+def write(tmp_path: Path, name: str, docs: list[dict[str, Any]]) -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+def test_nodepool_in_workload_files_provisions(tmp_path: Path) -> None:
+    """A NodePool and its EC2NodeClass beside the pods, no profile: the pods get g4dn.xlarge on-demand nodes
+    of pool gpu, limited to 2 nodes (limits.nodes)."""
+    pods = [pod_dict(f"train-{i}", cpu="2", memory="8Gi", gpus=1, tolerations=GPU_TOL) for i in range(3)]
+    work = write(tmp_path, "w.yaml", [GPU_POOL, ec2nodeclass(), *pods])
+    res = invoke("simulate", "-w", work, "-o", "json")
+    assert res.exit_code == 1, res.output
+    data = json.loads(res.output)
+    by_name = {p["name"]: p for p in data["pods"]}
+    placed = [p for p in by_name.values() if p["phase"] == "Provisioned"]
+    assert len(placed) == 2
+    assert {(p["pool"], p["instance_type"], p["capacity_type"]) for p in placed} == {
+        ("gpu", "g4dn.xlarge", "on-demand")
+    }
+    pending = [p for p in by_name.values() if p["phase"] != "Provisioned"]
+    assert 'all available instance types exceed limits for nodepool "gpu"' in pending[0]["reason"]
+
+
+def test_nodepool_from_snapshot_counts_its_existing_nodes(tmp_path: Path) -> None:
+    """A `kgpu snapshot` holding the NodePool and one node it launched: that node counts against
+    limits.nodes 2, so one more node launches for two pods that each need their own."""
+    launched = node("ip-10-0-0-1", instance_type="g4dn.xlarge", nodepool="gpu")
+    busy = pod_dict("busy", cpu="3", memory="8Gi", gpus=1, tolerations=GPU_TOL, node_name="ip-10-0-0-1")
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(snapshot([launched, GPU_POOL, ec2nodeclass(), busy])))
+    work = write(
+        tmp_path,
+        "w.yaml",
+        [pod_dict(f"t-{i}", cpu="3", memory="8Gi", gpus=1, tolerations=GPU_TOL) for i in range(2)],
+    )
+    res = invoke("simulate", "-c", str(snap), "-w", work, "-o", "json")
+    data = json.loads(res.output)
+    phases = sorted(p["phase"] for p in data["pods"] if p["name"].startswith("t-"))
+    assert phases == ["Provisioned", "Unschedulable"], res.output
+    assert data["summary"]["new_nodes"] == 1
+
+
+def test_nodepool_replaces_profile_pool_of_the_same_name(tmp_path: Path) -> None:
+    """With a profile, an input NodePool of the same name replaces the profile's pool (the cluster's object
+    is what Karpenter runs), and simulate says so."""
+    prof = tmp_path / "kgpu.yaml"
+    res = invoke("init", "--template", "eks-karpenter", "-f", str(prof))
+    assert res.exit_code == 0, res.output
+    work = write(
+        tmp_path, "w.yaml", [GPU_POOL, pod_dict("g", cpu="1", memory="1Gi", gpus=1, tolerations=GPU_TOL)]
+    )
+    res = invoke("simulate", "-f", str(prof), "-w", work, "-o", "json")
+    data = json.loads(res.output)
+    assert data["pods"][0]["instance_type"] == "g4dn.xlarge"
+    assert any("replaces the profile's pool 'gpu'" in w for w in data.get("warnings", []))
+
+
+def test_bad_nodepool_requirement_names_object_and_field(tmp_path: Path) -> None:
+    bad = nodepool("gpu", requirements=[{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["x"]}])
+    work = write(tmp_path, "w.yaml", [bad, pod_dict("p", cpu="1")])
+    res = CliRunner().invoke(cli, ["simulate", "-w", work])
+    assert res.exit_code == 2
+    assert "NodePool gpu: spec.template.spec.requirements[0]" in res.output
+    assert 'invalid key: "karpenter.sh/nodepool" in requirements, restricted' in res.output
+    assert "Traceback" not in res.output
+
+
+def test_unknown_limit_in_nodepool_is_input_error(tmp_path: Path) -> None:
+    bad = nodepool("gpu", limits={"gpus": "4"})
+    work = write(tmp_path, "w.yaml", [bad, pod_dict("p", cpu="1")])
+    res = CliRunner().invoke(cli, ["simulate", "-w", work])
+    assert res.exit_code == 2
+    assert "NodePool gpu: spec.limits" in res.output
+    assert "'gpus' is not a resource Karpenter can limit here" in res.output
+
+
+def test_startup_taints_are_noted_not_modelled(tmp_path: Path) -> None:
+    pool = nodepool(
+        "general",
+        requirements=[{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["m"]}],
+    )
+    pool["spec"]["template"]["spec"]["startupTaints"] = [
+        {"key": "node.cilium.io/agent-not-ready", "effect": "NoSchedule"}
+    ]
+    work = write(tmp_path, "w.yaml", [pool, pod_dict("p", cpu="1", memory="1Gi")])
+    data = json.loads(invoke("simulate", "-w", work, "-o", "json").output)
+    assert data["pods"][0]["phase"] == "Provisioned"
+    assert any("startupTaints are not modelled" in w for w in data["warnings"])
