@@ -125,4 +125,4 @@ def test_preempted_pods_in_table_and_json(tmp_path):
     assert data["pods"][0]["preempted"] == ["default/low"]
     assert data["pods"][1]["preempted_by"] == "default/train"
     assert data["pods"][2]["recreated"] is True
-    assert data["summary"] == {"scheduled": 1, "unschedulable": 1, "preempted": 1}
+    assert data["summary"] == {"scheduled": 1, "unschedulable": 1, "preempted": 1, "with_warnings": 0}

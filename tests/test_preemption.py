@@ -493,7 +493,7 @@ def test_evicted_pods_with_a_controller_come_back_in_queue_order():
         "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, "
         "1 Preemption is not helpful for scheduling."
     )
-    assert d["summary"] == {"scheduled": 2, "unschedulable": 1, "preempted": 1}
+    assert d["summary"] == {"scheduled": 2, "unschedulable": 1, "preempted": 1, "with_warnings": 0}
 
 
 def test_preemption_before_provisioning():
