@@ -719,6 +719,531 @@ def test_pod_topology_spread_filter(case: Case) -> None:
     assert statuses(pod, case.nodes, case.existing) == case.want
 
 
+# --- PodTopologySpread Score --------------------------------------------------------------------------------
+
+
+def S(
+    max_skew: int,
+    key: str,
+    selector: LabelSelector | None,
+    *,
+    min_domains: int = 1,
+    affinity_policy: str = "Honor",
+    taints_policy: str = "Ignore",
+    match_label_keys: tuple[str, ...] = (),
+) -> SpreadConstraint:
+    """st.PodWrapper.SpreadConstraint with ScheduleAnyway."""
+    return SpreadConstraint(
+        max_skew,
+        key,
+        "ScheduleAnyway",
+        selector,
+        min_domains,
+        affinity_policy,
+        taints_policy,
+        match_label_keys,
+    )
+
+
+@dataclass
+class ScoreCase:
+    name: str
+    pod: dict[str, Any]
+    nodes: list[Node]  # candidates: they passed every filter
+    failed: list[Node]  # the other nodes of the cluster
+    existing: list[Pod]
+    want: dict[str, int]  # normalised score per candidate
+
+
+SPREAD_SCORE_CASES = [
+    ScoreCase(
+        "TestPodTopologySpreadScore/one constraint on node, no existing pods",
+        {"labels": {"foo": ""}, "spread": [S(1, "kubernetes.io/hostname", FOO)]},
+        [
+            N("node-a", {"kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"kubernetes.io/hostname": "node-b"}),
+        ],
+        [],
+        [],
+        {"node-a": 100, "node-b": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/one constraint on node, only one node is candidate",
+        {"labels": {"foo": ""}, "spread": [S(1, "kubernetes.io/hostname", FOO)]},
+        [N("node-a", {"kubernetes.io/hostname": "node-a"})],
+        [N("node-b", {"kubernetes.io/hostname": "node-b"})],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+        ],
+        {"node-a": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/one constraint on node, all nodes have the same number of matching pods",
+        {"labels": {"foo": ""}, "spread": [S(1, "kubernetes.io/hostname", FOO)]},
+        [
+            N("node-a", {"kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"kubernetes.io/hostname": "node-b"}),
+        ],
+        [],
+        [E("p-a1", "node-a", {"foo": ""}), E("p-b1", "node-b", {"foo": ""})],
+        {"node-a": 100, "node-b": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/one constraint on node, all 4 nodes are candidates",
+        {"labels": {"foo": ""}, "spread": [S(1, "kubernetes.io/hostname", FOO)]},
+        [
+            N("node-a", {"kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"kubernetes.io/hostname": "node-b"}),
+            N("node-c", {"kubernetes.io/hostname": "node-c"}),
+            N("node-d", {"kubernetes.io/hostname": "node-d"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-d1", "node-d", {"foo": ""}),
+            E("p-d2", "node-d", {"foo": ""}),
+            E("p-d3", "node-d", {"foo": ""}),
+        ],
+        {"node-a": 20, "node-b": 60, "node-c": 100, "node-d": 0},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/one constraint on node, null selector",
+        {"labels": {"foo": ""}, "spread": [S(1, "kubernetes.io/hostname", None)]},
+        [
+            N("node-a", {"kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"kubernetes.io/hostname": "node-b"}),
+            N("node-c", {"kubernetes.io/hostname": "node-c"}),
+            N("node-d", {"kubernetes.io/hostname": "node-d"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-d1", "node-d", {"foo": ""}),
+            E("p-d2", "node-d", {"foo": ""}),
+            E("p-d3", "node-d", {"foo": ""}),
+        ],
+        {"node-a": 100, "node-b": 100, "node-c": 100, "node-d": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/one constraint on node, all 4 nodes are candidates, maxSkew=2",
+        {"labels": {"foo": ""}, "spread": [S(2, "kubernetes.io/hostname", FOO)]},
+        [
+            N("node-a", {"kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"kubernetes.io/hostname": "node-b"}),
+            N("node-c", {"kubernetes.io/hostname": "node-c"}),
+            N("node-d", {"kubernetes.io/hostname": "node-d"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-d1", "node-d", {"foo": ""}),
+            E("p-d2", "node-d", {"foo": ""}),
+            E("p-d3", "node-d", {"foo": ""}),
+        ],
+        {"node-a": 33, "node-b": 66, "node-c": 100, "node-d": 16},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/one constraint on node, all 4 nodes are candidates, maxSkew=3",
+        {"labels": {"foo": ""}, "spread": [S(3, "kubernetes.io/hostname", FOO)]},
+        [
+            N("node-a", {"kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"kubernetes.io/hostname": "node-b"}),
+            N("node-c", {"kubernetes.io/hostname": "node-c"}),
+            N("node-d", {"kubernetes.io/hostname": "node-d"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-a3", "node-a", {"foo": ""}),
+            E("p-a4", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-b2", "node-b", {"foo": ""}),
+            E("p-b3", "node-b", {"foo": ""}),
+            E("p-c1", "node-c", {"foo": ""}),
+            E("p-c2", "node-c", {"foo": ""}),
+            E("p-d1", "node-d", {"foo": ""}),
+        ],
+        {"node-a": 44, "node-b": 66, "node-c": 77, "node-d": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/one constraint on node, 3 out of 4 nodes are candidates",
+        {"labels": {"foo": ""}, "spread": [S(1, "kubernetes.io/hostname", FOO)]},
+        [
+            N("node-a", {"kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"kubernetes.io/hostname": "node-b"}),
+            N("node-x", {"kubernetes.io/hostname": "node-x"}),
+        ],
+        [N("node-y", {"kubernetes.io/hostname": "node-y"})],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-a3", "node-a", {"foo": ""}),
+            E("p-a4", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-b2", "node-b", {"foo": ""}),
+            E("p-x1", "node-x", {"foo": ""}),
+            E("p-y1", "node-y", {"foo": ""}),
+            E("p-y2", "node-y", {"foo": ""}),
+            E("p-y3", "node-y", {"foo": ""}),
+        ],
+        {"node-a": 33, "node-b": 83, "node-x": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/one constraint on node, 3 out of 4 nodes are candidates, one node doesn't match topology key",
+        {"labels": {"foo": ""}, "spread": [S(1, "kubernetes.io/hostname", FOO)]},
+        [
+            N("node-a", {"kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"n": "node-b"}),
+            N("node-x", {"kubernetes.io/hostname": "node-x"}),
+        ],
+        [N("node-y", {"kubernetes.io/hostname": "node-y"})],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-a3", "node-a", {"foo": ""}),
+            E("p-a4", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-b2", "node-b", {"foo": ""}),
+            E("p-x1", "node-x", {"foo": ""}),
+            E("p-y1", "node-y", {"foo": ""}),
+            E("p-y2", "node-y", {"foo": ""}),
+            E("p-y3", "node-y", {"foo": ""}),
+        ],
+        {"node-a": 16, "node-b": 0, "node-x": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/one constraint on zone, 3 out of 4 nodes are candidates",
+        {"labels": {"foo": ""}, "spread": [S(1, "zone", FOO)]},
+        [
+            N("node-a", {"zone": "zone1", "kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"zone": "zone1", "kubernetes.io/hostname": "node-b"}),
+            N("node-x", {"zone": "zone2", "kubernetes.io/hostname": "node-x"}),
+        ],
+        [N("node-y", {"zone": "zone2", "kubernetes.io/hostname": "node-y"})],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-a3", "node-a", {"foo": ""}),
+            E("p-a4", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-b2", "node-b", {"foo": ""}),
+            E("p-x1", "node-x", {"foo": ""}),
+            E("p-y1", "node-y", {"foo": ""}),
+            E("p-y2", "node-y", {"foo": ""}),
+            E("p-y3", "node-y", {"foo": ""}),
+        ],
+        {"node-a": 75, "node-b": 75, "node-x": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/two Constraints on zone and node, 2 out of 4 nodes are candidates",
+        {"labels": {"foo": ""}, "spread": [S(1, "zone", FOO), S(1, "kubernetes.io/hostname", FOO)]},
+        [
+            N("node-a", {"zone": "zone1", "kubernetes.io/hostname": "node-a"}),
+            N("node-x", {"zone": "zone2", "kubernetes.io/hostname": "node-x"}),
+        ],
+        [
+            N("node-b", {"zone": "zone1", "kubernetes.io/hostname": "node-b"}),
+            N("node-y", {"zone": "zone2", "kubernetes.io/hostname": "node-y"}),
+        ],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-x1", "node-x", {"foo": ""}),
+            E("p-x2", "node-x", {"foo": ""}),
+            E("p-y1", "node-y", {"foo": ""}),
+            E("p-y2", "node-y", {"foo": ""}),
+            E("p-y3", "node-y", {"foo": ""}),
+            E("p-y4", "node-y", {"foo": ""}),
+        ],
+        {"node-a": 100, "node-x": 63},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/two Constraints on zone, 2 out of 4 nodes are candidates",
+        {"labels": {"foo": "", "bar": ""}, "spread": [S(1, "zone", FOO), S(1, "zone", BAR)]},
+        [N("node-a", {"zone": "zone1"}), N("node-x", {"zone": "zone2"})],
+        [N("node-b", {"zone": "zone1"}), N("node-y", {"zone": "zone2"})],
+        [
+            E("p-a1", "node-a", {"foo": "", "bar": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": "", "bar": ""}),
+            E("p-y1", "node-y", {"foo": ""}),
+            E("p-y2", "node-y", {"foo": "", "bar": ""}),
+            E("p-y3", "node-y", {"foo": ""}),
+        ],
+        {"node-a": 85, "node-x": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/two Constraints on zone and node, with different labelSelectors",
+        {
+            "labels": {"foo": "", "bar": ""},
+            "spread": [S(1, "zone", FOO), S(1, "kubernetes.io/hostname", BAR)],
+        },
+        [
+            N("node-a", {"zone": "zone1", "kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"zone": "zone1", "kubernetes.io/hostname": "node-b"}),
+            N("node-x", {"zone": "zone2", "kubernetes.io/hostname": "node-x"}),
+            N("node-y", {"zone": "zone2", "kubernetes.io/hostname": "node-y"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": "", "bar": ""}),
+            E("p-y1", "node-y", {"foo": ""}),
+            E("p-y2", "node-y", {"bar": ""}),
+        ],
+        {"node-a": 60, "node-b": 20, "node-x": 100, "node-y": 60},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/two Constraints on zone and node, with different labelSelectors, some nodes have 0 pods",
+        {
+            "labels": {"foo": "", "bar": ""},
+            "spread": [S(1, "zone", FOO), S(1, "kubernetes.io/hostname", BAR)],
+        },
+        [
+            N("node-a", {"zone": "zone1", "kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"zone": "zone1", "kubernetes.io/hostname": "node-b"}),
+            N("node-x", {"zone": "zone2", "kubernetes.io/hostname": "node-x"}),
+            N("node-y", {"zone": "zone2", "kubernetes.io/hostname": "node-y"}),
+        ],
+        [],
+        [
+            E("p-b1", "node-b", {"bar": ""}),
+            E("p-x1", "node-x", {"foo": ""}),
+            E("p-y1", "node-y", {"foo": "", "bar": ""}),
+        ],
+        {"node-a": 100, "node-b": 60, "node-x": 40, "node-y": 0},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/two Constraints on zone and node, with different labelSelectors, 3 out of 4 nodes are candidates",
+        {
+            "labels": {"foo": "", "bar": ""},
+            "spread": [S(1, "zone", FOO), S(1, "kubernetes.io/hostname", BAR)],
+        },
+        [
+            N("node-a", {"zone": "zone1", "kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"zone": "zone1", "kubernetes.io/hostname": "node-b"}),
+            N("node-x", {"zone": "zone2", "kubernetes.io/hostname": "node-x"}),
+        ],
+        [N("node-y", {"zone": "zone2", "kubernetes.io/hostname": "node-y"})],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": "", "bar": ""}),
+            E("p-y1", "node-y", {"foo": ""}),
+            E("p-y2", "node-y", {"bar": ""}),
+        ],
+        {"node-a": 50, "node-b": 25, "node-x": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/existing pods in a different namespace do not count",
+        {"labels": {"foo": ""}, "spread": [S(1, "kubernetes.io/hostname", FOO)]},
+        [
+            N("node-a", {"kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"kubernetes.io/hostname": "node-b"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}, namespace="ns1"),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-b2", "node-b", {"foo": ""}),
+        ],
+        {"node-a": 100, "node-b": 33},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/minDomains has no effect when ScheduleAnyway",
+        {"labels": {"foo": ""}, "spread": [S(2, "node", FOO, min_domains=10)]},
+        [N("node-a", {"node": "node-a"}), N("node-b", {"node": "node-b"}), N("node-c", {"node": "node-c"})],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-b2", "node-b", {"foo": ""}),
+            E("p-c1", "node-c", {"foo": ""}),
+        ],
+        {"node-a": 75, "node-b": 75, "node-c": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/NodeAffinityPolicy honoed with labelSelectors",
+        {"labels": {"foo": ""}, "spread": [S(1, "node", FOO)], "node_selector": {"foo": ""}},
+        [
+            N("node-a", {"node": "node-a", "foo": ""}),
+            N("node-b", {"node": "node-b", "foo": ""}),
+            N("node-c", {"node": "node-c"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-c1", "node-c", {"foo": ""}),
+        ],
+        {"node-a": 0, "node-b": 33, "node-c": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/NodeAffinityPolicy ignored with labelSelectors",
+        {
+            "labels": {"foo": ""},
+            "spread": [S(1, "node", FOO, affinity_policy="Ignore")],
+            "node_selector": {"foo": ""},
+        },
+        [
+            N("node-a", {"node": "node-a", "foo": ""}),
+            N("node-b", {"node": "node-b", "foo": ""}),
+            N("node-c", {"node": "node-c"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-c1", "node-c", {"foo": ""}),
+        ],
+        {"node-a": 66, "node-b": 100, "node-c": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/NodeAffinityPolicy honoed with nodeAffinity",
+        {"labels": {"foo": ""}, "spread": [S(1, "node", FOO)], "affinity": [("foo", "In", [""])]},
+        [
+            N("node-a", {"node": "node-a", "foo": ""}),
+            N("node-b", {"node": "node-b", "foo": ""}),
+            N("node-c", {"node": "node-c"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-c1", "node-c", {"foo": ""}),
+        ],
+        {"node-a": 0, "node-b": 33, "node-c": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/NodeAffinityPolicy ignored with nodeAffinity",
+        {
+            "labels": {"foo": ""},
+            "spread": [S(1, "node", FOO, affinity_policy="Ignore")],
+            "affinity": [("foo", "In", [""])],
+        },
+        [
+            N("node-a", {"node": "node-a", "foo": ""}),
+            N("node-b", {"node": "node-b", "foo": ""}),
+            N("node-c", {"node": "node-c"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-c1", "node-c", {"foo": ""}),
+        ],
+        {"node-a": 66, "node-b": 100, "node-c": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/NodeTaintsPolicy honored",
+        {"labels": {"foo": ""}, "spread": [S(1, "node", FOO, taints_policy="Honor")]},
+        [
+            N("node-a", {"node": "node-a"}),
+            N("node-b", {"node": "node-b"}),
+            N("node-c", {"node": "node-c"}, TAINTED),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-c1", "node-c", {"foo": ""}),
+        ],
+        {"node-a": 0, "node-b": 33, "node-c": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/NodeTaintsPolicy ignored",
+        {"labels": {"foo": ""}, "spread": [S(1, "node", FOO)]},
+        [
+            N("node-a", {"node": "node-a"}),
+            N("node-b", {"node": "node-b"}),
+            N("node-c", {"node": "node-c"}, TAINTED),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-a2", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": ""}),
+            E("p-c1", "node-c", {"foo": ""}),
+        ],
+        {"node-a": 66, "node-b": 100, "node-c": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/matchLabelKeys ANDed with LabelSelector when LabelSelector is empty",
+        {
+            "labels": {"foo": "", "bar": ""},
+            "spread": [
+                S(1, "zone", LabelSelector(()), match_label_keys=("foo",)),
+                S(1, "kubernetes.io/hostname", LabelSelector(()), match_label_keys=("bar",)),
+            ],
+        },
+        [
+            N("node-a", {"zone": "zone1", "kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"zone": "zone1", "kubernetes.io/hostname": "node-b"}),
+            N("node-c", {"zone": "zone2", "kubernetes.io/hostname": "node-c"}),
+            N("node-d", {"zone": "zone2", "kubernetes.io/hostname": "node-d"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": "", "bar": ""}),
+            E("p-y1", "node-c", {"foo": ""}),
+            E("p-y2", "node-c", {"bar": ""}),
+        ],
+        {"node-a": 60, "node-b": 20, "node-c": 60, "node-d": 100},
+    ),
+    ScoreCase(
+        "TestPodTopologySpreadScore/matchLabelKeys ANDed with LabelSelector when LabelSelector isn't empty",
+        {
+            "labels": {"foo": "", "bar": "", "baz": ""},
+            "spread": [S(1, "zone", FOO), S(1, "kubernetes.io/hostname", BAR, match_label_keys=("baz",))],
+        },
+        [
+            N("node-a", {"zone": "zone1", "kubernetes.io/hostname": "node-a"}),
+            N("node-b", {"zone": "zone1", "kubernetes.io/hostname": "node-b"}),
+            N("node-c", {"zone": "zone2", "kubernetes.io/hostname": "node-c"}),
+            N("node-d", {"zone": "zone2", "kubernetes.io/hostname": "node-d"}),
+        ],
+        [],
+        [
+            E("p-a1", "node-a", {"foo": ""}),
+            E("p-b1", "node-b", {"foo": "", "bar": "", "baz": ""}),
+            E("p-c1", "node-c", {"foo": ""}),
+            E("p-c2", "node-c", {"bar": ""}),
+            E("p-d3", "node-c", {"bar": "", "baz": ""}),
+        ],
+        {"node-a": 60, "node-b": 20, "node-c": 60, "node-d": 100},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", SPREAD_SCORE_CASES, ids=lambda c: c.name)
+def test_pod_topology_spread_score(case: ScoreCase) -> None:
+    """TestPodTopologySpreadScore (scoring_test.go): PreScore, Score and NormalizeScore over the candidates.
+    Left out: system defaulting (Services), terminating pods, and the disabled-feature-gate case."""
+    pod = P(**case.pod)
+    sched = Scheduler(case.nodes + case.failed, case.existing)
+    candidates = sched.states[: len(case.nodes)]
+    got = sched.topology._spread_scores(pod, candidates)
+    assert got is not None
+    assert dict(zip((st.name for st in candidates), got, strict=True)) == case.want
+
+
 # --- InterPodAffinity ------------------------------------------------------------------------------------
 
 
