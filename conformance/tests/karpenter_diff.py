@@ -254,6 +254,12 @@ def _undefined_label(scn: Scenario, pod: dict[str, Any]) -> bool:
     """Every term requires (In/Exists/Gt/Lt) a label that is not well known and that no NodePool sets: the
     pod can run nowhere."""
     pool_labels = {k for p in scn.profile["pools"] for k in p.get("labels", {})}
+    pool_labels |= {
+        q["key"]
+        for p in scn.profile["pools"]
+        if isinstance(p.get("requirements"), list)
+        for q in p["requirements"]
+    }
 
     def undefined(term: list[dict[str, Any]]) -> bool:
         return any(

@@ -1,10 +1,12 @@
 """Seeded random Karpenter scenarios: profile pools (rendered to NodePools), DaemonSets and pending pods.
 
 One scenario is a kgpu profile (EKS, Karpenter, one region, some zones) whose Karpenter pools are drawn at
-random (requirement shorthand that renders to In/Gt/Lt, capacity types, zones, labels, taints incl.
+random (requirement shorthand that renders to In/Gt/Lt, or Karpenter's native requirements with any
+operator, ``minValues``, alias and custom keys; capacity types, zones, labels, taints incl.
 PreferNoSchedule, weights, limits incl. ``nodes``), DaemonSets (requests, host ports, node selectors) and
 pod classes (CPU/memory/GPU requests, node selectors, required node affinity with every operator and OR'ed
-terms, tolerations, host ports, zone topology spread). The same objects go to kgpu (``simulate`` with the
+terms, alias keys such as ``beta.kubernetes.io/instance-type``, tolerations, host ports, zone topology
+spread). The same objects go to kgpu (``simulate`` with the
 profile's provisioner) and, as Kubernetes/Karpenter JSON, to the oracle; the NodePools are what
 ``kgpu render`` writes for the profile.
 """
@@ -98,12 +100,19 @@ def _pool(r: random.Random, i: int, zones: list[str]) -> dict[str, Any]:
         "capacityTypes": _pick(r, ("spot", "on-demand"), 1, 2),
         "devicePlugin": "none",
     }
+    if r.random() < 0.4:
+        # Karpenter's native requirements instead of the shorthand: any operator, minValues, aliases
+        pool["requirements"] = _native(r, gpu, zones)
+        if any(q["key"] == "karpenter.sh/capacity-type" for q in pool["requirements"]):
+            del pool["capacityTypes"]
     if r.random() < 0.1:
         pool["instanceTypes"] = _pick(r, TYPES, 2, 6)
     if r.random() < 0.25:
         pool["zones"] = _pick(r, zones, 1, len(zones))
     if r.random() < 0.4:
         pool["labels"] = {"team": r.choice(("ml", "web", "batch"))}
+        if isinstance(pool["requirements"], list):  # a label and a requirement on one key: one or the other
+            pool["requirements"] = [q for q in pool["requirements"] if q["key"] != "team"]
     taints = []
     if gpu and r.random() < 0.6:
         taints.append(dict(GPU_TAINT))
@@ -130,8 +139,83 @@ def _pool(r: random.Random, i: int, zones: list[str]) -> dict[str, Any]:
     return pool
 
 
+def _native(r: random.Random, gpu: bool, zones: list[str]) -> list[dict[str, Any]]:
+    """A NodePool's own requirements list: a family or category In (sometimes with minValues), and a few
+    of: NotIn, Exists/DoesNotExist on the GPU name, Gt/Lt on integer labels, capacity type, zone, an alias
+    key, a custom key with In values."""
+    reqs: list[dict[str, Any]] = []
+    if gpu:
+        fams = _pick(r, ("g4dn", "g5", "g6", "g6e", "p3", "p4d"), 1, 4)
+        reqs.append({"key": AWS + "instance-family", "operator": "In", "values": fams})
+        if r.random() < 0.5:
+            reqs.append({"key": AWS + "instance-gpu-name", "operator": "Exists"})
+    elif r.random() < 0.6:
+        cats = _pick(r, ("c", "m", "r", "t"), 1, 3)
+        reqs.append({"key": AWS + "instance-category", "operator": "In", "values": cats})
+        if r.random() < 0.5:
+            reqs.append({"key": AWS + "instance-gpu-name", "operator": "DoesNotExist"})
+    if reqs and r.random() < 0.4:
+        reqs[0]["minValues"] = r.randint(1, len(reqs[0]["values"]))
+    if r.random() < 0.3:
+        reqs.append(
+            {
+                "key": "node.kubernetes.io/instance-type",
+                "operator": "In",
+                "values": _pick(r, TYPES, 3, 8),
+                "minValues": r.choice((1, 2, 3)),
+            }
+        )
+    extras = [
+        lambda: {"key": AWS + "instance-family", "operator": "NotIn", "values": _pick(r, FAMILIES, 1, 3)},
+        lambda: {
+            "key": AWS + "instance-generation",
+            "operator": r.choice(("Gt", "Lt")),
+            "values": [str(r.choice((4, 5, 6)))],
+        },
+        lambda: {
+            "key": AWS + "instance-cpu",
+            "operator": r.choice(("Gt", "Lt")),
+            "values": [str(r.choice((3, 7, 15, 31)))],
+        },
+        lambda: {"key": AWS + "instance-size", "operator": "NotIn", "values": ["metal", "large"]},
+        lambda: {
+            "key": "karpenter.sh/capacity-type",
+            "operator": "In",
+            "values": _pick(r, ("spot", "on-demand"), 1, 2),
+        },
+        lambda: {
+            "key": "topology.kubernetes.io/zone",
+            "operator": "In",
+            "values": _pick(r, zones, 1, len(zones)),
+        },
+        lambda: {"key": "beta.kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        lambda: {"key": "team", "operator": "In", "values": _pick(r, ("ml", "web", "batch"), 1, 2)},
+        lambda: {
+            "key": AWS + "instance-cpu",
+            "operator": "Gt",
+            "values": ["1"],
+            "minValues": r.choice((2, 3)),
+        },
+    ]
+    for make in r.sample(extras, r.randint(1, 3)):
+        reqs.append(make())
+    return reqs
+
+
 def _expr(r: random.Random, pools: list[dict[str, Any]], zones: list[str]) -> dict[str, Any]:
-    kind = r.randrange(13)
+    kind = r.randrange(15)
+    if kind == 13:
+        return {
+            "key": "beta.kubernetes.io/instance-type",
+            "operator": r.choice(("In", "NotIn")),
+            "values": _pick(r, TYPES, 1, 4),
+        }
+    if kind == 14:
+        return {
+            "key": "failure-domain.beta.kubernetes.io/zone",
+            "operator": "In",
+            "values": _pick(r, zones, 1, 2),
+        }
     if kind == 0:
         return {"key": "topology.kubernetes.io/zone", "operator": "In", "values": _pick(r, zones, 1, 2)}
     if kind == 1:

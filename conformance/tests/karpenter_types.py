@@ -27,6 +27,7 @@ from kgpu.catalog.instance import (
     LABEL_GPU_NAME,
     LABEL_ZONE,
 )
+from kgpu.model.nodepool import NORMALIZED_LABELS
 
 GPU_LABELS = (LABEL_GPU_NAME, LABEL_GPU_MANUFACTURER, LABEL_GPU_COUNT, LABEL_GPU_MEMORY)
 AWS_PREFIX = "karpenter.k8s.aws/"
@@ -60,8 +61,8 @@ def instance_types(catalog: Catalog, region: str, zones: Sequence[str] = ()) -> 
         reqs: list[dict[str, Any]] = [
             {"key": k, "operator": "In", "values": [v]}
             for k, v in sorted(labels.items())
-            if k not in (LABEL_ZONE, LABEL_CAPACITY_TYPE)
-        ]
+            if k not in (LABEL_ZONE, LABEL_CAPACITY_TYPE) and k not in NORMALIZED_LABELS
+        ]  # the deprecated aliases are node labels, not instance-type requirements
         if not t.has_gpu:
             reqs.extend({"key": k, "operator": "DoesNotExist"} for k in GPU_LABELS)
         out.append(
