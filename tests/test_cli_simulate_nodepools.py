@@ -137,3 +137,22 @@ def test_startup_taints_are_noted_not_modelled(tmp_path: Path) -> None:
     data = json.loads(invoke("simulate", "-w", work, "-o", "json").output)
     assert data["pods"][0]["phase"] == "Provisioned"
     assert any("startupTaints are not modelled" in w for w in data["warnings"])
+
+
+def test_requirement_on_label_the_catalog_lacks_is_not_applied_and_said(tmp_path: Path) -> None:
+    """The docs' example NodePool asks for instance-hypervisor In [nitro]; the packaged catalog has no
+    hypervisor data, so the requirement is not applied (the pool keeps its types) and simulate says so."""
+    pool = nodepool(
+        "general",
+        requirements=[
+            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["m"]},
+            {"key": "karpenter.k8s.aws/instance-hypervisor", "operator": "In", "values": ["nitro"]},
+        ],
+    )
+    work = write(tmp_path, "w.yaml", [pool, pod_dict("p", cpu="1", memory="1Gi")])
+    data = json.loads(invoke("simulate", "-w", work, "-o", "json").output)
+    assert data["pods"][0]["phase"] == "Provisioned"
+    assert any(
+        "requirement karpenter.k8s.aws/instance-hypervisor In is not applied" in w
+        for w in data["profile_warnings"]
+    )

@@ -307,6 +307,16 @@ def validate(profile: Profile, catalog: Catalog | None) -> list[str]:
                         f"pools[{i}].instanceTypes[{j}]: {exc.message} in the catalog ({exc.hint}); "
                         f"node group {pool.name} is sized by {known_types[0]}"
                     )
+        if pool.kind == PoolKind.KARPENTER:
+            from kgpu.model.nodepool import CATALOG_MISSING_LABELS, normalize
+
+            for r in pool.karpenter_requirements():
+                key = normalize(str(r["key"]))
+                if key in CATALOG_MISSING_LABELS:
+                    warnings.append(
+                        f"pools[{i}] ({pool.name}): requirement {key} {r['operator']} is not applied: the instance "
+                        "catalog has no values for that label"
+                    )
         if pool.kind == PoolKind.TKE_SUPERNODE:
             from kgpu.catalog.tke import TkeMatchError, tke_gpu_type
 

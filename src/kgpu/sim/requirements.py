@@ -10,6 +10,9 @@ requirements on one key intersect. Then:
   that label (a pod selecting one of them gets a node with it; Karpenter's ``Requirements.Labels``), a single
   value always. ``DoesNotExist`` gives no label. ``Exists``, ``NotIn``, ``Gt`` and ``Lt`` on a custom key
   (Karpenter makes up a value) are not modelled: the node gets no label for that key.
+- **provider labels the catalog has no data for** (``instance-hypervisor``, ``-cpu-manufacturer``,
+  ``-local-nvme``, ``-network-bandwidth``, ``-ebs-bandwidth``, ``-encryption-in-transit-supported``, ...):
+  not applied, with a profile warning, instead of leaving the pool without instance types.
 - **minValues**: a claim must keep at least that many distinct values of the key among its instance types,
   counting each type's values as Karpenter's ``InstanceTypes.SatisfiesMinValues`` does (for zones and capacity
   types: every zone / capacity type the type is offered in).
@@ -21,7 +24,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kgpu.model.nodepool import WELL_KNOWN_LABELS, normalize
+from kgpu.model.nodepool import CATALOG_MISSING_LABELS, WELL_KNOWN_LABELS, normalize
 from kgpu.model.profile import Pool
 
 MAX_LABEL_VARIANTS = 64
@@ -83,7 +86,13 @@ def matches(req: PoolRequirement, labels: Mapping[str, str]) -> bool:
 
 
 def well_known(reqs: Sequence[PoolRequirement]) -> list[PoolRequirement]:
-    return [r for r in reqs if r.key in WELL_KNOWN_LABELS]
+    """The requirements that narrow offerings: well-known keys the catalog has values for."""
+    return [r for r in reqs if r.key in WELL_KNOWN_LABELS and r.key not in CATALOG_MISSING_LABELS]
+
+
+def not_applied(reqs: Sequence[PoolRequirement]) -> list[PoolRequirement]:
+    """Requirements on provider labels the catalog has no data for: not applied (a profile warning)."""
+    return [r for r in reqs if r.key in CATALOG_MISSING_LABELS]
 
 
 def label_variants(reqs: Sequence[PoolRequirement], labels: Mapping[str, str]) -> list[dict[str, str]]:
