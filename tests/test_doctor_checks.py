@@ -266,6 +266,16 @@ def test_pending_pod_that_fits_now_is_a_warning():
     assert f.severity == "warning" and f"places it on node {GPU}" in f.message
 
 
+def test_pending_pod_that_would_preempt_names_its_victims():
+    """A pending high-priority GPU pod and a running low-priority one on the only GPU node: the simulation
+    preempts (kube-scheduler would have too), so the finding is a warning naming the victim."""
+    running = pod("batch-0", "ml", gpus=1, tolerations=[GPU_TOLERATION], node_name=GPU, priority=0)
+    pending = pod("train-0", "ml", gpus=1, tolerations=[GPU_TOLERATION], priority=1000)
+    [f] = findings(_gpu_cluster(running, pending), "pending-gpu-pod")
+    assert f.severity == "warning"
+    assert f"places it on node {GPU} now by preempting 1 pod(s) of lower priority (ml/batch-0)" in f.message
+
+
 def test_pending_non_gpu_pod_is_not_a_finding():
     doc = _gpu_cluster(pod("web-0", node_selector={"node-type": "nope"}))
     assert findings(doc, "pending-gpu-pod") == []

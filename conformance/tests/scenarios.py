@@ -274,7 +274,8 @@ def _pod_spec(rng: random.Random, s: Scenario, nodes: list[dict[str, Any]], own:
     if tolerations:
         spec["tolerations"] = tolerations
     if rng.random() < 0.3:
-        spec["priorityClassName"] = rng.choice(["high", "low"])
+        # high-never: as high, but preemptionPolicy Never (kgpu must not preempt for it, the oracle never does)
+        spec["priorityClassName"] = rng.choice(["high", "low", "high-never"])
     return spec
 
 
@@ -285,6 +286,8 @@ def generate(seed: int, max_nodes: int = 12, max_classes: int = 10) -> Scenario:
     s.priority_classes = [
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000},
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low"}, "value": -10},
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high-never"},
+         "value": 1000, "preemptionPolicy": "Never"},
     ]
     for i in range(rng.randint(0, len(s.nodes) * 2)):
         node = rng.choice(s.nodes)

@@ -13,10 +13,10 @@ plugins/defaultpreemption/default_preemption.go; behaviour transcribed, not code
    UnschedulableAndUnresolvable;
 3. on each potential node, ``SelectVictimsOnNode``: every pod of lower priority is removed (the topology
    counts too, as the PreFilter extensions' RemovePod); if the pod still does not pass every filter, the
-   node's status is the filters' reasons ("Insufficient cpu"), and with no such
-   pod at all it is "No preemption victims found for incoming pod". Otherwise the removed pods are put back
-   one at a time, most important first (priority, then the older), and each that leaves the pod fitting
-   stays (a *reprieve*); the others are the victims;
+   node's status is the filters' reasons ("Insufficient cpu"), and with no such pod at all it is "No
+   preemption victims found for incoming pod". Otherwise the removed pods are put back one at a time, most
+   important first (priority, then the older), and each that leaves the pod fitting stays (a *reprieve*);
+   the others are the victims;
 4. ``pickOneNodeForPreemption`` among the nodes with victims: fewest PodDisruptionBudget violations, the
    lowest highest-victim priority, the smallest sum of victim priorities (each plus 2^31), the fewest
    victims, the latest start time of the highest-priority victims, then the first;
@@ -36,9 +36,11 @@ kgpu's differences, all documented in docs/simulate.md:
   waits for their graceful termination and schedules the preemptor again (it then takes the nominated
   node first). Pods queued in between see the node as the preemptor will leave it.
 
-Cost: a pod that fits nowhere looks only at nodes holding a pod of lower priority (kept from the bind
-log); its class's resolvable nodes are computed once, as nodes join. A class that failed keeps its
-message until a node changes.
+Cost: a pod at or below the lowest priority of every pod bound or queued is answered from node counts
+alone; otherwise it looks only at nodes holding a pod of lower priority (kept from the bind log). Its
+class's resolvable nodes are computed once, vectorised, as nodes join; a class that failed keeps its
+message until a node changes. Pods on the scheduler's exact path (topology spread, pod affinity) are
+checked node by node with the victims taken out of the topology counts for the trial.
 """
 
 from __future__ import annotations
