@@ -56,9 +56,10 @@ def write(tmp_path: Path, name: str, docs: list[dict[str, Any]]) -> str:
 
 def test_nodepool_in_workload_files_provisions(tmp_path: Path) -> None:
     """A NodePool and its EC2NodeClass beside the pods, no profile: the pods get g4dn.xlarge on-demand nodes
-    of pool gpu, limited to 2 nodes (limits.nodes)."""
+    of pool gpu (its gpu-name and gpu-count requirements), within its nvidia.com/gpu limit of 2."""
+    pool = {**GPU_POOL, "spec": {**GPU_POOL["spec"], "limits": {"nvidia.com/gpu": "2"}}}
     pods = [pod_dict(f"train-{i}", cpu="2", memory="8Gi", gpus=1, tolerations=GPU_TOL) for i in range(3)]
-    work = write(tmp_path, "w.yaml", [GPU_POOL, ec2nodeclass(), *pods])
+    work = write(tmp_path, "w.yaml", [pool, ec2nodeclass(), *pods])
     res = invoke("simulate", "-w", work, "-o", "json")
     assert res.exit_code == 1, res.output
     data = json.loads(res.output)
@@ -74,21 +75,18 @@ def test_nodepool_in_workload_files_provisions(tmp_path: Path) -> None:
 
 def test_nodepool_from_snapshot_counts_its_existing_nodes(tmp_path: Path) -> None:
     """A `kgpu snapshot` holding the NodePool and one node it launched: that node counts against
-    limits.nodes 2, so one more node launches for two pods that each need their own."""
+    limits.nodes (0 here: usage 1 exceeds it), so the pool launches nothing more; with limits.nodes 1 the
+    limit is not exceeded and it launches (Karpenter's Limits.ExceededBy: usage above the limit)."""
     launched = node("ip-10-0-0-1", instance_type="g4dn.xlarge", nodepool="gpu")
     busy = pod_dict("busy", cpu="3", memory="8Gi", gpus=1, tolerations=GPU_TOL, node_name="ip-10-0-0-1")
-    snap = tmp_path / "snap.json"
-    snap.write_text(json.dumps(snapshot([launched, GPU_POOL, ec2nodeclass(), busy])))
-    work = write(
-        tmp_path,
-        "w.yaml",
-        [pod_dict(f"t-{i}", cpu="3", memory="8Gi", gpus=1, tolerations=GPU_TOL) for i in range(2)],
-    )
-    res = invoke("simulate", "-c", str(snap), "-w", work, "-o", "json")
-    data = json.loads(res.output)
-    phases = sorted(p["phase"] for p in data["pods"] if p["name"].startswith("t-"))
-    assert phases == ["Provisioned", "Unschedulable"], res.output
-    assert data["summary"]["new_nodes"] == 1
+    work = write(tmp_path, "w.yaml", [pod_dict("t-0", cpu="3", memory="8Gi", gpus=1, tolerations=GPU_TOL)])
+    for limit, phase in (("0", "Unschedulable"), ("1", "Provisioned")):
+        pool = {**GPU_POOL, "spec": {**GPU_POOL["spec"], "limits": {"nodes": limit}}}
+        snap = tmp_path / "snap.json"
+        snap.write_text(json.dumps(snapshot([launched, pool, ec2nodeclass(), busy])))
+        data = json.loads(invoke("simulate", "-c", str(snap), "-w", work, "-o", "json").output)
+        pod = next(p for p in data["pods"] if p["name"] == "t-0")
+        assert pod["phase"] == phase, (limit, pod)
 
 
 def test_nodepool_replaces_profile_pool_of_the_same_name(tmp_path: Path) -> None:

@@ -218,16 +218,15 @@ def test_alias_in_pool_requirement_is_normalized() -> None:
 # --- limits ---------------------------------------------------------------------------------------------
 
 
-def test_nodes_limit_counts_nodes() -> None:
-    """limits.nodes: 1 lets one node launch; the next claim exceeds the limit."""
+def test_nodes_limit_is_not_reserved_within_one_batch() -> None:
+    """limits.nodes as Karpenter v1.8's Solve applies it: a new claim reserves the largest instance capacity,
+    which has no ``nodes``, so one batch may launch past limits.nodes (three nodes under a limit of 1); the
+    pool's existing nodes do count (test_cli_simulate_nodepools)."""
     pool = {**GENERAL, "limits": {"nodes": "1"}, "capacityTypes": ["on-demand"]}
     pods = [make_pod(f"p-{i}", cpu=6000, mem_gib=1) for i in range(3)]
     result = sim(profile(pool), *pods)
-    assert len(result.new_nodes) == 1
-    assert sum(p.phase == UNSCHEDULABLE for p in result.placements) == 1
-    assert 'all available instance types exceed limits for nodepool "general"' in (
-        result.unschedulable[0].reason or ""
-    )
+    assert all(p.phase == PROVISIONED for p in result.placements)
+    assert len(result.new_nodes) == 2  # two 6-core pods per m5.4xlarge
 
 
 def test_limit_on_pods_resource() -> None:
@@ -287,6 +286,11 @@ def test_unknown_limit_key_is_an_input_error() -> None:
     ],
 )
 def test_invalid_native_requirement_names_the_field(req: dict[str, Any], message: str) -> None:
+    """nodepool_validation_cel_test.go Context "Requirements": "should fail for the karpenter.sh/nodepool
+    label", "should fail for restricted label domains", "should fail with invalid GT or LT values", "should
+    error when minValues is greater than the number of unique values specified within In operator", "should
+    fail because In operator with no values", and minValues' CRD bounds (1-50); the profile error names the
+    requirement's field path."""
     with pytest.raises(InputError) as err:
         profile(native(req))
     assert message in err.value.message
@@ -296,7 +300,9 @@ def test_invalid_native_requirement_names_the_field(req: dict[str, Any], message
 
 
 def test_allowed_domains_validate() -> None:
-    """node.kubernetes.io is an exception domain; custom domains are free; well-known keys pass."""
+    """nodepool_validation_cel_test.go "should allow restricted domains exceptions" / "should allow well
+    known label exceptions": node.kubernetes.io is an exception domain; custom domains are free; well-known
+    provider keys pass."""
     profile(
         native(
             {"key": "node.kubernetes.io/custom", "operator": "Exists"},

@@ -148,9 +148,10 @@ class PoolModel:
             capacity = capacities.get(opt.type.name)
             if capacity is None:
                 capacity = capacities[opt.type.name] = opt.type.capacity()
+            # `nodes` is no instance capacity: a claim reserves none of it (Karpenter v1.8's Solve), only the
+            # pool's existing nodes count against it (_remaining)
             for key in limit_keys:
-                amount = 1 if key == "nodes" else capacity.get(key, 0)
-                shape.limit[key] = max(shape.limit.get(key, 0), amount)
+                shape.limit[key] = max(shape.limit.get(key, 0), capacity.get(key, 0))
         self.shapes = list(shapes.values())
         # host ports the DaemonSet pods hold on each offering's node (Karpenter's daemon host-port usage)
         self.daemon_ports: list[tuple[HostPort, ...]] = [()] * len(options)
