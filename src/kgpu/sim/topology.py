@@ -178,6 +178,7 @@ class SpreadCounter(_Counter):
         c: SpreadConstraint,
         keys: tuple[str, ...],
         spec: PodSpecInfo,
+        eligible: list[str | None] | None = None,
     ) -> None:
         super().__init__()
         self.namespace = namespace
@@ -189,20 +190,26 @@ class SpreadCounter(_Counter):
         self.honor_affinity = c.node_affinity_policy == "Honor"
         self.honor_taints = c.node_taints_policy == "Honor"
         self.domains: dict[str, int] = {}
-        self.eligible: list[str | None] = []  # per node index: its domain, or None when not counted
+        # Per node index: its domain, or None when not counted. Shared by the counters whose nodes are
+        # chosen alike (same keys, policies and node filters), each node worked out by the first to take it.
+        self.eligible: list[str | None] = [] if eligible is None else eligible
 
     def take(self, st: NodeLike) -> None:
-        node = st.node
-        labels = node.labels
-        value: str | None = None
-        if all(k in labels for k in self.keys):
-            spec = self.spec
-            ok = not self.honor_affinity or affinity_matches(spec, labels, node.name)
-            if ok and self.honor_taints:
-                ok = first_untolerated(node.taints, spec.tolerations) is None
-            if ok:
-                value = labels[self.key]
-        self.eligible.append(value)
+        eligible = self.eligible
+        if st.index < len(eligible):
+            value = eligible[st.index]
+        else:
+            node = st.node
+            labels = node.labels
+            value = None
+            if all(k in labels for k in self.keys):
+                spec = self.spec
+                ok = not self.honor_affinity or affinity_matches(spec, labels, node.name)
+                if ok and self.honor_taints:
+                    ok = first_untolerated(node.taints, spec.tolerations) is None
+                if ok:
+                    value = labels[self.key]
+            eligible.append(value)
         if value is None:
             return
         self.domains.setdefault(value, 0)
@@ -435,6 +442,7 @@ class Topology:
         # looks only at the counters its pod's labels can match), or under None when they have none.
         self._spread_by_ns: dict[str, dict[tuple[str, str] | None, list[SpreadCounter | NodeCounter]]] = {}
         self._index_keys: dict[str, set[str]] = {}
+        self._eligible: dict[tuple[object, ...], list[str | None]] = {}
         self._affinity: dict[tuple[Term, ...], AffinityCounter] = {}
         self._anti: dict[Term, AntiAffinityCounter] = {}
         self._pod_counters: list[_Counter] = []  # affinity and anti-affinity counters: any namespace
@@ -712,6 +720,7 @@ class Topology:
         )
         counter = self._spread.get(key)
         if counter is None:
-            counter = self._spread[key] = SpreadCounter(namespace, selector, c, keys, spec)
+            shared = self._eligible.setdefault(key[2:], [])
+            counter = self._spread[key] = SpreadCounter(namespace, selector, c, keys, spec, shared)
             self._register(namespace, counter)
         return counter
