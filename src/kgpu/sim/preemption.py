@@ -82,6 +82,7 @@ class Candidate:
     node: NodeState
     victims: list[Pod]
     pdb_violations: int = 0
+    key: tuple[int, int, int, int, float, str] | None = None  # ``rank``, once computed
 
 
 @dataclass(slots=True)
@@ -105,17 +106,21 @@ def start(pod: Pod) -> float:
     return math.inf if pod.start_time is None else pod.start_time
 
 
+def rank(c: Candidate) -> tuple[int, int, int, int, float, str]:
+    """pickOneNodeForPreemption's criteria in order, smallest best, with the node name as the last one."""
+    highest = max(p.priority for p in c.victims)
+    total = sum(p.priority + _PRIORITY_OFFSET for p in c.victims)
+    # GetEarliestPodStartTime over the highest-priority victims; the latest such time wins
+    earliest = min(start(p) for p in c.victims if p.priority == highest)
+    return (c.pdb_violations, highest, total, len(c.victims), -earliest, c.node.name)
+
+
 def pick_one_node(candidates: Sequence[Candidate]) -> Candidate:
-    """pickOneNodeForPreemption, with the node name as the last tie-break."""
-
-    def key(c: Candidate) -> tuple[int, int, int, int, float, str]:
-        highest = max(p.priority for p in c.victims)
-        total = sum(p.priority + _PRIORITY_OFFSET for p in c.victims)
-        # GetEarliestPodStartTime over the highest-priority victims; the latest such time wins
-        earliest = min(start(p) for p in c.victims if p.priority == highest)
-        return (c.pdb_violations, highest, total, len(c.victims), -earliest, c.node.name)
-
-    return min(candidates, key=key)
+    """pickOneNodeForPreemption."""
+    for c in candidates:
+        if c.key is None:
+            c.key = rank(c)
+    return min(candidates, key=lambda c: c.key or ())
 
 
 class _Fit:
@@ -150,6 +155,16 @@ class _Fit:
             return [ERR_NODE_PORTS]
         return insufficient_resources(spec, self.st.node.allocatable, self.requested, self.count)
 
+    def fits(self, spec: PodSpecInfo) -> bool:
+        """``not reasons(spec)``, without building them."""
+        if self.count + 1 > self.st.alloc_pods:
+            return False
+        alloc, req = self.st.node.allocatable, self.requested
+        for k, v in spec.requests:
+            if v > alloc.get(k, 0) - req.get(k, 0):
+                return False
+        return not (spec.host_ports and ports_conflict(spec.host_ports, self.ports))
+
 
 def select_victims(pod: Pod, st: NodeState) -> tuple[list[Pod] | None, list[str]]:
     """SelectVictimsOnNode: (victims, []) when evicting them lets ``pod`` fit, else (None, the node's
@@ -170,7 +185,7 @@ def select_victims(pod: Pod, st: NodeState) -> tuple[list[Pod] | None, list[str]
     victims = []
     for p in potential:  # no PodDisruptionBudgets: every pod is non-violating
         fit.add(p)
-        if fit.reasons(pod.spec):
+        if not fit.fits(pod.spec):
             fit.remove(p)
             victims.append(p)
     return victims, []
@@ -264,6 +279,8 @@ class Preemption:
         # (spec, priority) -> (bind-log length, node count, message) of the last attempt without candidates
         self._failed: dict[tuple[PodSpecInfo, int], tuple[int, int, str]] = {}
         self._plain: dict[tuple[int, int], str] = {}  # (nodes, potential nodes) -> message without victims
+        # (spec, priority) -> node index -> (node version, candidate or None, status reasons)
+        self._victims: dict[tuple[PodSpecInfo, int], dict[int, tuple[int, Candidate | None, list[str]]]] = {}
 
     # --- which nodes hold pods of lower priority -------------------------------------------------------
 
@@ -390,10 +407,9 @@ class Preemption:
             self._refresh()
             lower = self._with_lower(pod.priority)
             if lower and exact:
-                hits = sorted(i for i in lower if i in exact_set)
+                hits = sorted(lower & exact_set)
             elif lower:
-                potential = self._node_set(res)
-                hits = sorted(i for i in lower if i in potential or i in extra)  # in node order
+                hits = sorted((lower & self._node_set(res)) | (lower & extra))  # in node order
         statuses[NO_VICTIMS] = n_potential - len(hits)
         if not hits:
             key = (len(sched.states), n_potential)
@@ -404,14 +420,23 @@ class Preemption:
         found: list[Candidate] = []
         wanted = num_candidates(n_potential)
         states = sched.states
+        # A fast-path pod's result on a node depends on that node alone: kept per (spec, priority) and node
+        # version, so the next pod of the class redoes only the nodes that changed.
+        memo = None if exact else self._victims.setdefault((pod.spec, pod.priority), {})
         for i in hits:
-            victims, why = (
-                select_victims_exact(pod, states[i], sched) if exact else select_victims(pod, states[i])
-            )
-            if victims is None:
+            st = states[i]
+            hit = memo.get(i) if memo is not None else None
+            if hit is not None and hit[0] == st.version:
+                candidate, why = hit[1], hit[2]
+            else:
+                victims, why = select_victims_exact(pod, st, sched) if exact else select_victims(pod, st)
+                candidate = None if victims is None else Candidate(st, victims)
+                if memo is not None:
+                    memo[i] = (st.version, candidate, why)
+            if candidate is None:
                 statuses.update(why)
                 continue
-            found.append(Candidate(states[i], victims))
+            found.append(candidate)
             if len(found) >= wanted:
                 break  # kube-scheduler stops its dry run here (the nodes left are never looked at)
         return found, +statuses, None
