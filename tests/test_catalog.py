@@ -41,6 +41,7 @@ def test_labels_g4dn_xlarge(catalog):
         "karpenter.k8s.aws/instance-gpu-manufacturer": "nvidia",
         "karpenter.k8s.aws/instance-gpu-count": "1",
         "karpenter.k8s.aws/instance-gpu-memory": "16384",
+        "karpenter.k8s.aws/instance-network-bandwidth": "5000",
         # the deprecated aliases EKS nodes still carry (Karpenter's NormalizedLabels)
         "beta.kubernetes.io/instance-type": "g4dn.xlarge",
         "beta.kubernetes.io/arch": "amd64",
@@ -48,6 +49,21 @@ def test_labels_g4dn_xlarge(catalog):
         "failure-domain.beta.kubernetes.io/zone": "us-west-2a",
         "failure-domain.beta.kubernetes.io/region": "us-west-2",
     }
+
+
+def test_every_type_has_its_network_bandwidth(catalog):
+    """instance-network-bandwidth (Mbps) from the AWS provider's InstanceTypeBandwidthMegabits: every type of
+    the packaged catalog has one; spot checks of the table."""
+    for t in catalog.types():
+        assert t.network_bandwidth_mbps > 0, t.name
+    assert (
+        catalog.get("c6i.large").labels("us-west-2", "us-west-2a", "spot")[
+            "karpenter.k8s.aws/instance-network-bandwidth"
+        ]
+        == "781"
+    )
+    assert catalog.get("p5.48xlarge").network_bandwidth_mbps == 3200000
+    assert catalog.get("t3.large").network_bandwidth_mbps == 512
 
 
 def test_labels_g5_and_p3(catalog):

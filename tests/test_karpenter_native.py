@@ -69,6 +69,22 @@ def test_native_gt_lt_on_cpu() -> None:
     assert placed(sim(profile(lt), make_pod("b")), "b")["instance_type"] == "m5.large"
 
 
+def test_network_bandwidth_requirement_narrows_real_types() -> None:
+    """karpenter.k8s.aws/instance-network-bandwidth from the packaged catalog (the AWS provider's
+    bandwidth table): Gt 5000 leaves m6i/m7i/c6i/c7i.4xlarge (6250) as the only 4xlarge-or-smaller CPU
+    types of the m and c categories."""
+    from kgpu.catalog import aws_catalog
+
+    pool = native(
+        {"key": AWS + "instance-network-bandwidth", "operator": "Gt", "values": ["5000"]},
+        {"key": AWS + "instance-category", "operator": "In", "values": ["m", "c"]},
+        {"key": AWS + "instance-gpu-name", "operator": "DoesNotExist"},
+        capacityTypes=["on-demand"],
+    )
+    p = placed(sim(profile(pool), make_pod("a"), cat=aws_catalog("us-west-2")), "a")
+    assert p["instance_type"] in {"m6i.4xlarge", "m7i.4xlarge", "c6i.4xlarge", "c7i.4xlarge"}
+
+
 def test_native_capacity_type_replaces_the_default() -> None:
     """A capacity-type requirement in the native list decides (the profile's default on-demand does not
     intersect it away)."""

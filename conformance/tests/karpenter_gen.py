@@ -179,6 +179,11 @@ def _native(r: random.Random, gpu: bool, zones: list[str]) -> list[dict[str, Any
         },
         lambda: {"key": AWS + "instance-size", "operator": "NotIn", "values": ["metal", "large"]},
         lambda: {
+            "key": AWS + "instance-network-bandwidth",
+            "operator": r.choice(("Gt", "Lt")),
+            "values": [str(r.choice((1000, 5000, 20000)))],
+        },
+        lambda: {
             "key": "karpenter.sh/capacity-type",
             "operator": "In",
             "values": _pick(r, ("spot", "on-demand"), 1, 2),

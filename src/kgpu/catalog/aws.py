@@ -105,6 +105,12 @@ def _eni_max_pods() -> dict[str, int]:
     return {row["instance_type"]: int(row["max_pods"]) for row in reader}
 
 
+@lru_cache(maxsize=1)
+def _network_bandwidth() -> dict[str, int]:
+    reader = csv.DictReader(io.StringIO(read_text("aws-network-bandwidth.csv")))
+    return {row["instance_type"]: int(row["network_bandwidth_mbps"]) for row in reader}
+
+
 def _closest(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     pool = sorted(set(candidates))
     lowered = {c.lower(): c for c in pool}
@@ -182,6 +188,7 @@ def _build_type(row: Row, max_pods: Mapping[str, int]) -> InstanceType:
         gpu_memory_mib=gpu_memory_mib,
         gpu_display_name=display,
         max_pods=max_pods.get(name, DEFAULT_MAX_PODS),
+        network_bandwidth_mbps=_network_bandwidth().get(name, 0),
     )
 
 

@@ -3,6 +3,8 @@
 The numbers follow the Karpenter AWS provider, read in ``aws/karpenter-provider-aws``:
 
 - ``pkg/apis/v1/labels.go``: the ``karpenter.k8s.aws/instance-*`` label names.
+- ``pkg/providers/instancetype/zz_generated.bandwidth.go``: ``instance-network-bandwidth`` (Mbps), packaged
+  as ``data/aws-network-bandwidth.csv`` for the catalog's types; no label where the figure is unknown.
 - ``pkg/providers/instancetype/types.go``: ``computeRequirements`` (label values: category and generation
   from the name's ``^[a-z]+ ... [0-9]+`` parts, family and size split at the dot, cpu in vCPUs, memory in MiB,
   GPU name and manufacturer in lower-kebab-case, GPU memory in MiB of one GPU), ``computeCapacity``,
@@ -77,6 +79,7 @@ LABEL_GPU_NAME = _AWS + "instance-gpu-name"
 LABEL_GPU_MANUFACTURER = _AWS + "instance-gpu-manufacturer"
 LABEL_GPU_COUNT = _AWS + "instance-gpu-count"
 LABEL_GPU_MEMORY = _AWS + "instance-gpu-memory"
+LABEL_NETWORK_BANDWIDTH = _AWS + "instance-network-bandwidth"
 
 RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
 RESOURCE_AMD_GPU = "amd.com/gpu"
@@ -154,6 +157,7 @@ class InstanceType:
     gpu_display_name: str = ""
     max_pods: int = DEFAULT_MAX_PODS
     kubelet_max_pods: int | None = None
+    network_bandwidth_mbps: int = 0  # 0: unknown, no label (as Karpenter for types it has no figure for)
 
     @property
     def pods(self) -> int:
@@ -198,6 +202,8 @@ class InstanceType:
             "failure-domain.beta.kubernetes.io/zone": zone,
             "failure-domain.beta.kubernetes.io/region": region,
         }
+        if self.network_bandwidth_mbps:
+            labels[LABEL_NETWORK_BANDWIDTH] = str(self.network_bandwidth_mbps)
         if self.has_gpu:
             labels[LABEL_GPU_NAME] = self.gpu_name
             labels[LABEL_GPU_MANUFACTURER] = self.gpu_manufacturer

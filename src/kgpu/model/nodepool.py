@@ -87,7 +87,6 @@ CATALOG_MISSING_LABELS: frozenset[str] = frozenset(
         "instance-cpu-manufacturer",
         "instance-cpu-sustained-clock-speed-mhz",
         "instance-ebs-bandwidth",
-        "instance-network-bandwidth",
         "instance-accelerator-name",
         "instance-accelerator-manufacturer",
         "instance-accelerator-count",
