@@ -362,3 +362,19 @@ def test_profile_requirements_round_trip_through_render_and_simulate() -> None:
     assert prof.pools[0].is_gpu
     p = placed(sim(prof, make_pod("g", gpus=1), cat=CAT), "g")
     assert p["instance_type"] == "g4dn.xlarge"
+
+
+def test_gpu_limit_does_not_exclude_cpu_types_of_the_same_size() -> None:
+    """Found by the Karpenter differential: with the pool's nvidia.com/gpu limit used up, m5.xlarge (no GPU)
+    is still within limits although g5.xlarge and g4dn.xlarge hold the same pods (Karpenter's
+    filterByRemainingResources looks at each type's own capacity)."""
+    pool = {
+        "name": "mixed",
+        "kind": "karpenter",
+        "requirements": {"categories": ["m", "g"]},
+        "capacityTypes": ["on-demand"],
+        "limits": {"nvidia.com/gpu": "0"},
+        "devicePlugin": "none",
+    }
+    p = placed(sim(profile(pool), make_pod("a", cpu=3000, mem_gib=4)), "a")
+    assert (p["phase"], p["instance_type"]) == (PROVISIONED, "m5.xlarge")

@@ -48,7 +48,8 @@ from kgpu.cli.output import (
     multiple=True,
     metavar="PATH",
     type=PATH,
-    help="Nodes and running pods: YAML/JSON files, directories, or `kubectl get nodes,pods -A -o json`.",
+    help="Nodes and running pods: YAML/JSON files, directories, or `kubectl get nodes,pods -A -o json`; "
+    "Karpenter NodePools and EC2NodeClasses there provision nodes.",
 )
 @click.option(
     "--workload",

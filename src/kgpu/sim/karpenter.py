@@ -140,18 +140,18 @@ class PoolModel:
                     self.overhead = ov
             alloc = opt.node.allocatable
             cap = tuple(alloc.get(d, 0) - ov.get(d, 0) for d in dims)
-            shape = shapes.get(cap)
-            if shape is None:
-                shape = shapes[cap] = Shape(cap)
-            shape.mask |= 1 << i
-            # limits count capacity, as Karpenter's filterByRemainingResources and subtractMax do
+            # limits count capacity, as Karpenter's filterByRemainingResources and subtractMax do; `nodes` is
+            # no instance capacity: a claim reserves none of it (Karpenter v1.8's Solve), only the pool's
+            # existing nodes count against it (_remaining)
             capacity = capacities.get(opt.type.name)
             if capacity is None:
                 capacity = capacities[opt.type.name] = opt.type.capacity()
-            # `nodes` is no instance capacity: a claim reserves none of it (Karpenter v1.8's Solve), only the
-            # pool's existing nodes count against it (_remaining)
-            for key in limit_keys:
-                shape.limit[key] = max(shape.limit.get(key, 0), capacity.get(key, 0))
+            limit = tuple(capacity.get(key, 0) for key in limit_keys)
+            # types that hold the same pods but weigh differently on the limits are different shapes
+            shape = shapes.get(cap + limit)
+            if shape is None:
+                shape = shapes[cap + limit] = Shape(cap, limit=dict(zip(limit_keys, limit, strict=True)))
+            shape.mask |= 1 << i
         self.shapes = list(shapes.values())
         # host ports the DaemonSet pods hold on each offering's node (Karpenter's daemon host-port usage)
         self.daemon_ports: list[tuple[HostPort, ...]] = [()] * len(options)
