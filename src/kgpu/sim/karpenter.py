@@ -55,6 +55,7 @@ from kgpu.sim.simulate import daemon_pods
 
 LABEL_CAPACITY = "karpenter.sh/capacity-type"
 BIG = 1 << 62
+_OFFERING_KEYS = frozenset((LABEL_ZONE, LABEL_CAPACITY, LABEL_ZONE_ID))
 
 
 @dataclass(slots=True)
@@ -108,21 +109,30 @@ class PoolModel:
         options: list[Option] = []
         self.overhead: dict[str, int] = {}
         self.ctx = ctx
+        # type-level requirements are checked once per type, the offering-level ones per offering
+        type_reqs = [r for r in known if r.key not in _OFFERING_KEYS]
+        offering_reqs = [r for r in known if r.key in _OFFERING_KEYS]
         for t in catalog.types():
             offerings = catalog.offerings(t.name, region)
+            if not offerings:
+                continue
+            probe = t.labels(region, offerings[0].zone, offerings[0].capacity_type)
+            if not all(matches(r, probe) for r in type_reqs):
+                continue
             od = next((o.price for o in offerings if o.capacity_type == "on-demand"), None)
+            allocatable = t.allocatable()
             for off in offerings:
                 if zones and off.zone not in zones:
                     continue
                 base = t.labels(region, off.zone, off.capacity_type)
                 if off.zone_id:
                     base[LABEL_ZONE_ID] = off.zone_id
-                if not all(matches(r, base) for r in known):
+                if not all(matches(r, base) for r in offering_reqs):
                     continue
                 values = _type_values(minv_keys, base, offerings) if minv_keys else None
                 for extra in variants:
                     labels = {**base, **extra, **pool.labels, LABEL_NODEPOOL: pool.name}
-                    node = Node("", labels, t.allocatable(), self.taints)
+                    node = Node("", labels, allocatable, self.taints)
                     options.append(Option(t, off.zone, off.capacity_type, off.price, od, node, values=values))
         self.spot_allowed = any(o.capacity_type == "spot" for o in options)
         spot_first = self.spot_allowed
