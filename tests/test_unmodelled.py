@@ -109,22 +109,24 @@ def test_namespace_selector_other_than_metadata_name() -> None:
 
 
 def test_karpenter_topology_and_preferences() -> None:
-    """Pods Karpenter provisions for: topology spread, pod (anti-)affinity and preferences are not modelled
-    in kgpu's Karpenter; a plain pod says nothing."""
+    """Pods Karpenter provisions for: spread on a key other than zone and hostname and required pod
+    (anti-)affinity are not modelled in kgpu's Karpenter (karpenter-topology), preferences neither
+    (karpenter-preferences); zone and hostname DoNotSchedule spread is, and a plain pod says nothing."""
     prof = profile(GENERAL)
-    spread = pod_dict(
-        "spread",
-        cpu="1",
-        labels={"app": "s"},
-        spread=[
-            {
-                "maxSkew": 1,
-                "topologyKey": "kubernetes.io/hostname",
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": {"app": "s"}},
-            }
-        ],
-    )
+
+    def spread_pod(name: str, key: str, when: str) -> dict[str, Any]:
+        c = {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": when,
+            "labelSelector": {"matchLabels": {"app": name}},
+        }
+        return pod_dict(name, cpu="1", labels={"app": name}, spread=[c])
+
+    capacity = spread_pod("capacity", "karpenter.sh/capacity-type", "DoNotSchedule")
+    zone = spread_pod("zone", ZONE, "DoNotSchedule")
+    host = spread_pod("host", "kubernetes.io/hostname", "DoNotSchedule")
+    soft = spread_pod("soft", "kubernetes.io/hostname", "ScheduleAnyway")
     anti = pod_dict(
         "anti",
         cpu="1",
@@ -145,9 +147,14 @@ def test_karpenter_topology_and_preferences() -> None:
         }
     }
     plain = pod_dict("plain", cpu="1")
-    got = codes([spread, anti, pref, plain], Objects(), provisioner=provisioner_for(prof, CAT))
+    got = codes(
+        [capacity, zone, host, soft, anti, pref, plain], Objects(), provisioner=provisioner_for(prof, CAT)
+    )
     assert got == {
-        "spread": ["karpenter-topology"],
+        "capacity": ["karpenter-topology"],
+        "zone": [],
+        "host": [],
+        "soft": ["karpenter-preferences"],
         "anti": ["karpenter-topology"],
         "pref": ["karpenter-preferences"],
         "plain": [],

@@ -5,8 +5,8 @@ random (requirement shorthand that renders to In/Gt/Lt, or Karpenter's native re
 operator, ``minValues``, alias and custom keys; capacity types, zones, labels, taints incl.
 PreferNoSchedule, weights, limits incl. ``nodes``), DaemonSets (requests, host ports, node selectors) and
 pod classes (CPU/memory/GPU requests, node selectors, required node affinity with every operator and OR'ed
-terms, alias keys such as ``beta.kubernetes.io/instance-type``, tolerations, host ports, zone topology
-spread). The same objects go to kgpu (``simulate`` with the
+terms, alias keys such as ``beta.kubernetes.io/instance-type``, tolerations, host ports, topology
+spread on zone and hostname with maxSkew 1-2, sometimes minDomains). The same objects go to kgpu (``simulate`` with the
 profile's provisioner) and, as Kubernetes/Karpenter JSON, to the oracle; the NodePools are what
 ``kgpu render`` writes for the profile.
 """
@@ -265,7 +265,12 @@ def _expr(r: random.Random, pools: list[dict[str, Any]], zones: list[str]) -> di
 
 
 def _pod_class(
-    r: random.Random, c: int, pools: list[dict[str, Any]], zones: list[str], daemon_ports: list[int]
+    r: random.Random,
+    c: int,
+    pools: list[dict[str, Any]],
+    zones: list[str],
+    daemon_ports: list[int],
+    s: random.Random,
 ) -> tuple[dict[str, Any], int]:
     gpus = r.choice((0, 0, 0, 1, 1, 2, 4, 8)) if r.random() < 0.5 else 0
     cpu_m = r.choice((100, 250, 500, 1000, 1500, 2000, 3500, 4000, 7000, 10000, 16000, 30000))
@@ -314,14 +319,26 @@ def _pod_class(
     if tolerations:
         spec["tolerations"] = tolerations
     if r.random() < 0.15:
-        spec["topologySpreadConstraints"] = [
-            {
-                "maxSkew": 1,
-                "topologyKey": "topology.kubernetes.io/zone",
-                "whenUnsatisfiable": "DoNotSchedule",
-                "labelSelector": {"matchLabels": {"app": app}},
-            }
-        ]
+        # the variations come from their own stream ``s``, so the rest of the scenario stays what it was
+        selector = {"matchLabels": {"app": app}}
+        zone: dict[str, Any] = {
+            "maxSkew": s.choice((1, 1, 2)),
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": selector,
+        }
+        if s.random() < 0.15:
+            zone["minDomains"] = s.randint(2, 4)
+        host = {
+            "maxSkew": s.choice((1, 2)),
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": selector,
+        }
+        shape = s.random()
+        spec["topologySpreadConstraints"] = (
+            [zone] if shape < 0.5 else [host] if shape < 0.75 else [zone, host]
+        )
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -380,8 +397,9 @@ def scenario(seed: int) -> Scenario:
         if port:
             ports.append(port)
     pods: list[dict[str, Any]] = []
+    spread = random.Random(f"spread-{seed}")
     for c in range(r.randint(1, 6)):
-        template, replicas = _pod_class(r, c, pools, zones, ports)
+        template, replicas = _pod_class(r, c, pools, zones, ports, spread)
         for k in range(replicas):
             pod = {
                 **template,

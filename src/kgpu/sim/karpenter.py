@@ -22,8 +22,11 @@ Karpenter itself lets a claim grow to its largest type and relies on consolidati
 Limits: like Karpenter, opening a claim reserves the largest capacity (not allocatable) it may still launch
 against the pool's limits; offerings whose capacity would exceed what is left are not considered.
 
+Topology spread on zone and hostname (``DoNotSchedule``) narrows each claim to the zone the pod's
+constraints pick, one pod at a time (``kgpu.sim.karpenter_topology``).
+
 Known differences from Karpenter (docs/simulate.md): in-flight claims are tried in creation order (Karpenter
-tries the emptiest first), preferred affinities, topology spread and pod affinity are not modelled.
+tries the emptiest first); preferred affinities, spread on other keys and pod affinity are not modelled.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from kgpu.model.nodepool import LABEL_ZONE, LABEL_ZONE_ID
 from kgpu.model.objects import CPU, MEMORY, HostPort, Node, NodeSelector, Pod, PodSpecInfo
 from kgpu.model.predicates import first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, PoolKind, Profile
+from kgpu.sim.karpenter_topology import ClaimTopology
+from kgpu.sim.karpenter_topology import constraints as spread
 from kgpu.sim.pools import (
     LABEL_NODEPOOL,
     Context,
@@ -50,7 +55,7 @@ from kgpu.sim.pools import (
     runs,
 )
 from kgpu.sim.requirements import MinValues, label_variants, matches, pool_requirements, well_known
-from kgpu.sim.scheduler import StaticFilter
+from kgpu.sim.scheduler import NodeState, StaticFilter
 from kgpu.sim.simulate import daemon_pods
 
 LABEL_CAPACITY = "karpenter.sh/capacity-type"
@@ -480,21 +485,27 @@ class Karpenter:
         by_name = sorted(pools, key=lambda p: p.name, reverse=True)
         self.pools = sorted(by_name, key=lambda p: -(p.weight or 0))
         self.models: list[PoolModel] = []  # the last pass's, for cost bounds
+        self._added: list[tuple[NodeClaim, Sequence[Pod]]] = []  # pods as they joined claims, in order
 
     def provision(self, pending: Sequence[Pod], ctx: Context) -> dict[str, str]:
         dims = resource_dims(pending)
         models = [PoolModel(self.profile, p, self.catalog, ctx, dims) for p in self.pools]
         self.models = models
         claims: list[NodeClaim] = []
+        self._added = []
         pointer: dict[tuple[PodSpecInfo, bool], int] = {}
         notes: dict[str, str] = {}
         prefer = any(m.prefer_no_schedule for m in models)
+        topo = ClaimTopology(ctx.scheduler, models, pending) if any(spread(p.spec) for p in pending) else None
         for run in runs(karpenter_order(pending)):
             spec = run[0].spec
             vec = pod_vector(spec, dims)
             todo = ctx.place_existing(run)
             errors: list[str] = []
-            for want, strict in relaxations(spec, prefer):
+            spread_run = topo is not None and bool(spread(spec))
+            if topo is not None and spread_run:
+                todo = self._place_spread(todo, vec, models, claims, pointer, prefer, topo, errors)
+            for want, strict in () if spread_run else relaxations(spec, prefer):
                 # in-flight claims, in creation order; a claim that cannot take this spec never will again
                 i = pointer.get((want, strict), 0)
                 masks = {id(m): m.compat(want, vec, strict).mask for m in models}
@@ -506,6 +517,9 @@ class Karpenter:
                         i += 1
                         continue
                     claim.add(todo[:k], vec, mask)
+                    self._added.append((claim, todo[:k]))
+                    if topo is not None:
+                        topo.record(todo[:k], claim.pool, claim, claim.allowed)
                     todo = todo[k:]
                 pointer[want, strict] = i
                 # new node claims, pools by weight
@@ -519,6 +533,9 @@ class Karpenter:
                     fresh.add(todo[:k], vec, fresh.allowed)
                     fresh.pool.reserve(fresh.allowed)
                     claims.append(fresh)
+                    self._added.append((fresh, todo[:k]))
+                    if topo is not None:
+                        topo.record(todo[:k], fresh.pool, fresh, fresh.allowed)
                     todo = todo[k:]
                 if not todo:
                     break
@@ -526,9 +543,73 @@ class Karpenter:
                 text = "karpenter: " + ("; ".join(errors) if errors else "no nodepool")
                 for pod in todo:
                     notes[pod.key] = text
-        for claim in claims:
-            self._launch(claim, ctx)
+        # every node first, then the pods in the order they joined their claims: kube-scheduler binds them
+        # once the nodes are up, and in that order each bind keeps the spread each add kept
+        states = {id(claim): self._launch(claim, ctx) for claim in claims}
+        for claim, pods in self._added:
+            st = states[id(claim)]
+            for pod in pods:
+                if ctx.scheduler.admits(pod, st):
+                    ctx.scheduler.bind(pod, st)
+                    ctx.placed(pod, st)
+                    continue
+                decision = ctx.scheduler.place(pod)  # should not happen: the claim was sized for it
+                if decision.node is not None:
+                    ctx.placed(pod, decision.node)
         return notes
+
+    def _place_spread(
+        self,
+        todo: list[Pod],
+        vec: tuple[int, ...],
+        models: list[PoolModel],
+        claims: list[NodeClaim],
+        pointer: dict[tuple[PodSpecInfo, bool], int],
+        prefer: bool,
+        topo: ClaimTopology,
+        errors: list[str],
+    ) -> list[Pod]:
+        """Pods with zone or hostname spread constraints, one at a time (kgpu.sim.karpenter_topology): each
+        narrows the claim it joins to the zone its constraints pick, so a claim that could not take one may
+        take the next; claims are skipped for good only when their resources or compatibility rule it out."""
+        left: list[Pod] = []
+        spec = todo[0].spec if todo else None
+        for n, pod in enumerate(todo):
+            assert spec is not None
+            placed = False
+            for want, strict in relaxations(spec, prefer):
+                masks = {id(m): m.compat(want, vec, strict).mask for m in models}
+                i = pointer.get((want, strict), 0)
+                for j in range(i, len(claims)):
+                    claim = claims[j]
+                    mask = masks[id(claim.pool)]
+                    if not mask or claim.can_add(vec, mask, spec.host_ports) <= 0:
+                        if j == i:
+                            i += 1
+                        continue
+                    narrowed, _ = topo.narrow(pod, want, claim.pool, claim.allowed & mask, claim)
+                    if narrowed and claim.can_add(vec, narrowed, spec.host_ports) > 0:
+                        claim.add([pod], vec, narrowed)
+                        self._added.append((claim, [pod]))
+                        topo.record([pod], claim.pool, claim, claim.allowed)
+                        placed = True
+                        break
+                pointer[want, strict] = i
+                if placed:
+                    break
+                share = topo.opening_pods(pod, want, len(todo) - n)
+                fresh = self._new_claim(models, want, vec, errors, share, strict, topo, pod)
+                if fresh is not None and fresh.can_add(vec, fresh.allowed, spec.host_ports) > 0:
+                    fresh.add([pod], vec, fresh.allowed)
+                    fresh.pool.reserve(fresh.allowed)
+                    claims.append(fresh)
+                    self._added.append((fresh, [pod]))
+                    topo.record([pod], fresh.pool, fresh, fresh.allowed)
+                    placed = True
+                    break
+            if not placed:
+                left.append(pod)
+        return left
 
     def _new_claim(
         self,
@@ -538,7 +619,11 @@ class Karpenter:
         errors: list[str],
         pods: int,
         strict: bool = False,
+        topo: ClaimTopology | None = None,
+        pod: Pod | None = None,
     ) -> NodeClaim | None:
+        """A claim from the first pool, by weight, that can take the pod (with ``topo`` and ``pod``: in the
+        zone its spread constraints pick); ``errors`` gets each pool's reason when none can."""
         errors.clear()
         for model in models:
             compat = model.compat(spec, vec, strict)
@@ -552,6 +637,14 @@ class Karpenter:
             if not mask:
                 errors.append(f'all available instance types exceed limits for nodepool "{model.pool.name}"')
                 continue
+            if topo is not None and pod is not None:
+                mask, error = topo.narrow(pod, spec, model, mask, None)
+                if not mask:
+                    errors.append(
+                        f'incompatible with nodepool "{model.pool.name}", daemonset overhead='
+                        f"{format_resources(model.overhead)}, {error}"
+                    )
+                    continue
             if model.min_values:
                 unmet = model.min_values.unmet(mask)
                 if unmet:
@@ -564,7 +657,7 @@ class Karpenter:
             return NodeClaim(model, model.opening_mask(mask, vec, pods))
         return None
 
-    def _launch(self, claim: NodeClaim, ctx: Context) -> None:
+    def _launch(self, claim: NodeClaim, ctx: Context) -> NodeState:
         opt = claim.cheapest()
         pool = claim.pool.pool
         name = ctx.node_name(pool.name)
@@ -582,15 +675,7 @@ class Karpenter:
             on_demand_price=opt.on_demand,
             gpus=opt.type.gpu_count,
         )
-        st = ctx.launch(node, new)
-        for pod in claim.pods:
-            if ctx.scheduler.admits(pod, st):
-                ctx.scheduler.bind(pod, st)
-                ctx.placed(pod, st)
-                continue
-            decision = ctx.scheduler.place(pod)  # should not happen: the claim was sized for it
-            if decision.node is not None:
-                ctx.placed(pod, decision.node)
+        return ctx.launch(node, new)
 
 
 def bound_inputs(

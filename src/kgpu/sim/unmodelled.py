@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgpu.model.objects import PodSpecInfo
+from kgpu.sim.karpenter_topology import KEYS as SPREAD_KEYS
 
 ANY = "any"
 KARPENTER = "karpenter"
@@ -77,11 +78,15 @@ def _namespace_selector(spec: PodSpecInfo) -> str | None:
 
 def _karpenter_topology(spec: PodSpecInfo) -> str | None:
     parts = []
-    if spec.topology_spread:
-        parts.append("topology spread on " + _join(sorted({c.topology_key for c in spec.topology_spread})))
-    keys = sorted({t.topology_key for t in (*spec.pod_affinity, *spec.pod_anti_affinity)})
+    # zone and hostname DoNotSchedule spread is modelled (kgpu.sim.karpenter_topology); ScheduleAnyway is a
+    # preference (karpenter-preferences)
+    keys = {c.topology_key for c in spec.topology_spread if c.when_unsatisfiable == "DoNotSchedule"}
+    keys -= set(SPREAD_KEYS)
     if keys:
-        parts.append("required pod (anti-)affinity on " + _join(keys))
+        parts.append("topology spread on " + _join(sorted(keys)))
+    terms = sorted({t.topology_key for t in (*spec.pod_affinity, *spec.pod_anti_affinity)})
+    if terms:
+        parts.append("required pod (anti-)affinity on " + _join(terms))
     return ", ".join(parts) or None
 
 
@@ -91,6 +96,8 @@ def _karpenter_preferences(spec: PodSpecInfo) -> str | None:
         parts.append("preferred node affinity")
     if spec.preferred_pod_affinity or spec.preferred_pod_anti_affinity:
         parts.append("preferred pod (anti-)affinity")
+    if any(c.when_unsatisfiable == "ScheduleAnyway" for c in spec.topology_spread):
+        parts.append("ScheduleAnyway topology spread")
     return ", ".join(parts) or None
 
 
@@ -99,7 +106,7 @@ RULES: tuple[Rule, ...] = (
     Rule("dra", ANY, _dra, "dynamic resource allocation (DRA): the devices a claim needs are not modelled"),
     Rule("runtime-class", ANY, _runtime_class, "the RuntimeClass's pod overhead and node scheduling are not read"),
     Rule("namespace-selector", ANY, _namespace_selector, "pod affinity namespaceSelector: namespaces' labels are not read, only kubernetes.io/metadata.name"),
-    Rule("karpenter-topology", KARPENTER, _karpenter_topology, "Karpenter spreads and co-locates new nodes for these; kgpu's Karpenter does not"),
+    Rule("karpenter-topology", KARPENTER, _karpenter_topology, "Karpenter's topology for new nodes (spread on other keys than zone and hostname, pod (anti-)affinity) is not modelled"),
     Rule("karpenter-preferences", KARPENTER, _karpenter_preferences, "Karpenter first treats preferences as required, relaxing them one by one; kgpu's Karpenter ignores them"),
 )  # fmt: skip
 TEXT = {r.code: r.text for r in RULES}
