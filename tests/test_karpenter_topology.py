@@ -378,3 +378,15 @@ def test_pods_without_constraints_that_match_count_on_claims() -> None:
     result = provision([plain, *pods(2, spread(), cpu="1.1", prefix="s")])
     zones = sorted(p.new_node.zone for p in result.placements if p.pod.name.startswith("s-"))
     assert zones == ["test-zone-2", "test-zone-3"]
+
+
+def test_a_pool_without_suitable_types_still_brings_its_zones() -> None:
+    """Karpenter's domains are every NodePool's zones, whether or not an instance type suits the pool
+    (buildDomainGroups): a second pool over all three zones that can launch nothing keeps zone-2 and
+    zone-3 at 0, so the zone-1 pool takes one spread pod and the other waits."""
+    result = provision(
+        pods(2, spread(), cpu="1.1"),
+        pool("a", zones=["test-zone-1"]),
+        pool("b", requirements={"cpu": {"min": 1000}}),
+    )
+    assert skew(result) == [1] and pending(result) == 1

@@ -496,7 +496,10 @@ class Karpenter:
         pointer: dict[tuple[PodSpecInfo, bool], int] = {}
         notes: dict[str, str] = {}
         prefer = any(m.prefer_no_schedule for m in models)
-        topo = ClaimTopology(ctx.scheduler, models, pending) if any(spread(p.spec) for p in pending) else None
+        topo = None
+        if any(spread(p.spec) for p in pending):
+            zones = {id(m): pool_zones(self.profile, m.pool) for m in models}
+            topo = ClaimTopology(ctx.scheduler, models, pending, zones)
         for run in runs(karpenter_order(pending)):
             spec = run[0].spec
             vec = pod_vector(spec, dims)

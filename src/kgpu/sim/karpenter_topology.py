@@ -2,9 +2,9 @@
 
 Karpenter (sigs.k8s.io/karpenter ``pkg/controllers/provisioning/scheduling/topology*.go``) keeps a
 *topology group* per distinct spread constraint: the matching pods per domain. Its domains are every zone
-the NodePools can launch in (each pool's zone requirement and labels intersected with its instance types'
-offerings; with ``nodeTaintsPolicy: Honor`` only pools whose taints the pod tolerates) plus the zones of
-existing nodes the constraint's node filter admits. Pods count where they run (existing nodes: the
+of every NodePool (the pool's zone requirement intersected with the zones the region's instance types are
+offered in, whether or not any of them suits the pool or the pod; with ``nodeTaintsPolicy: Honor`` only
+pools whose taints the pod tolerates) plus the zones of existing nodes the constraint's node filter admits. Pods count where they run (existing nodes: the
 scheduler's own counts) and where they were put on a claim of this batch, once the claim is narrowed to one
 zone; a claim is always one hostname.
 
@@ -109,15 +109,27 @@ class Group:
 class ClaimTopology:
     """The spread groups of one provisioning pass, and the zones of each pool's offerings."""
 
-    def __init__(self, scheduler: Any, models: Sequence[Any], pending: Iterable[Pod]) -> None:
+    def __init__(
+        self,
+        scheduler: Any,
+        models: Sequence[Any],
+        pending: Iterable[Pod],
+        zones: Mapping[int, Sequence[str]] | None = None,
+    ) -> None:
+        """``zones``: per pool model (by id), the zones the NodePool allows; its domains whether or not any
+        instance type suits it (Karpenter's buildDomainGroups intersects the pool's zones with every type's
+        offerings, compatible or not). Default: the zones of the pool's offerings."""
         self.scheduler = scheduler
         self.models = models
         self.zone_masks: dict[int, dict[str, int]] = {}
+        self.pool_zones: dict[int, set[str]] = {}
         for m in models:
             masks: dict[str, int] = {}
             for i, opt in enumerate(m.options):
                 masks[opt.zone] = masks.get(opt.zone, 0) | (1 << i)
             self.zone_masks[id(m)] = masks
+            given = zones.get(id(m)) if zones is not None else None
+            self.pool_zones[id(m)] = set(given) if given else set(masks)
         self.groups: dict[tuple[object, ...], Group] = {}
         self._owned: dict[tuple[int, str, int], list[Group]] = {}
         self._selecting: dict[tuple[str, int], list[Group]] = {}
@@ -166,7 +178,7 @@ class ClaimTopology:
         if c.topology_key == LABEL_ZONE:
             for m in self.models:  # buildDomainGroups: with Honor, the pools whose taints it tolerates
                 if not (honor_taints and first_untolerated(m.taints, spec.tolerations) is not None):
-                    group.universe.update(self.zone_masks[id(m)])
+                    group.universe.update(self.pool_zones[id(m)])
             # pods on existing nodes, and their zones: the scheduler's own counts for this constraint
             for k, domains, *_ in self.scheduler.topology.prepare(pod).spread:
                 if k == LABEL_ZONE:
