@@ -6,6 +6,7 @@ from typing import Any
 
 from kgpu.model.load import parse_documents
 from kgpu.model.objects import Node, Pod
+from kgpu.sim.preemption import filters_part
 from kgpu.sim.simulate import Placement, SimulationResult
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -117,5 +118,5 @@ def assert_unschedulable(result: SimulationResult, pod: str, reason: str) -> Non
     compared with the message up to that part."""
     p = placement(result, pod)
     assert p.phase == "Unschedulable", (p.phase, p.node)
-    got = p.reason if " preemption: " in reason else (p.reason or "").partition(" preemption: ")[0]
+    got = p.reason if " preemption: " in reason else filters_part(p.reason or "")
     assert got == reason, p.reason

@@ -216,6 +216,7 @@ def test_pending_event_that_differs_is_quoted():
 
 def test_pending_selector_names_label_and_nodepool_reason():
     [f] = findings(load("pending-selector"), "pending-gpu-pod")
+    assert "FailedScheduling event (2026-11-22T09:58:12Z) says the same" in f.message  # DRA's words too
     assert 'label "node-type" does not have known values' in f.message
     assert "nodeSelector node-type: 'gpu' matches no node" in f.fix
     assert "kubectl label node ip-192-168-20-11.us-west-2.compute.internal node-type=gpu" in f.fix

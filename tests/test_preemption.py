@@ -116,7 +116,7 @@ def test_postfilter_pod_with_tied_priority_is_still_unschedulable():
     r = run([one_pod_node("node1")], [pod("p1", on="node1")], [pod("p")])
     assert placement(r, "p").reason == (
         "0/1 nodes are available: 1 Too many pods. "
-        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        "no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
 
 
@@ -204,7 +204,7 @@ def test_pod_with_preempt_never_policy_is_not_eligible():
     p["spec"]["preemptionPolicy"] = "Never"
     r = run([one_pod_node("node1")], [pod("p1", on="node1")], [p])
     assert placement(r, "p").reason == (
-        "0/1 nodes are available: 1 Too many pods. preemption: not eligible due to preemptionPolicy=Never."
+        "0/1 nodes are available: 1 Too many pods. no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never."
     )
     assert preempted(r) == {}
 
@@ -490,7 +490,7 @@ def test_evicted_pods_with_a_controller_come_back_in_queue_order():
     )
     assert d["pods"][3]["reason"] == (
         "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. "
-        "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, "
+        "no new claims to deallocate, preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, "
         "1 Preemption is not helpful for scheduling."
     )
     assert d["summary"] == {"scheduled": 2, "unschedulable": 1, "preempted": 1, "with_warnings": 0}
@@ -589,7 +589,7 @@ def naive(nodes: list[Node], bound: list[Pod], pending: list[Pod]) -> list[tuple
                 pod_.name,
                 "Unschedulable",
                 None,
-                f"{message} preemption: not eligible due to preemptionPolicy=Never.",
+                f"{message} no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never.",
                 None,
                 again,
             ]
@@ -629,7 +629,7 @@ def naive(nodes: list[Node], bound: list[Pod], pending: list[Pod]) -> list[tuple
                 pod_.name,
                 "Unschedulable",
                 None,
-                f"{message} preemption: {unschedulable_message(len(states), +statuses)}",
+                f"{message} no new claims to deallocate, preemption: {unschedulable_message(len(states), +statuses)}",
                 None,
                 again,
             ]

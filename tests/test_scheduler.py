@@ -39,6 +39,7 @@ from kgpu.model.predicates import (
     tolerated,
     unschedulable_message,
 )
+from kgpu.sim.preemption import filters_part
 from kgpu.sim.scheduler import NodeState, Scheduler, score
 from kgpu.sim.simulate import simulate
 from kgpu.sim.topology import resolve_term
@@ -86,7 +87,7 @@ def test_each_node_reports_only_its_first_failing_filter():
         "1 node(s) didn't match Pod's node affinity/selector, "
         "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable. "
         # every status is UnschedulableAndUnresolvable (d lacks the GPU in its whole allocatable)
-        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+        "no new claims to deallocate, preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
     )
 
 
@@ -97,7 +98,7 @@ def test_free_resources_shrink_as_pods_land():
     assert [p.phase for p in result.placements] == ["Scheduled", "Scheduled", "Unschedulable"]
     assert result.placements[2].reason == (
         "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. "
-        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        "no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
 
 
@@ -556,7 +557,7 @@ def test_fast_scheduler_matches_naive_reference_on_random_clusters():
         result = simulate(parse_documents(node_docs, "n"), parse_documents(pod_docs, "p"))
         # no pod is bound before the queue, so nothing can be preempted; PostFilter's words are checked
         # against a reference in test_preemption.py
-        got = [(p.node, p.reason and p.reason.partition(" preemption: ")[0]) for p in result.placements]
+        got = [(p.node, p.reason and filters_part(p.reason)) for p in result.placements]
         assert got == expected, f"case {case}"
 
 
@@ -681,7 +682,7 @@ def test_fast_scheduler_matches_naive_reference_with_topology_spread_and_pod_aff
         result = simulate(parse_documents(node_docs + bound_docs, "n"), parse_documents(pod_docs, "p"))
         # every pod has priority 0: nothing is preempted, and PostFilter's words are tested in test_preemption
         assert not any(p.phase == "Preempted" for p in result.placements)
-        got = [(p.node, p.reason and p.reason.partition(" preemption: ")[0]) for p in result.placements]
+        got = [(p.node, p.reason and filters_part(p.reason)) for p in result.placements]
         assert got == expected, f"case {case}"
 
 

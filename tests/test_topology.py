@@ -91,7 +91,7 @@ def test_min_domains_counts_missing_domains_as_zero():
     assert placement(result, "p2").reason == (
         "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints. "
         # a skew is resolvable by preemption, but every pod has the same priority
-        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+        "no new claims to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     )
 
 
@@ -219,7 +219,7 @@ def test_tolerating_gpu_pods_spread_over_zones_through_the_filters_they_pass():
     assert sorted(p.node or "-" for p in result.placements) == ["-", "a1", "b1"]
     assert placement(result, "g2").reason == (
         "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. "
-        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+        "no new claims to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     )
 
 

@@ -82,7 +82,7 @@ def test_pod_pinned_to_another_node_names_the_prefilter_plugin():
     pod = pod_dict("p", affinity_terms=[{"matchFields": [name_in("other-node")]}])
     assert place([node_dict("n1")], pod) == (
         f"0/1 nodes are available: 1 {ERR_PREFILTER_NODE_AFFINITY}. "
-        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+        "no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     )
     assert ERR_PREFILTER_NODE_AFFINITY == "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 
@@ -99,7 +99,7 @@ def test_only_the_named_node_is_filtered():
     # 2 cpu on a 1-cpu node: above its whole allocatable, so preemption cannot help there either
     assert place(nodes, pod) == (
         f"0/3 nodes are available: 1 Insufficient cpu, 2 {ERR_PREFILTER_NODE_AFFINITY}. "
-        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        "no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 
 
@@ -108,7 +108,7 @@ def test_conflicting_terms_are_reported_as_a_prefilter_rejection():
     assert (
         place([node_dict("a"), node_dict("b")], pod)
         == "0/2 nodes are available: pod affinity terms conflict. "
-        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        "no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
 
 

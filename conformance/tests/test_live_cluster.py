@@ -108,8 +108,8 @@ def test_simulate_on_a_snapshot_says_what_the_real_scheduler_said(cluster: Local
     assert set(ours) == {"needs-16", "forgot-toleration"}  # bound pods are the cluster, not the queue
     for name in ours:
         real = _condition(cluster.get(f"/api/v1/namespaces/ml/pods/{name}"))
-        # The event goes on with PostFilter's words (DRA, preemption), which kgpu does not model.
-        assert real.startswith(ours[name]["reason"]), (name, ours[name]["reason"], real)
+        # kgpu says what the event says, PostFilter's words (DynamicResources, DefaultPreemption) included.
+        assert real == ours[name]["reason"], (name, ours[name]["reason"], real)
 
 
 def test_rbac_render_grants_what_snapshot_needs(cluster: LocalCluster, tmp_path: Path) -> None:

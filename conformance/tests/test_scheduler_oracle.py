@@ -25,6 +25,7 @@ from scenarios import Scenario, generate
 
 from conftest import binary, cases, seed
 from kgpu.cli.main import cli
+from kgpu.sim.preemption import filters_part
 
 # Behaviours kgpu's placement does not model yet (docs/simulate.md, "Known differences from kube-scheduler").
 # Each is a scenario feature; a disagreement in a scenario with one of them is put in its class.
@@ -63,7 +64,7 @@ def compare(s: Scenario, ours: dict[str, dict[str, str]], theirs: dict[str, dict
                                          f"kube-scheduler {t_node or t.get('message')!r}"))
         elif o_node and o_node != t_node:
             diffs.append(("placement", f"{key}: kgpu {o_node}, kube-scheduler {t_node}"))
-        elif not o_node and (o.get("reason") or "").partition(" preemption: ")[0] != t.get("message"):
+        elif not o_node and filters_part(o.get("reason") or "") != t.get("message"):
             diffs.append(("message", f"{key}:\n   kgpu:           {o.get('reason')}\n   kube-scheduler: {t.get('message')}"))
     return diffs
 

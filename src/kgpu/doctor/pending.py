@@ -27,24 +27,23 @@ from kgpu.model.load import Objects
 from kgpu.model.objects import GPU, Node, Pod, Taint
 from kgpu.model.predicates import first_untolerated, requirement_matches, static_reasons
 from kgpu.model.profile import Profile
+from kgpu.sim.preemption import DRA_NO_CLAIMS, filters_part
 from kgpu.sim.simulate import PROVISIONED, SCHEDULED, Placement, simulate
 from kgpu.sim.tke import match_pod_spec
 
 CHECK = "pending-gpu-pod"
 
 
-def _strip_preemption(message: str) -> str:
-    """kube-scheduler appends the preemption attempt: '... preemption: 0/3 nodes are available: ...'."""
-    head, sep, _ = message.partition(" preemption: ")
-    return head.strip() if sep else message.strip()
-
-
 # kube-scheduler up to v1.34.1 named the taint; later releases say "untolerated taint(s)" (kubernetes#134740).
 _TAINT_DETAIL = re.compile(r"untolerated taint \{[^}]*\}")
 
 
+# A scheduler without DRA (before v1.34, or with the feature off) leaves DynamicResources' words out.
+_DRA_WORDS = f" {DRA_NO_CLAIMS}, preemption: "
+
+
 def _normalise(message: str) -> str:
-    return _TAINT_DETAIL.sub("untolerated taint(s)", message)
+    return _TAINT_DETAIL.sub("untolerated taint(s)", message).replace(_DRA_WORDS, " preemption: ")
 
 
 def _compare(reason: str, event: Event | None) -> str:
@@ -54,7 +53,7 @@ def _compare(reason: str, event: Event | None) -> str:
     # kgpu's message carries PostFilter's part as kube-scheduler's does; an event without one (an older
     # or differently configured scheduler) is compared with kgpu's message up to that part.
     if " preemption: " not in said:
-        reason = _strip_preemption(reason)
+        reason = filters_part(reason).strip()
     when = f" ({event.time})" if event.time else ""
     if _normalise(said) == _normalise(reason):
         return f"the cluster's FailedScheduling event{when} says the same"

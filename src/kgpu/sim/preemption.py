@@ -23,6 +23,11 @@ plugins/defaultpreemption/default_preemption.go; behaviour transcribed, not code
 5. no node with victims: the pod's message gets "preemption: 0/N nodes are available: ..." over every
    node's status, "Preemption is not helpful for scheduling" for the nodes that were not potential.
 
+DynamicResources' PostFilter runs before DefaultPreemption's (DRA is on by default since v1.34): for a pod
+without ResourceClaims it says "no new claims to deallocate", and the scheduler joins the two statuses with
+", " (``postfilter_words``), so a real FailedScheduling event reads "... untolerated taint(s). no new claims
+to deallocate, preemption: 0/3 nodes are available: ...".
+
 kgpu's differences, all documented in docs/simulate.md:
 
 - PodDisruptionBudgets are not modelled: every victim counts as non-violating;
@@ -72,7 +77,24 @@ NOT_HELPFUL = "Preemption is not helpful for scheduling"
 # DefaultPreemptionArgs defaults: minCandidateNodesPercentage 10, minCandidateNodesAbsolute 100.
 MIN_CANDIDATE_PERCENTAGE = 10
 MIN_CANDIDATE_ABSOLUTE = 100
+# DynamicResources' PostFilter status for a pod without ResourceClaims (dynamicresources.go)
+DRA_NO_CLAIMS = "no new claims to deallocate"
 _PRIORITY_OFFSET = 2**31  # math.MaxInt32 + 1: every term of the sum of victim priorities is >= 0
+
+
+def postfilter_words(preemption: str) -> str:
+    """The PostFilter part of a FailedScheduling message: DynamicResources' status, then DefaultPreemption's."""
+    return f"{DRA_NO_CLAIMS}, {preemption}"
+
+
+def filters_part(message: str) -> str:
+    """A scheduler message without its PostFilter part (an older scheduler, or one without DRA, may have
+    written either or neither of the two statuses)."""
+    for start in (f" {DRA_NO_CLAIMS}, ", " preemption: "):
+        head, sep, _ = message.partition(start)
+        if sep:
+            return head
+    return message
 
 
 @dataclass(slots=True)

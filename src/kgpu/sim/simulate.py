@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from kgpu.model.load import Objects, resolve_priorities
 from kgpu.model.objects import DaemonSet, Node, NodeSelector, Pod, PodSpecInfo, Requirement, Term, Toleration
 from kgpu.model.predicates import static_reasons
-from kgpu.sim.preemption import Preemption
+from kgpu.sim.preemption import Preemption, postfilter_words
 from kgpu.sim.scheduler import Decision, NodeState, Scheduler
 from kgpu.sim.unmodelled import ANY, KARPENTER, Detector, Unmodelled
 
@@ -195,7 +195,7 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
             continue
         outcome = postfilter.preempt(pod)
         if outcome.node is None:
-            reason = f"{decision.reason} {outcome.message}" if outcome.message else decision.reason
+            reason = f"{decision.reason} {postfilter_words(outcome.message)}" if outcome.message else decision.reason
             placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)
             failed[id(pod)] = pod
             continue
@@ -235,7 +235,7 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
                 # nodes: PostFilter's part is taken again over the same nodes
                 base, sep, rest = info.partition("; ")
                 words = postfilter.message(pod)
-                p.reason = f"{base} {words}{sep}{rest}" if words else info
+                p.reason = f"{base} {postfilter_words(words)}{sep}{rest}" if words else info
                 continue
             p.phase, p.node, p.reason, p.new_node = PROVISIONED, info.name, None, info
         karpenter = outcome_map.get("karpenter", ())
