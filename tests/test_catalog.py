@@ -42,6 +42,12 @@ def test_labels_g4dn_xlarge(catalog):
         "karpenter.k8s.aws/instance-gpu-count": "1",
         "karpenter.k8s.aws/instance-gpu-memory": "16384",
         "karpenter.k8s.aws/instance-network-bandwidth": "5000",
+        "karpenter.k8s.aws/instance-hypervisor": "nitro",
+        "karpenter.k8s.aws/instance-cpu-manufacturer": "intel",
+        "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz": "2500",
+        "karpenter.k8s.aws/instance-ebs-bandwidth": "3500",
+        "karpenter.k8s.aws/instance-local-nvme": "125",
+        "karpenter.k8s.aws/instance-encryption-in-transit-supported": "true",
         # the deprecated aliases EKS nodes still carry (Karpenter's NormalizedLabels)
         "beta.kubernetes.io/instance-type": "g4dn.xlarge",
         "beta.kubernetes.io/arch": "amd64",
@@ -64,6 +70,27 @@ def test_every_type_has_its_network_bandwidth(catalog):
     )
     assert catalog.get("p5.48xlarge").network_bandwidth_mbps == 3200000
     assert catalog.get("t3.large").network_bandwidth_mbps == 512
+
+
+def test_every_type_has_the_providers_hardware_labels(catalog):
+    """aws-instance-labels.csv (Karpenter's generated instance-type reference) covers every packaged type:
+    each has a hypervisor label (empty only on metal, as Karpenter's computeRequirements sets it), a CPU
+    manufacturer and EBS bandwidth; local NVMe only where the type has instance storage."""
+    aws = "karpenter.k8s.aws/"
+    for t in catalog.types():
+        labels = t.labels("us-west-2", "us-west-2a", "spot")
+        assert (labels[aws + "instance-hypervisor"] == "") == (t.size == "metal"), t.name
+        assert labels[aws + "instance-cpu-manufacturer"] in {"intel", "amd", "aws"}, t.name
+        assert int(labels[aws + "instance-ebs-bandwidth"]) > 0, t.name
+        assert labels[aws + "instance-encryption-in-transit-supported"] in {"true", "false"}, t.name
+
+    def label(name: str, key: str) -> str | None:
+        return catalog.get(name).labels("us-east-1", "us-east-1a", "spot").get(aws + key)
+
+    assert label("g5g.xlarge", "instance-cpu-manufacturer") == "aws"
+    assert label("g5.48xlarge", "instance-local-nvme") == "7600"
+    assert label("m5.large", "instance-local-nvme") is None
+    assert label("p3.2xlarge", "instance-hypervisor") == "xen"
 
 
 def test_labels_g5_and_p3(catalog):

@@ -138,19 +138,25 @@ def test_startup_taints_are_noted_not_modelled(tmp_path: Path) -> None:
 
 
 def test_requirement_on_label_the_catalog_lacks_is_not_applied_and_said(tmp_path: Path) -> None:
-    """The docs' example NodePool asks for instance-hypervisor In [nitro]; the packaged catalog has no
-    hypervisor data, so the requirement is not applied (the pool keeps its types) and simulate says so."""
+    """The docs' example NodePool asks for instance-hypervisor In [nitro]: applied (the catalog has the
+    label). A requirement on instance-accelerator-name (no Inferentia or Trainium type in the catalog) is not
+    applied (the pool keeps its types) and simulate says so."""
     pool = nodepool(
         "general",
         requirements=[
-            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["m"]},
+            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["g"]},
             {"key": "karpenter.k8s.aws/instance-hypervisor", "operator": "In", "values": ["nitro"]},
+            {"key": "karpenter.k8s.aws/instance-cpu-manufacturer", "operator": "In", "values": ["amd"]},
+            {"key": "karpenter.k8s.aws/instance-accelerator-name", "operator": "DoesNotExist"},
         ],
     )
     work = write(tmp_path, "w.yaml", [pool, pod_dict("p", cpu="1", memory="1Gi")])
     data = json.loads(invoke("simulate", "-w", work, "-o", "json").output)
     assert data["pods"][0]["phase"] == "Provisioned"
+    # g4dn (Intel) is the cheapest g family; AMD CPUs leave g4ad, g5, g6, g6e, gr6
+    assert data["pods"][0]["instance_type"].split(".")[0] in {"g4ad", "g5", "g6", "g6e", "gr6"}
     assert any(
-        "requirement karpenter.k8s.aws/instance-hypervisor In is not applied" in w
+        "requirement karpenter.k8s.aws/instance-accelerator-name DoesNotExist is not applied" in w
         for w in data["profile_warnings"]
     )
+    assert not any("instance-hypervisor" in w for w in data["profile_warnings"])

@@ -85,6 +85,48 @@ def test_network_bandwidth_requirement_narrows_real_types() -> None:
     assert p["instance_type"] in {"m6i.4xlarge", "m7i.4xlarge", "c6i.4xlarge", "c7i.4xlarge"}
 
 
+def test_hardware_labels_narrow_real_types() -> None:
+    """The AWS provider's hardware labels from the packaged catalog (Karpenter's generated instance-type
+    reference): local NVMe Gt 1000 GiB among 1-GPU-capable g types, an EBS bandwidth floor, a CPU
+    manufacturer, and the empty hypervisor of metal types (In [nitro] leaves them out)."""
+    from kgpu.catalog import aws_catalog
+
+    cat = aws_catalog("us-west-2")
+    gpu_pod = make_pod("a", gpus=1)
+    nvme = native(
+        {"key": AWS + "instance-local-nvme", "operator": "Gt", "values": ["1000"]},
+        {"key": AWS + "instance-category", "operator": "In", "values": ["g"]},
+        capacityTypes=["on-demand"],
+    )
+    p = placed(sim(profile(nvme), gpu_pod, cat=cat), "a")
+    assert int(cat.get(p["instance_type"]).labels("us-west-2", "", "")[AWS + "instance-local-nvme"]) > 1000
+    intel = native(
+        {"key": AWS + "instance-cpu-manufacturer", "operator": "NotIn", "values": ["amd", "aws"]},
+        {"key": AWS + "instance-category", "operator": "In", "values": ["g"]},
+        capacityTypes=["on-demand"],
+    )
+    assert placed(sim(profile(intel), gpu_pod, cat=cat), "a")["instance_type"].startswith("g4dn.")
+    no_metal = native(
+        {"key": AWS + "instance-hypervisor", "operator": "In", "values": ["nitro"]},
+        {
+            "key": "node.kubernetes.io/instance-type",
+            "operator": "In",
+            "values": ["g4dn.metal", "g4dn.xlarge"],
+        },
+        capacityTypes=["on-demand"],
+    )
+    assert placed(sim(profile(no_metal), gpu_pod, cat=cat), "a")["instance_type"] == "g4dn.xlarge"
+    metal_only = native(
+        {"key": AWS + "instance-hypervisor", "operator": "NotIn", "values": ["nitro", "xen"]},
+        {"key": AWS + "instance-ebs-bandwidth", "operator": "Gt", "values": ["10000"]},
+        capacityTypes=["on-demand"],
+    )
+    assert placed(sim(profile(metal_only), gpu_pod, cat=cat), "a")["instance_type"] in {
+        "g4dn.metal",
+        "g5g.metal",
+    }
+
+
 def test_native_capacity_type_replaces_the_default() -> None:
     """A capacity-type requirement in the native list decides (the profile's default on-demand does not
     intersect it away)."""

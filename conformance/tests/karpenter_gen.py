@@ -184,6 +184,22 @@ def _native(r: random.Random, gpu: bool, zones: list[str]) -> list[dict[str, Any
             "values": [str(r.choice((1000, 5000, 20000)))],
         },
         lambda: {
+            "key": AWS + "instance-cpu-manufacturer",
+            "operator": r.choice(("In", "NotIn")),
+            "values": _pick(r, ("intel", "amd", "aws"), 1, 2),
+        },
+        lambda: r.choice(
+            (
+                {"key": AWS + "instance-hypervisor", "operator": "In", "values": ["nitro"]},
+                {"key": AWS + "instance-hypervisor", "operator": "NotIn", "values": ["nitro"]},
+                {"key": AWS + "instance-local-nvme", "operator": r.choice(("Exists", "DoesNotExist"))},
+                {"key": AWS + "instance-local-nvme", "operator": "Gt", "values": [str(r.choice((200, 1000)))]},
+                {"key": AWS + "instance-ebs-bandwidth", "operator": r.choice(("Gt", "Lt")),
+                 "values": [str(r.choice((4750, 10000, 20000)))]},
+                {"key": AWS + "instance-encryption-in-transit-supported", "operator": "In", "values": ["true"]},
+            )
+        ),
+        lambda: {
             "key": "karpenter.sh/capacity-type",
             "operator": "In",
             "values": _pick(r, ("spot", "on-demand"), 1, 2),

@@ -5,8 +5,9 @@ Both sides of the differential test see the same types: the oracle's capacity an
 the labels kgpu puts on a node of the type, and its offerings are the catalog's (zone, capacity type, price)
 in the cluster's zones (on EKS the EC2NodeClass's subnets decide the zones a type is offered in).
 
-As the AWS provider does, a type without GPUs carries ``DoesNotExist`` for the GPU labels, and every
-``karpenter.k8s.aws/*`` label is registered as well known.
+As the AWS provider's ``computeRequirements`` does, a type carries ``DoesNotExist`` for every
+``karpenter.k8s.aws/*`` label it has no value for (GPU labels without GPUs, ``instance-local-nvme`` without
+local NVMe, ...), and every such label is registered as well known.
 
 Run as a script to print the JSON: ``python conformance/tests/karpenter_types.py [REGION [ZONE...]]``.
 """
@@ -48,6 +49,7 @@ def region_zones(catalog: Catalog, region: str) -> list[str]:
 def instance_types(catalog: Catalog, region: str, zones: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Every type sold in ``region`` (in ``zones`` when given), as the oracle's ``instanceTypes``."""
     out: list[dict[str, Any]] = []
+    provider = well_known_labels(catalog, region)
     allowed = set(zones)
     for t in catalog.types():
         offerings = [
@@ -63,8 +65,7 @@ def instance_types(catalog: Catalog, region: str, zones: Sequence[str] = ()) -> 
             for k, v in sorted(labels.items())
             if k not in (LABEL_ZONE, LABEL_CAPACITY_TYPE) and k not in NORMALIZED_LABELS
         ]  # the deprecated aliases are node labels, not instance-type requirements
-        if not t.has_gpu:
-            reqs.extend({"key": k, "operator": "DoesNotExist"} for k in GPU_LABELS)
+        reqs.extend({"key": k, "operator": "DoesNotExist"} for k in provider if k not in labels)
         out.append(
             {
                 "name": t.name,

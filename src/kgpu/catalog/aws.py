@@ -29,7 +29,18 @@ from functools import lru_cache
 from typing import Any
 
 from kgpu.catalog._resources import read_text
-from kgpu.catalog.instance import DEFAULT_MAX_PODS, InstanceType, Offering, parse_instance_name
+from kgpu.catalog.instance import (
+    DEFAULT_MAX_PODS,
+    LABEL_CPU_CLOCK,
+    LABEL_CPU_MANUFACTURER,
+    LABEL_EBS_BANDWIDTH,
+    LABEL_ENCRYPTION_IN_TRANSIT,
+    LABEL_HYPERVISOR,
+    LABEL_LOCAL_NVME,
+    InstanceType,
+    Offering,
+    parse_instance_name,
+)
 from kgpu.errors import InputError, quote
 
 COLUMNS: tuple[str, ...] = (
@@ -111,6 +122,30 @@ def _network_bandwidth() -> dict[str, int]:
     return {row["instance_type"]: int(row["network_bandwidth_mbps"]) for row in reader}
 
 
+# aws-instance-labels.csv column -> label; an empty cell is no label, except the hypervisor (metal: "")
+_PROVIDER_COLUMNS = (
+    ("hypervisor", LABEL_HYPERVISOR),
+    ("cpu_manufacturer", LABEL_CPU_MANUFACTURER),
+    ("cpu_sustained_clock_speed_mhz", LABEL_CPU_CLOCK),
+    ("ebs_bandwidth_mbps", LABEL_EBS_BANDWIDTH),
+    ("local_nvme_gib", LABEL_LOCAL_NVME),
+    ("encryption_in_transit_supported", LABEL_ENCRYPTION_IN_TRANSIT),
+)
+
+
+@lru_cache(maxsize=1)
+def _provider_labels() -> dict[str, tuple[tuple[str, str], ...]]:
+    reader = csv.DictReader(io.StringIO(read_text("aws-instance-labels.csv")))
+    return {
+        row["instance_type"]: tuple(
+            (label, row[column])
+            for column, label in _PROVIDER_COLUMNS
+            if row[column] or label == LABEL_HYPERVISOR
+        )
+        for row in reader
+    }
+
+
 def _closest(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     pool = sorted(set(candidates))
     lowered = {c.lower(): c for c in pool}
@@ -189,6 +224,7 @@ def _build_type(row: Row, max_pods: Mapping[str, int]) -> InstanceType:
         gpu_display_name=display,
         max_pods=max_pods.get(name, DEFAULT_MAX_PODS),
         network_bandwidth_mbps=_network_bandwidth().get(name, 0),
+        provider_labels=_provider_labels().get(name, ()),
     )
 
 

@@ -5,6 +5,11 @@ The numbers follow the Karpenter AWS provider, read in ``aws/karpenter-provider-
 - ``pkg/apis/v1/labels.go``: the ``karpenter.k8s.aws/instance-*`` label names.
 - ``pkg/providers/instancetype/zz_generated.bandwidth.go``: ``instance-network-bandwidth`` (Mbps), packaged
   as ``data/aws-network-bandwidth.csv`` for the catalog's types; no label where the figure is unknown.
+- ``website/content/en/docs/reference/instance-types.md`` (generated from the EC2 API): ``instance-hypervisor``,
+  ``-cpu-manufacturer``, ``-cpu-sustained-clock-speed-mhz``, ``-ebs-bandwidth``, ``-local-nvme`` and
+  ``-encryption-in-transit-supported``, packaged as ``data/aws-instance-labels.csv``. As ``computeRequirements``
+  sets them: a metal type's hypervisor is the empty string; no ``local-nvme`` label without local NVMe, and
+  none of these labels for a type the file does not list (a catalog override).
 - ``pkg/providers/instancetype/types.go``: ``computeRequirements`` (label values: category and generation
   from the name's ``^[a-z]+ ... [0-9]+`` parts, family and size split at the dot, cpu in vCPUs, memory in MiB,
   GPU name and manufacturer in lower-kebab-case, GPU memory in MiB of one GPU), ``computeCapacity``,
@@ -80,6 +85,12 @@ LABEL_GPU_MANUFACTURER = _AWS + "instance-gpu-manufacturer"
 LABEL_GPU_COUNT = _AWS + "instance-gpu-count"
 LABEL_GPU_MEMORY = _AWS + "instance-gpu-memory"
 LABEL_NETWORK_BANDWIDTH = _AWS + "instance-network-bandwidth"
+LABEL_HYPERVISOR = _AWS + "instance-hypervisor"
+LABEL_CPU_MANUFACTURER = _AWS + "instance-cpu-manufacturer"
+LABEL_CPU_CLOCK = _AWS + "instance-cpu-sustained-clock-speed-mhz"
+LABEL_EBS_BANDWIDTH = _AWS + "instance-ebs-bandwidth"
+LABEL_LOCAL_NVME = _AWS + "instance-local-nvme"
+LABEL_ENCRYPTION_IN_TRANSIT = _AWS + "instance-encryption-in-transit-supported"
 
 RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
 RESOURCE_AMD_GPU = "amd.com/gpu"
@@ -158,6 +169,9 @@ class InstanceType:
     max_pods: int = DEFAULT_MAX_PODS
     kubelet_max_pods: int | None = None
     network_bandwidth_mbps: int = 0  # 0: unknown, no label (as Karpenter for types it has no figure for)
+    # Provider labels from data/aws-instance-labels.csv, label value by label name ("" is a value: the
+    # hypervisor of a metal type); empty for a type the file does not list.
+    provider_labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def pods(self) -> int:
@@ -204,6 +218,7 @@ class InstanceType:
         }
         if self.network_bandwidth_mbps:
             labels[LABEL_NETWORK_BANDWIDTH] = str(self.network_bandwidth_mbps)
+        labels.update(self.provider_labels)
         if self.has_gpu:
             labels[LABEL_GPU_NAME] = self.gpu_name
             labels[LABEL_GPU_MANUFACTURER] = self.gpu_manufacturer

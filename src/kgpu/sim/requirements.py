@@ -10,8 +10,7 @@ requirements on one key intersect. Then:
   that label (a pod selecting one of them gets a node with it; Karpenter's ``Requirements.Labels``), a single
   value always. ``DoesNotExist`` gives no label. ``Exists``, ``NotIn``, ``Gt`` and ``Lt`` on a custom key
   (Karpenter makes up a value) are not modelled: the node gets no label for that key.
-- **provider labels the catalog has no data for** (``instance-hypervisor``, ``-cpu-manufacturer``,
-  ``-local-nvme``, ``-ebs-bandwidth``, ``-encryption-in-transit-supported``, ...):
+- **provider labels the catalog has no data for** (``instance-accelerator-*``, capacity reservations):
   not applied, with a profile warning, instead of leaving the pool without instance types.
 - **minValues**: a claim must keep at least that many distinct values of the key among its instance types,
   counting each type's values as Karpenter's ``InstanceTypes.SatisfiesMinValues`` does (for zones and capacity
