@@ -30,7 +30,7 @@ for i in "${!modules[@]}"; do
   targets=()
   [ -d "$here/$m/cmd" ] && targets+=(./cmd/...)
   grep -q '^tool' "$here/$m/go.mod" && targets+=(tool)
-  echo "conformance: [$((i + 1))/${#modules[@]}] building $m (a cold build takes 15-25 minutes on 2 cores; later builds reuse Go's cache)" >&2
+  echo "conformance: [$((i + 1))/${#modules[@]}] building $m (all three cold: about 9 minutes on 2 cores; later builds reuse Go's cache)" >&2
   (cd "$here/$m" && go build -trimpath -o "$out/bin/$m/" "${targets[@]}") >&2
   echo "conformance: [$((i + 1))/${#modules[@]}] $m built in $(( $(date +%s) - t0 ))s: $(ls "$out/bin/$m" | tr '\n' ' ')" >&2
 done

@@ -110,8 +110,9 @@ def test_namespace_selector_other_than_metadata_name() -> None:
 
 def test_karpenter_topology_and_preferences() -> None:
     """Pods Karpenter provisions for: spread on a key other than zone and hostname and required pod
-    (anti-)affinity are not modelled in kgpu's Karpenter (karpenter-topology), preferences neither
-    (karpenter-preferences); zone and hostname DoNotSchedule spread is, and a plain pod says nothing."""
+    (anti-)affinity are not modelled in kgpu's Karpenter (karpenter-topology), ScheduleAnyway spread
+    neither (karpenter-preferences); zone and hostname DoNotSchedule spread is, preferred node affinity is
+    (relaxed in Karpenter's order), and a plain pod says nothing."""
     prof = profile(GENERAL)
 
     def spread_pod(name: str, key: str, when: str) -> dict[str, Any]:
@@ -156,7 +157,7 @@ def test_karpenter_topology_and_preferences() -> None:
         "host": [],
         "soft": ["karpenter-preferences"],
         "anti": ["karpenter-topology"],
-        "pref": ["karpenter-preferences"],
+        "pref": [],
         "plain": [],
     }
 

@@ -226,19 +226,50 @@ def _terms(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
     return [selector + t for t in terms]
 
 
+def _preferred(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The pod's preferred node affinity terms, heaviest first (equal weights in order)."""
+    pref = pod["spec"].get("affinity", {}).get("nodeAffinity", {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    ordered = sorted(pref, key=lambda p: -p["weight"])
+    return [p["preference"].get("matchExpressions", []) for p in ordered]
+
+
 def _contradictory_in(pod: dict[str, Any]) -> bool:
-    """The first term (the one Karpenter tries first) requires some key In two value sets with nothing in
-    common."""
+    """A set of requirements Karpenter tries (the first term, then each required term with the heaviest
+    preference, the last with each lighter one) requires some key In values that its other requirements on
+    the key (In, NotIn, Gt/Lt, DoesNotExist) rule out."""
 
     def contradictory(term: list[dict[str, Any]]) -> bool:
+        # the values an In leaves once every other requirement on its key is intersected (NotIn, Gt/Lt,
+        # DoesNotExist); Karpenter's Requirement.Intersection turns an empty In into DoesNotExist
         sets: dict[str, set[str]] = {}
         for e in term:
             if e["operator"] == "In":
                 values = set(e["values"])
                 sets[e["key"]] = sets[e["key"]] & values if e["key"] in sets else values
+        for e in term:
+            left = sets.get(e["key"])
+            if left is None:
+                continue
+            op = e["operator"]
+            if op == "NotIn":
+                left -= set(e["values"])
+            elif op == "DoesNotExist":
+                left.clear()
+            elif op in ("Gt", "Lt"):
+                bound = int(e["values"][0])
+                left -= {
+                    v for v in left
+                    if not v.lstrip("-").isdigit() or (int(v) <= bound if op == "Gt" else int(v) >= bound)
+                }
         return any(not v for v in sets.values())
 
-    return contradictory(_terms(pod)[0])
+    terms, preferred = _terms(pod), _preferred(pod)
+    tries = [terms[0]]
+    if preferred:
+        tries += [t + preferred[0] for t in terms] + [terms[-1] + p for p in preferred[1:]]
+    return any(contradictory(t) for t in tries)
 
 
 WELL_KNOWN_PREFIXES = (

@@ -364,6 +364,23 @@ def _pod_class(
     return pod, replicas
 
 
+def _preferences(p: random.Random, spec: dict[str, Any], pools: list[dict[str, Any]], zones: list[str]) -> None:
+    """Preferred node affinity on a quarter of the pod classes (its own stream ``p``): one to three terms of
+    one or two expressions, weights that may tie (Karpenter keeps equal weights in order)."""
+    if p.random() >= 0.25:
+        return
+    preferred = [
+        {
+            "weight": p.choice((1, 10, 50, 50, 100)),
+            "preference": {"matchExpressions": [_expr(p, pools, zones) for _ in range(p.randint(1, 2))]},
+        }
+        for _ in range(p.randint(1, 3))
+    ]
+    spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})[
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ] = preferred
+
+
 def _daemonset(r: random.Random, i: int) -> tuple[dict[str, Any], int | None]:
     requests = {
         "cpu": f"{r.choice((50, 100, 200, 500, 1000))}m",
@@ -414,8 +431,10 @@ def scenario(seed: int) -> Scenario:
             ports.append(port)
     pods: list[dict[str, Any]] = []
     spread = random.Random(f"spread-{seed}")
+    prefs = random.Random(f"preferences-{seed}")
     for c in range(r.randint(1, 6)):
         template, replicas = _pod_class(r, c, pools, zones, ports, spread)
+        _preferences(prefs, template["spec"], pools, zones)
         for k in range(replicas):
             pod = {
                 **template,

@@ -26,7 +26,8 @@ Topology spread on zone and hostname (``DoNotSchedule``) narrows each claim to t
 constraints pick, one pod at a time (``kgpu.sim.karpenter_topology``).
 
 Known differences from Karpenter (docs/simulate.md): in-flight claims are tried in creation order (Karpenter
-tries the emptiest first); preferred affinities, spread on other keys and pod affinity are not modelled.
+tries the emptiest first); preferred pod (anti-)affinity, ScheduleAnyway spread, spread on other keys and
+pod affinity are not modelled.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType, Offering
 from kgpu.model.nodepool import LABEL_ZONE, LABEL_ZONE_ID
-from kgpu.model.objects import CPU, MEMORY, HostPort, Node, NodeSelector, Pod, PodSpecInfo
+from kgpu.model.objects import CPU, MEMORY, HostPort, Node, NodeSelector, Pod, PodSpecInfo, Term
 from kgpu.model.predicates import first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, PoolKind, Profile
 from kgpu.sim.karpenter_topology import ClaimTopology
@@ -450,12 +451,33 @@ class NodeClaim:
 
 
 def relaxations(spec: PodSpecInfo, prefer_no_schedule: bool) -> list[tuple[PodSpecInfo, bool]]:
-    """What Karpenter tries for a pod, in its relaxation order (Preferences.Relax), for what kgpu models:
-    the required node affinity one term at a time (the first term; while more than one is left, relaxing
-    drops the first), each with PreferNoSchedule taints untolerated when some NodePool has one (``True``),
-    and last the last term tolerating them (``False``)."""
+    """What Karpenter tries for a pod, in its relaxation order (Preferences.Relax), for what kgpu models.
+
+    Karpenter's pod requirements are the first required node affinity term ANDed with the heaviest preferred
+    term (``NewPodRequirements``: preferences are required until relaxed; equal weights keep their order).
+    Each relaxation then removes one thing, the first that applies: a required term while more than one is
+    left (the first), [preferred pod (anti-)affinity, not modelled], the heaviest preferred node affinity
+    term, [ScheduleAnyway spread, not modelled], and last, when some NodePool has a PreferNoSchedule taint,
+    tolerating those taints. ``True``: PreferNoSchedule taints are not tolerated."""
     terms = spec.affinity.terms if spec.affinity is not None else ()
-    specs = [replace(spec, affinity=NodeSelector((t,))) for t in terms] if len(terms) > 1 else [spec]
+    required = list(terms) if terms else [None]
+    preferred = [p.term for p in sorted(spec.preferred, key=lambda p: -p.weight)]
+
+    def with_terms(term: Term | None, pref: Term | None) -> PodSpecInfo:
+        if pref is not None:
+            exprs = (term.match_expressions if term is not None else ()) + pref.match_expressions
+            term = Term(exprs, term.match_fields if term is not None else ())
+        if term is None:
+            return spec if not spec.preferred else replace(spec, preferred=())
+        return replace(spec, affinity=NodeSelector((term,)), preferred=())
+
+    first = preferred[0] if preferred else None
+    specs = [with_terms(t, first) for t in required]
+    specs += [with_terms(required[-1], p) for p in preferred[1:]]
+    if preferred:
+        specs.append(with_terms(required[-1], None))
+    if len(terms) <= 1 and not preferred:
+        specs = [spec]
     if not prefer_no_schedule:
         return [(s, False) for s in specs]
     return [(s, True) for s in specs] + [(specs[-1], False)]

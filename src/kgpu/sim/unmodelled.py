@@ -91,9 +91,8 @@ def _karpenter_topology(spec: PodSpecInfo) -> str | None:
 
 
 def _karpenter_preferences(spec: PodSpecInfo) -> str | None:
+    # preferred node affinity is modelled (kgpu.sim.karpenter.relaxations)
     parts = []
-    if spec.preferred:
-        parts.append("preferred node affinity")
     if spec.preferred_pod_affinity or spec.preferred_pod_anti_affinity:
         parts.append("preferred pod (anti-)affinity")
     if any(c.when_unsatisfiable == "ScheduleAnyway" for c in spec.topology_spread):
@@ -107,7 +106,7 @@ RULES: tuple[Rule, ...] = (
     Rule("runtime-class", ANY, _runtime_class, "the RuntimeClass's pod overhead and node scheduling are not read"),
     Rule("namespace-selector", ANY, _namespace_selector, "pod affinity namespaceSelector: namespaces' labels are not read, only kubernetes.io/metadata.name"),
     Rule("karpenter-topology", KARPENTER, _karpenter_topology, "Karpenter's topology for new nodes (spread on other keys than zone and hostname, pod (anti-)affinity) is not modelled"),
-    Rule("karpenter-preferences", KARPENTER, _karpenter_preferences, "Karpenter first treats preferences as required, relaxing them one by one; kgpu's Karpenter ignores them"),
+    Rule("karpenter-preferences", KARPENTER, _karpenter_preferences, "Karpenter first treats these preferences as required, relaxing them one by one; kgpu's Karpenter ignores them"),
 )  # fmt: skip
 TEXT = {r.code: r.text for r in RULES}
 
