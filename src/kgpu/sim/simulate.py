@@ -126,8 +126,7 @@ class Provisioner(Protocol):
 def daemon_pods(ds: DaemonSet, nodes: Sequence[Node]) -> list[Pod]:
     """One pod per node the DaemonSet controller finds eligible (taints with its added tolerations, and
     the template's node affinity/selector), pinned to its node with matchFields metadata.name."""
-    tolerations = ds.template.tolerations + tuple(t for t in DAEMON_TOLERATIONS if t not in ds.template.tolerations)
-    template = _replace(ds.template, tolerations=tolerations)
+    template = _daemon_template(ds.template)
     pods = []
     for node in nodes:
         if static_reasons(template, node):
@@ -141,6 +140,23 @@ def daemon_pods(ds: DaemonSet, nodes: Sequence[Node]) -> list[Pod]:
                 owner_kind="DaemonSet", owner_name=ds.name, source=ds.source, limits=ds.limits)
         )
     return pods
+
+
+_DAEMON_TEMPLATES: dict[int, tuple[PodSpecInfo, PodSpecInfo]] = {}
+
+
+def _daemon_template(template: PodSpecInfo) -> PodSpecInfo:
+    """The template with the tolerations the DaemonSet controller adds (made once per template, not per
+    node; kept by identity, the template held so its id stays its own)."""
+    hit = _DAEMON_TEMPLATES.get(id(template))
+    if hit is not None and hit[0] is template:
+        return hit[1]
+    added = tuple(t for t in DAEMON_TOLERATIONS if t not in template.tolerations)
+    out = _replace(template, tolerations=template.tolerations + added)
+    if len(_DAEMON_TEMPLATES) >= 256:
+        _DAEMON_TEMPLATES.clear()
+    _DAEMON_TEMPLATES[id(template)] = (template, out)
+    return out
 
 
 def _replace(spec: PodSpecInfo, **changes: Any) -> PodSpecInfo:
