@@ -243,3 +243,19 @@ class LocalCluster:
                 return got
             time.sleep(0.5)
         raise AssertionError(f"timed out waiting for {what}")
+
+
+def start_cluster(bin_dir: Path, work: Path) -> LocalCluster:
+    """A started LocalCluster with the binaries under ``bin_dir`` and kwok's stage files from its Go module."""
+    kwok_dir = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
+                              cwd=Path(__file__).parents[1] / "kwok", capture_output=True, text=True,
+                              check=True).stdout.strip()
+    return LocalCluster(bin_dir, work, Path(kwok_dir)).start()
+
+
+def unscheduled_message(pod: dict[str, Any]) -> str:
+    """The message of the pod's PodScheduled=False condition (kube-scheduler's FailedScheduling words)."""
+    for cond in pod.get("status", {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return str(cond.get("message", ""))
+    return ""

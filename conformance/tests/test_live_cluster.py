@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster import LocalCluster
+from cluster import LocalCluster, start_cluster, unscheduled_message
 
 from conftest import binary
 
@@ -51,9 +51,7 @@ def gpu_pod(name: str, gpus: int, *, ns: str = "ml", tolerate: bool = True, imag
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     bin_dir = binary("kube", "kube-apiserver").parent.parent
-    kwok_dir = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"], cwd=Path(__file__).parents[1] / "kwok",
-                              capture_output=True, text=True, check=True).stdout.strip()
-    c = LocalCluster(bin_dir, tmp_path_factory.mktemp("cluster"), Path(kwok_dir)).start()
+    c = start_cluster(bin_dir, tmp_path_factory.mktemp("cluster"))
     try:
         c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
         for n in [kwok_node("cpu-1"), kwok_node("gpu-a10g-1", gpus=4, product="NVIDIA-A10G"),
@@ -66,17 +64,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         c.wait_for("the scheduler to bind train-0 and train-1", lambda: all(
             c.get(f"/api/v1/namespaces/ml/pods/{n}")["spec"].get("nodeName") for n in ("train-0", "train-1")))
         c.wait_for("FailedScheduling on needs-16 and forgot-toleration", lambda: all(
-            _condition(c.get(f"/api/v1/namespaces/ml/pods/{n}")) for n in ("needs-16", "forgot-toleration")))
+            unscheduled_message(c.get(f"/api/v1/namespaces/ml/pods/{n}")) for n in ("needs-16", "forgot-toleration")))
         yield c
     finally:
         c.stop()
-
-
-def _condition(pod: dict[str, Any]) -> str:
-    for cond in pod.get("status", {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return str(cond.get("message", ""))
-    return ""
 
 
 def kgpu(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -107,7 +98,7 @@ def test_simulate_on_a_snapshot_says_what_the_real_scheduler_said(cluster: Local
     ours = {p["name"]: p for p in json.loads(res.stdout)["pods"]}
     assert set(ours) == {"needs-16", "forgot-toleration"}  # bound pods are the cluster, not the queue
     for name in ours:
-        real = _condition(cluster.get(f"/api/v1/namespaces/ml/pods/{name}"))
+        real = unscheduled_message(cluster.get(f"/api/v1/namespaces/ml/pods/{name}"))
         # kgpu says what the event says, PostFilter's words (DynamicResources, DefaultPreemption) included.
         assert real == ours[name]["reason"], (name, ours[name]["reason"], real)
 

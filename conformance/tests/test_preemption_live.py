@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster import LocalCluster
+from cluster import LocalCluster, start_cluster, unscheduled_message
 
 from conftest import binary, cases, seed
 
@@ -40,10 +40,7 @@ HIGH, NEVER = "p-high", "p-high-never"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     bin_dir = binary("kube", "kube-apiserver").parent.parent
-    kwok_dir = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
-                              cwd=Path(__file__).parents[1] / "kwok", capture_output=True, text=True,
-                              check=True).stdout.strip()
-    c = LocalCluster(bin_dir, tmp_path_factory.mktemp("preemption"), Path(kwok_dir)).start()
+    c = start_cluster(bin_dir, tmp_path_factory.mktemp("preemption"))
     try:
         for name, value in [*PRIORITIES.items(), (HIGH, 1000)]:
             c.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
@@ -112,19 +109,12 @@ def _kgpu(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*KGPU, *args], capture_output=True, text=True, timeout=180, check=False, env=env)
 
 
-def _condition(pod: dict[str, Any]) -> str:
-    for cond in pod.get("status", {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return str(cond.get("message", ""))
-    return ""
-
-
 def _real_outcome(c: LocalCluster, ns: str) -> dict[str, Any] | None:
     pod = c.get(f"/api/v1/namespaces/{ns}/pods/preemptor")
     node = pod["spec"].get("nodeName")
     if node:
         return {"node": node}
-    said = _condition(pod)
+    said = unscheduled_message(pod)
     if said and not pod.get("status", {}).get("nominatedNodeName"):
         return {"message": said}
     return None  # not looked at yet, or nominated and waiting for its victims to go
