@@ -390,3 +390,50 @@ def test_a_pool_without_suitable_types_still_brings_its_zones() -> None:
         pool("b", requirements={"cpu": {"min": 1000}}),
     )
     assert skew(result) == [1] and pending(result) == 1
+
+
+# --- ScheduleAnyway: required until relaxed (preferences.go removeTopologySpreadScheduleAnyway) ----------
+
+
+def test_schedule_anyway_spreads_like_do_not_schedule_when_it_can() -> None:
+    """Karpenter's first try for a pod treats a ScheduleAnyway constraint as required: the new nodes are
+    balanced over the zones exactly as with DoNotSchedule."""
+    soft = provision(pods(6, spread(when="ScheduleAnyway"), cpu="1.1"))
+    hard = provision(pods(6, spread(), cpu="1.1"))
+    assert skew(soft) == skew(hard) == [2, 2, 2]
+    assert not any(w.code == "karpenter-preferences" for p in soft.placements for w in p.warnings)
+
+
+def test_schedule_anyway_is_relaxed_when_it_cannot_be_met() -> None:
+    """The only pool the pods tolerate launches in test-zone-1; a tainted pool makes test-zone-2 and -3
+    domains too (nodeTaintsPolicy Ignore). With DoNotSchedule only maxSkew pods can launch, the rest stay
+    pending; with ScheduleAnyway the constraint is dropped once it fails and every pod gets a node."""
+    one_zone = pool("one-zone", zones=["test-zone-1"])
+    tainted = pool(
+        "tainted",
+        zones=["test-zone-2", "test-zone-3"],
+        taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}],
+    )
+    hard = provision(pods(3, spread(), cpu="1.1"), one_zone, tainted)
+    assert pending(hard) == 2
+    soft = provision(pods(3, spread(when="ScheduleAnyway"), cpu="1.1"), one_zone, tainted)
+    assert pending(soft) == 0
+    assert skew(soft) == [3]
+
+
+def test_schedule_anyway_is_relaxed_after_preferred_node_affinity() -> None:
+    """Relax order: the preferred zone goes before the ScheduleAnyway spread. The preference alone does not
+    narrow the spread's domains (Karpenter counts them over the pod's StrictRequirements), so the first pod
+    takes the preferred zone, and the next ones, for which that zone would break the skew, lose the
+    preference and keep the spread: one pod per zone."""
+    pref = [
+        {
+            "weight": 1,
+            "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["test-zone-1"]}]},
+        }
+    ]
+    result = provision(pods(3, spread(when="ScheduleAnyway"), cpu="1.1", preferred=pref))
+    assert pending(result) == 0
+    assert skew(result) == [1, 1, 1]
+    zones = {p.pod.name: p.new_node.zone for p in result.placements if p.new_node is not None}
+    assert zones["p-0"] == "test-zone-1"

@@ -110,9 +110,9 @@ def test_namespace_selector_other_than_metadata_name() -> None:
 
 def test_karpenter_topology_and_preferences() -> None:
     """Pods Karpenter provisions for: spread on a key other than zone and hostname and required pod
-    (anti-)affinity are not modelled in kgpu's Karpenter (karpenter-topology), ScheduleAnyway spread
-    neither (karpenter-preferences); zone and hostname DoNotSchedule spread is, preferred node affinity is
-    (relaxed in Karpenter's order), and a plain pod says nothing."""
+    (anti-)affinity are not modelled in kgpu's Karpenter (karpenter-topology), ScheduleAnyway spread on
+    other keys neither (karpenter-preferences); zone and hostname spread is (ScheduleAnyway relaxed as
+    Karpenter does), preferred node affinity is, and a plain pod says nothing."""
     prof = profile(GENERAL)
 
     def spread_pod(name: str, key: str, when: str) -> dict[str, Any]:
@@ -128,6 +128,7 @@ def test_karpenter_topology_and_preferences() -> None:
     zone = spread_pod("zone", ZONE, "DoNotSchedule")
     host = spread_pod("host", "kubernetes.io/hostname", "DoNotSchedule")
     soft = spread_pod("soft", "kubernetes.io/hostname", "ScheduleAnyway")
+    soft_capacity = spread_pod("soft-capacity", "karpenter.sh/capacity-type", "ScheduleAnyway")
     anti = pod_dict(
         "anti",
         cpu="1",
@@ -149,13 +150,16 @@ def test_karpenter_topology_and_preferences() -> None:
     }
     plain = pod_dict("plain", cpu="1")
     got = codes(
-        [capacity, zone, host, soft, anti, pref, plain], Objects(), provisioner=provisioner_for(prof, CAT)
+        [capacity, zone, host, soft, soft_capacity, anti, pref, plain],
+        Objects(),
+        provisioner=provisioner_for(prof, CAT),
     )
     assert got == {
         "capacity": ["karpenter-topology"],
         "zone": [],
         "host": [],
-        "soft": ["karpenter-preferences"],
+        "soft": [],
+        "soft-capacity": ["karpenter-preferences"],
         "anti": ["karpenter-topology"],
         "pref": [],
         "plain": [],

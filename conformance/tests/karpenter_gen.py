@@ -365,8 +365,13 @@ def _pod_class(
 
 
 def _preferences(p: random.Random, spec: dict[str, Any], pools: list[dict[str, Any]], zones: list[str]) -> None:
-    """Preferred node affinity on a quarter of the pod classes (its own stream ``p``): one to three terms of
-    one or two expressions, weights that may tie (Karpenter keeps equal weights in order)."""
+    """Preferences, from their own stream ``p``: a third of the spread constraints become ScheduleAnyway, and
+    a quarter of the pod classes get preferred node affinity (one to three terms of one or two expressions,
+    weights that may tie: Karpenter keeps equal weights in order)."""
+    for c in spec.get("topologySpreadConstraints", []):
+        if p.random() < 0.35:
+            c["whenUnsatisfiable"] = "ScheduleAnyway"
+            c.pop("minDomains", None)  # only allowed with DoNotSchedule
     if p.random() >= 0.25:
         return
     preferred = [

@@ -26,8 +26,9 @@ Topology spread on zone and hostname (``DoNotSchedule``) narrows each claim to t
 constraints pick, one pod at a time (``kgpu.sim.karpenter_topology``).
 
 Known differences from Karpenter (docs/simulate.md): in-flight claims are tried in creation order (Karpenter
-tries the emptiest first); preferred pod (anti-)affinity, ScheduleAnyway spread, spread on other keys and
-pod affinity are not modelled.
+tries the emptiest first); preferred pod (anti-)affinity, spread on other keys and pod affinity are not
+modelled. Preferred node affinity and zone and hostname ScheduleAnyway spread are required until relaxed,
+as Karpenter's Preferences.Relax does (``relaxations``).
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from kgpu.model.nodepool import LABEL_ZONE, LABEL_ZONE_ID
 from kgpu.model.objects import CPU, MEMORY, HostPort, Node, NodeSelector, Pod, PodSpecInfo, Term
 from kgpu.model.predicates import first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, PoolKind, Profile
-from kgpu.sim.karpenter_topology import ClaimTopology
-from kgpu.sim.karpenter_topology import constraints as spread
+from kgpu.sim.karpenter_topology import SCHEDULE_ANYWAY, ClaimTopology, required_form
+from kgpu.sim.karpenter_topology import any_spread as spread
 from kgpu.sim.pools import (
     LABEL_NODEPOOL,
     Context,
@@ -450,18 +451,34 @@ class NodeClaim:
         return self.pool.options[low.bit_length() - 1]
 
 
-def relaxations(spec: PodSpecInfo, prefer_no_schedule: bool) -> list[tuple[PodSpecInfo, bool]]:
+@dataclass(frozen=True, slots=True)
+class Try:
+    """One form of a pod Karpenter tries: ``want`` (its requirements, the preference it still holds ANDed
+    in), ``strict`` (PreferNoSchedule taints not tolerated) and ``domains`` (the same without preferences:
+    Karpenter's StrictRequirements, which alone narrow the topology domains a pod counts)."""
+
+    want: PodSpecInfo
+    strict: bool
+    domains: PodSpecInfo
+
+
+def relaxations(spec: PodSpecInfo, prefer_no_schedule: bool) -> list[Try]:
     """What Karpenter tries for a pod, in its relaxation order (Preferences.Relax), for what kgpu models.
 
     Karpenter's pod requirements are the first required node affinity term ANDed with the heaviest preferred
     term (``NewPodRequirements``: preferences are required until relaxed; equal weights keep their order).
     Each relaxation then removes one thing, the first that applies: a required term while more than one is
     left (the first), [preferred pod (anti-)affinity, not modelled], the heaviest preferred node affinity
-    term, [ScheduleAnyway spread, not modelled], and last, when some NodePool has a PreferNoSchedule taint,
-    tolerating those taints. ``True``: PreferNoSchedule taints are not tolerated."""
+    term, a ScheduleAnyway spread constraint (the first left, which Karpenter swaps with the last before
+    dropping it), and last, when some NodePool has a PreferNoSchedule taint, tolerating those taints.
+    ScheduleAnyway constraints still in force are required (``DoNotSchedule``)."""
     terms = spec.affinity.terms if spec.affinity is not None else ()
     required = list(terms) if terms else [None]
     preferred = [p.term for p in sorted(spec.preferred, key=lambda p: -p.weight)]
+    original = spec
+    soft = any(c.when_unsatisfiable == SCHEDULE_ANYWAY for c in spec.topology_spread)
+    if soft:
+        spec = required_form(spec)
 
     def with_terms(term: Term | None, pref: Term | None) -> PodSpecInfo:
         if pref is not None:
@@ -472,15 +489,27 @@ def relaxations(spec: PodSpecInfo, prefer_no_schedule: bool) -> list[tuple[PodSp
         return replace(spec, affinity=NodeSelector((term,)), preferred=())
 
     first = preferred[0] if preferred else None
-    specs = [with_terms(t, first) for t in required]
-    specs += [with_terms(required[-1], p) for p in preferred[1:]]
+    # (want, domains) pairs: the requirements tried, and the same without the preference
+    pairs = [(with_terms(t, first), with_terms(t, None)) for t in required]
+    pairs += [(with_terms(required[-1], p), with_terms(required[-1], None)) for p in preferred[1:]]
     if preferred:
-        specs.append(with_terms(required[-1], None))
+        last = with_terms(required[-1], None)
+        pairs.append((last, last))
     if len(terms) <= 1 and not preferred:
-        specs = [spec]
+        pairs = [(spec, spec)]
+    if soft:
+        left, last = list(original.topology_spread), pairs[-1][0]
+        while True:
+            i = next((i for i, c in enumerate(left) if c.when_unsatisfiable == SCHEDULE_ANYWAY), None)
+            if i is None:
+                break
+            left[i] = left[-1]
+            left.pop()
+            relaxed = required_form(last, left)
+            pairs.append((relaxed, relaxed))
     if not prefer_no_schedule:
-        return [(s, False) for s in specs]
-    return [(s, True) for s in specs] + [(specs[-1], False)]
+        return [Try(w, False, d) for w, d in pairs]
+    return [Try(w, True, d) for w, d in pairs] + [Try(pairs[-1][0], False, pairs[-1][1])]
 
 
 def resource_dims(pods: Sequence[Pod]) -> tuple[str, ...]:
@@ -530,7 +559,7 @@ class Karpenter:
             spread_run = topo is not None and bool(spread(spec))
             if topo is not None and spread_run:
                 todo = self._place_spread(todo, vec, models, claims, pointer, prefer, topo, errors)
-            for want, strict in () if spread_run else relaxations(spec, prefer):
+            for want, strict, _ in () if spread_run else ((t.want, t.strict, t.domains) for t in relaxations(spec, prefer)):
                 # in-flight claims, in creation order; a claim that cannot take this spec never will again
                 i = pointer.get((want, strict), 0)
                 masks = {id(m): m.compat(want, vec, strict).mask for m in models}
@@ -599,10 +628,11 @@ class Karpenter:
         take the next; claims are skipped for good only when their resources or compatibility rule it out."""
         left: list[Pod] = []
         spec = todo[0].spec if todo else None
+        tries = relaxations(spec, prefer) if spec is not None else []
         for n, pod in enumerate(todo):
             assert spec is not None
             placed = False
-            for want, strict in relaxations(spec, prefer):
+            for want, strict, dom in ((t.want, t.strict, t.domains) for t in tries):
                 masks = {id(m): m.compat(want, vec, strict).mask for m in models}
                 i = pointer.get((want, strict), 0)
                 for j in range(i, len(claims)):
@@ -612,7 +642,7 @@ class Karpenter:
                         if j == i:
                             i += 1
                         continue
-                    narrowed, _ = topo.narrow(pod, want, claim.pool, claim.allowed & mask, claim)
+                    narrowed, _ = topo.narrow(pod, dom, claim.pool, claim.allowed & mask, claim)
                     if narrowed and claim.can_add(vec, narrowed, spec.host_ports) > 0:
                         claim.add([pod], vec, narrowed)
                         self._added.append((claim, [pod]))
@@ -622,8 +652,8 @@ class Karpenter:
                 pointer[want, strict] = i
                 if placed:
                     break
-                share = topo.opening_pods(pod, want, len(todo) - n)
-                fresh = self._new_claim(models, want, vec, errors, share, strict, topo, pod)
+                share = topo.opening_pods(pod, dom, len(todo) - n)
+                fresh = self._new_claim(models, want, vec, errors, share, strict, topo, pod, dom)
                 if fresh is not None and fresh.can_add(vec, fresh.allowed, spec.host_ports) > 0:
                     fresh.add([pod], vec, fresh.allowed)
                     fresh.pool.reserve(fresh.allowed)
@@ -646,9 +676,11 @@ class Karpenter:
         strict: bool = False,
         topo: ClaimTopology | None = None,
         pod: Pod | None = None,
+        domains: PodSpecInfo | None = None,
     ) -> NodeClaim | None:
         """A claim from the first pool, by weight, that can take the pod (with ``topo`` and ``pod``: in the
-        zone its spread constraints pick); ``errors`` gets each pool's reason when none can."""
+        zone its spread constraints pick, over the domains ``domains`` allows); ``errors`` gets each pool's
+        reason when none can."""
         errors.clear()
         for model in models:
             compat = model.compat(spec, vec, strict)
@@ -663,7 +695,7 @@ class Karpenter:
                 errors.append(f'all available instance types exceed limits for nodepool "{model.pool.name}"')
                 continue
             if topo is not None and pod is not None:
-                mask, error = topo.narrow(pod, spec, model, mask, None)
+                mask, error = topo.narrow(pod, domains or spec, model, mask, None)
                 if not mask:
                     errors.append(
                         f'incompatible with nodepool "{model.pool.name}", daemonset overhead='

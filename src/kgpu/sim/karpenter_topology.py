@@ -16,15 +16,18 @@ best-ranked offering in the claim is first (spot first, then price), then the zo
 claim cannot take the pod ("unsatisfiable topology constraint for topology spread, ..."). For hostname the
 minimum is always 0 (Karpenter can always open a new node): a claim takes matching pods up to ``maxSkew``.
 
-Other topology keys, ``ScheduleAnyway`` constraints (Karpenter treats them as required, then relaxes) and
-pod (anti-)affinity are not modelled here: those pods carry a ``karpenter-topology`` or
-``karpenter-preferences`` warning (``kgpu.sim.unmodelled``).
+``ScheduleAnyway`` constraints are required too until Karpenter relaxes them (``Preferences.Relax``, one at a
+time, after the preferred affinity terms): ``kgpu.sim.karpenter.relaxations`` hands this module the pod in
+each form tried, with the constraints still in force turned into ``DoNotSchedule`` (``required_form``).
+
+Other topology keys and pod (anti-)affinity are not modelled here: those pods carry a
+``karpenter-topology`` or ``karpenter-preferences`` warning (``kgpu.sim.unmodelled``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kgpu.model.nodepool import LABEL_HOSTNAME, LABEL_ZONE
@@ -32,6 +35,7 @@ from kgpu.model.objects import LabelSelector, Pod, PodSpecInfo, Requirement, Spr
 from kgpu.model.predicates import affinity_matches, first_untolerated, requirement_matches, selector_matches
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
 KEYS = (LABEL_ZONE, LABEL_HOSTNAME)
 
 
@@ -49,6 +53,21 @@ def modelled(c: SpreadConstraint) -> bool:
 def constraints(spec: PodSpecInfo) -> tuple[SpreadConstraint, ...]:
     """The pod's spread constraints this module models."""
     return tuple(c for c in spec.topology_spread if modelled(c))
+
+
+def any_spread(spec: PodSpecInfo) -> bool:
+    """Whether Karpenter's first try for the pod has a constraint this module models (``ScheduleAnyway``
+    ones included: they are required until relaxed)."""
+    return any(c.topology_key in KEYS for c in spec.topology_spread)
+
+
+def required_form(spec: PodSpecInfo, spread: Sequence[SpreadConstraint] | None = None) -> PodSpecInfo:
+    """``spec`` with ``spread`` (default: its own constraints) as Karpenter enforces them: ``ScheduleAnyway``
+    turned into ``DoNotSchedule``."""
+    cs = tuple(spec.topology_spread if spread is None else spread)
+    strict = tuple(replace(c, when_unsatisfiable=DO_NOT_SCHEDULE) if c.when_unsatisfiable == SCHEDULE_ANYWAY else c
+                   for c in cs)
+    return spec if strict == spec.topology_spread else replace(spec, topology_spread=strict)
 
 
 def _selector(c: SpreadConstraint, labels: Mapping[str, str]) -> LabelSelector | None:
@@ -134,9 +153,13 @@ class ClaimTopology:
         self._owned: dict[tuple[int, str, int], list[Group]] = {}
         self._selecting: dict[tuple[str, int], list[Group]] = {}
         self._keep: list[object] = []  # keeps the objects whose ids key the memos alive
+        strict: dict[int, PodSpecInfo] = {}
         for pod in pending:  # every group exists before the first pod is recorded (NewTopology)
-            if constraints(pod.spec):
-                self.owned(pod, pod.spec)
+            if any_spread(pod.spec):
+                spec = strict.get(id(pod.spec))
+                if spec is None:
+                    spec = strict[id(pod.spec)] = required_form(pod.spec)
+                self.owned(pod, spec)
 
     # --- groups ----------------------------------------------------------------------------------------
 

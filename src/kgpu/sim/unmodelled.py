@@ -78,8 +78,8 @@ def _namespace_selector(spec: PodSpecInfo) -> str | None:
 
 def _karpenter_topology(spec: PodSpecInfo) -> str | None:
     parts = []
-    # zone and hostname DoNotSchedule spread is modelled (kgpu.sim.karpenter_topology); ScheduleAnyway is a
-    # preference (karpenter-preferences)
+    # zone and hostname spread is modelled (kgpu.sim.karpenter_topology; ScheduleAnyway as a preference
+    # Karpenter relaxes); ScheduleAnyway on other keys is a karpenter-preferences warning
     keys = {c.topology_key for c in spec.topology_spread if c.when_unsatisfiable == "DoNotSchedule"}
     keys -= set(SPREAD_KEYS)
     if keys:
@@ -95,8 +95,10 @@ def _karpenter_preferences(spec: PodSpecInfo) -> str | None:
     parts = []
     if spec.preferred_pod_affinity or spec.preferred_pod_anti_affinity:
         parts.append("preferred pod (anti-)affinity")
-    if any(c.when_unsatisfiable == "ScheduleAnyway" for c in spec.topology_spread):
-        parts.append("ScheduleAnyway topology spread")
+    keys = {c.topology_key for c in spec.topology_spread if c.when_unsatisfiable == "ScheduleAnyway"}
+    keys -= set(SPREAD_KEYS)  # zone and hostname: required until relaxed, as Karpenter does (modelled)
+    if keys:
+        parts.append("ScheduleAnyway topology spread on " + _join(sorted(keys)))
     return ", ".join(parts) or None
 
 
