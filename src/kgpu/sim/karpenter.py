@@ -559,7 +559,8 @@ class Karpenter:
             spread_run = topo is not None and bool(spread(spec))
             if topo is not None and spread_run:
                 todo = self._place_spread(todo, vec, models, claims, pointer, prefer, topo, errors)
-            for want, strict, _ in () if spread_run else ((t.want, t.strict, t.domains) for t in relaxations(spec, prefer)):
+            for attempt in () if spread_run else relaxations(spec, prefer):
+                want, strict = attempt.want, attempt.strict
                 # in-flight claims, in creation order; a claim that cannot take this spec never will again
                 i = pointer.get((want, strict), 0)
                 masks = {id(m): m.compat(want, vec, strict).mask for m in models}
@@ -632,7 +633,8 @@ class Karpenter:
         for n, pod in enumerate(todo):
             assert spec is not None
             placed = False
-            for want, strict, dom in ((t.want, t.strict, t.domains) for t in tries):
+            for attempt in tries:
+                want, strict, dom = attempt.want, attempt.strict, attempt.domains
                 masks = {id(m): m.compat(want, vec, strict).mask for m in models}
                 i = pointer.get((want, strict), 0)
                 for j in range(i, len(claims)):

@@ -65,8 +65,10 @@ def required_form(spec: PodSpecInfo, spread: Sequence[SpreadConstraint] | None =
     """``spec`` with ``spread`` (default: its own constraints) as Karpenter enforces them: ``ScheduleAnyway``
     turned into ``DoNotSchedule``."""
     cs = tuple(spec.topology_spread if spread is None else spread)
-    strict = tuple(replace(c, when_unsatisfiable=DO_NOT_SCHEDULE) if c.when_unsatisfiable == SCHEDULE_ANYWAY else c
-                   for c in cs)
+    strict = tuple(
+        replace(c, when_unsatisfiable=DO_NOT_SCHEDULE) if c.when_unsatisfiable == SCHEDULE_ANYWAY else c
+        for c in cs
+    )
     return spec if strict == spec.topology_spread else replace(spec, topology_spread=strict)
 
 
