@@ -18,6 +18,12 @@ message quotes, so a user who hits one knows which and how far:
 YAML is composed by PyYAML's Python composer over libyaml's C parser (events come from C; the recursion that
 builds nodes is ours, so it can count), then constructed with the safe constructor. JSON goes through
 msgspec. Pure: callers pass bytes or text.
+
+The limits are kgpu's, whatever libyaml is installed: libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses flow
+collections nested 1,000 deep with an error of its own, raised by its scanner while it looks ahead for a
+simple key, before the composer has seen a single level. When the C parser fails, the document it failed in
+is read again, up to where it failed, by PyYAML's pure-Python parser under the same counting composer; if
+that reaches one of kgpu's limits, the limit is the error (:func:`_own_limit`). Only failures pay for it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,10 @@ from yaml._yaml import CParser  # libyaml's event parser: PyYAML's wheels ship i
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.parser import Parser
+from yaml.reader import Reader
 from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from kgpu.errors import InputError
 
@@ -70,6 +79,9 @@ _Constructor.add_constructor("tag:yaml.org,2002:int", _Constructor.construct_yam
 class _Composer(Composer):
     """PyYAML's composer, counting depth and the nodes that aliases stand for."""
 
+    #: lines before the text being composed, when it is a slice of a file (see _own_limit)
+    line_offset = 0
+
     def __init__(self) -> None:
         super().__init__()
         self._depth = 0
@@ -86,7 +98,7 @@ class _Composer(Composer):
 
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
         event = self.peek_event()  # type: ignore[attr-defined]
-        line = event.start_mark.line + 1
+        line = event.start_mark.line + 1 + self.line_offset
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open_anchors:
                 raise LimitExceeded(
@@ -169,6 +181,46 @@ class SafeLoader(CParser, _Composer, _Constructor, Resolver):
     get_single_node = _Composer.get_single_node
 
 
+class _PySafeLoader(Reader, Scanner, Parser, _Composer, _Constructor, Resolver):
+    """PyYAML's pure-Python reader, scanner and parser under the counting composer (see _own_limit)."""
+
+    def __init__(self, stream: str, line_offset: int) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        _Composer.__init__(self)
+        _Constructor.__init__(self)
+        Resolver.__init__(self)
+        self.line_offset = line_offset
+
+
+def _own_limit(data: str | bytes, exc: yaml.YAMLError) -> LimitExceeded | None:
+    """The limit of kgpu's that the text up to libyaml's failure reaches, if any (module docstring).
+
+    Only the failing document is read again (from the last ``---`` line before the failure), and only when it
+    is at most _YAML_FALLBACK_BYTES long, so that a failure costs at most a few seconds of pure Python.
+    """
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is None:
+        return None
+    text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+    end = min(len(text), mark.index + 2)
+    start = text.rfind("\n---", 0, end) + 1  # 0 when the failure is in the first document
+    if end - start > _YAML_FALLBACK_BYTES:
+        return None
+    loader = _PySafeLoader(text[start:end], line_offset=text.count("\n", 0, start))
+    try:
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            loader.get_data()
+    except LimitExceeded as limit:
+        return limit
+    except (yaml.YAMLError, RecursionError):
+        return None
+    finally:
+        loader.dispose()
+    return None
+
+
 def _yaml_error(exc: yaml.YAMLError, source: str) -> InputError:
     if isinstance(exc, LimitExceeded):
         return InputError(exc.message, where=source)
@@ -242,8 +294,10 @@ def iter_yaml(data: str | bytes, source: str) -> Iterator[Any]:
     try:
         while loader.check_data():  # type: ignore[no-untyped-call]
             yield loader.get_data()
-    except yaml.YAMLError as exc:
+    except LimitExceeded as exc:
         raise _yaml_error(exc, source) from None
+    except yaml.YAMLError as exc:
+        raise _yaml_error(_own_limit(data, exc) or exc, source) from None
     except RecursionError:  # pragma: no cover - the depth limit stops composition long before
         raise InputError(
             f"nested deeper than the reader allows (depth limit: {MAX_DEPTH})", where=source
