@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import click
@@ -13,6 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from kgpu import __version__
 from kgpu.cli.completion_cmd import DEFAULT_COMP, NO_FILE_COMP, kubectl_candidates
 from kgpu.cli.main import VERBS, cli
 
@@ -83,6 +86,13 @@ def test_krew_manifest_sha256_matches_the_archive_built_from_the_sources():
     assert manifest["spec"]["version"] == f"v{build.version()}"
     assert platform["bin"] == "kubectl-gpu"
     assert {f["from"] for f in platform["files"]} == set(build.FILES)
+    # krew's checklist: the licence travels in the archive and is extracted on install
+    assert "LICENSE" in build.FILES and (ROOT / "LICENSE").read_text().lstrip().startswith("Apache License")
+    with tarfile.open(fileobj=io.BytesIO(build.archive_bytes())) as tar:
+        assert sorted(tar.getnames()) == sorted(build.FILES)
+        assert tar.getmember("LICENSE").mode == 0o644 and tar.getmember("kubectl-gpu").mode == 0o755
+    wheel = build.wheel_url(build.version())
+    assert wheel in manifest["spec"]["caveats"] and wheel in (KREW / "kubectl-gpu").read_text()
 
 
 @pytest.fixture
@@ -110,4 +120,6 @@ def test_krew_shims_run_kgpu_as_kubectl_gpu(kgpu_on_path: dict[str, str]):
 def test_krew_shim_without_kgpu_says_how_to_install(tmp_path: Path):
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
     res = subprocess.run([str(KREW / "kubectl-gpu"), "plan"], env=env, capture_output=True, text=True)
-    assert res.returncode == 2 and "pipx install kgpu" in res.stderr
+    assert res.returncode == 2
+    # kgpu is not on PyPI: the line names the release's wheel, for this version
+    assert f"pipx install https://github.com/kgpu/kgpu/releases/download/v{__version__}/kgpu-{__version__}-py3-none-any.whl" in res.stderr
