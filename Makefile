@@ -3,9 +3,14 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The development and CI environment installs exactly what requirements/dev.lock pins (hashes included), with
+# uv (pinned here, bootstrapped into .cache/uv by pip). pyproject.toml keeps ranges; `make lock` refreshes the lock.
+LOCK       := requirements/dev.lock
+UV_VERSION := 0.13.9
+UV         := .cache/uv/bin/uv
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint typecheck layers unit wheel-check bench promtool chromium shellcheck image conformance clean help
+.PHONY: run test lock lint typecheck layers unit wheel-check bench promtool chromium shellcheck image conformance clean help
 
 help:
 	@echo "make run    - kgpu plan on the built-in default profile (sets up .venv first)"
@@ -14,13 +19,23 @@ help:
 	@echo "make image  - the container image (Dockerfile) with docker, podman or buildah"
 	@echo "make conformance - build the real kube-apiserver, kube-scheduler, etcd, kwok and Karpenter from Go"
 	@echo "               modules and compare kgpu with them; run the live commands against a real API server"
+	@echo "make lock   - refresh requirements/dev.lock from pyproject.toml (newest versions its ranges allow)"
 	@echo "make wheel-check - build the wheel, install it alone in a clean venv, run kgpu (part of make test)"
 
-$(STAMP): pyproject.toml
+$(UV):
+	$(PYTHON) -m venv .cache/uv
+	.cache/uv/bin/python -m pip install -q --disable-pip-version-check 'uv==$(UV_VERSION)'
+
+$(STAMP): pyproject.toml $(LOCK) | $(UV)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(UV) pip sync -q --python $(BIN)/python --require-hashes $(LOCK)
+	$(UV) pip install -q --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
+
+# On purpose only: the newest versions pyproject.toml's ranges allow, for every Python kgpu supports.
+lock: | $(UV)
+	$(UV) pip compile -q --upgrade --universal --python-version 3.11 --generate-hashes --extra dev \
+	  --custom-compile-command "make lock" -o $(LOCK) pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/kgpu plan
@@ -84,11 +99,11 @@ unit: $(STAMP) promtool chromium shellcheck
 # What a user gets from `pip install kgpu-*.whl`: the wheel built from this tree, installed with only its
 # own dependencies (from PyPI) into a fresh venv; the light install plans, and says which extra is missing.
 WHEEL_DIR := build/wheel-check
-wheel-check: $(STAMP)
+wheel-check: $(STAMP) | $(UV)
 	rm -rf $(WHEEL_DIR)
 	$(BIN)/python -m pip wheel -q --no-deps -w $(WHEEL_DIR)/dist .
 	$(PYTHON) -m venv $(WHEEL_DIR)/venv
-	$(WHEEL_DIR)/venv/bin/python -m pip install -q --disable-pip-version-check $(WHEEL_DIR)/dist/kgpu-*.whl
+	$(UV) pip install -q --python $(WHEEL_DIR)/venv/bin/python -c $(LOCK) $(WHEEL_DIR)/dist/kgpu-*.whl
 	cd $(WHEEL_DIR) && venv/bin/kgpu --version
 	cd $(WHEEL_DIR) && venv/bin/kgpu plan > plan.txt && tail -n 1 plan.txt
 	cd $(WHEEL_DIR) && venv/bin/kubectl-gpu plan --help > help.txt && head -n 1 help.txt | grep '^Usage: kubectl gpu plan'
@@ -112,4 +127,4 @@ conformance: $(STAMP)
 	  $(BIN)/pytest -p no:cacheprovider -q -s conformance/tests
 
 clean:
-	rm -rf $(VENV) build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .cache/uv build .mypy_cache .ruff_cache .pytest_cache
