@@ -32,6 +32,7 @@ from kgpu.catalog.cuda import (
     split_image,
 )
 from kgpu.doctor.common import names
+from kgpu.doctor.deviceplugin import builtin_plugin, cluster_policy, helm_release, plugin_daemonsets
 from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding
 from kgpu.doctor.state import ClusterState, NodeInfo
 
@@ -145,9 +146,49 @@ def check_cuda(state: ClusterState) -> Iterator[Finding]:
             f"{len(unlabelled)} GPU node(s) running CUDA images have no nvidia.com/cuda.driver.* labels "
             f"({names(unlabelled)}): GPU Feature Discovery is not installed, so kgpu cannot compare the images' "
             "CUDA with the drivers",
-            "helm upgrade -i nvdp nvdp/nvidia-device-plugin -n kube-system --set gfd.enabled=true "
-            "# (helm repo add nvdp https://nvidia.github.io/k8s-device-plugin)",
+            gfd_fix(state, [state.node_by_name[n] for n in unlabelled]),
         )
+
+
+NVDP_REPO = "# (helm repo add nvdp https://nvidia.github.io/k8s-device-plugin)"
+
+
+def gfd_fix(state: ClusterState, nodes: list[NodeInfo]) -> str:
+    """How to add GPU Feature Discovery to these nodes without a second device plugin.
+
+    Where the plugin comes from decides it: the GPU Operator's ClusterPolicy (``spec.gfd.enabled``), a Helm
+    release of NVIDIA's chart (``gfd.enabled=true`` on that release), or anything else (the static
+    manifest, Bottlerocket's built-in plugin): the chart with ``devicePlugin.enabled=false``, which deploys
+    GFD and Node Feature Discovery only. With no plugin at all, the chart installs both.
+    """
+    lines: list[str] = []
+    dss = plugin_daemonsets(state)
+    policies = sorted({p for ds in dss if (p := cluster_policy(ds))})
+    for policy in policies:
+        lines.append(
+            f"kubectl patch clusterpolicies.nvidia.com {policy} --type merge -p "
+            """'{"spec":{"gfd":{"enabled":true}}}'   # the GPU Operator deploys GFD with its plugin"""
+        )
+    releases = sorted({r for ds in dss if not cluster_policy(ds) and (r := helm_release(ds))})
+    for release, namespace in releases:
+        lines.append(
+            f"helm upgrade {release} nvdp/nvidia-device-plugin -n {namespace} --reuse-values --set gfd.enabled=true"
+            f"   # GFD from the release that runs the plugin\n{NVDP_REPO}"
+        )
+    others = [ds for ds in dss if not cluster_policy(ds) and not helm_release(ds)]
+    if others or any(builtin_plugin(n) for n in nodes):
+        where = [ds.ref for ds in others] + sorted({n.os_image for n in nodes if builtin_plugin(n)})
+        lines.append(
+            "helm upgrade -i nvdp nvdp/nvidia-device-plugin -n nvidia-device-plugin --create-namespace "
+            "--set gfd.enabled=true --set devicePlugin.enabled=false"
+            f"   # GFD and NFD only: the plugin already runs ({names(where, 3)})\n{NVDP_REPO}"
+        )
+    if not lines:
+        lines.append(
+            "helm upgrade -i nvdp nvdp/nvidia-device-plugin -n nvidia-device-plugin --create-namespace "
+            f"--set gfd.enabled=true   # the device plugin with GFD (no plugin runs yet)\n{NVDP_REPO}"
+        )
+    return "\n".join(lines)
 
 
 CHECKS = {"cuda-driver-insufficient": check_cuda, "cuda-driver-unknown": check_cuda}

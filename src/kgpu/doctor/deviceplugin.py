@@ -5,12 +5,19 @@ Without a plugin on a node, kubelet never advertises ``nvidia.com/gpu`` there an
 nodes, which already run one) fight over the kubelet's device-plugin socket. Where the plugin runs is read
 the way the DaemonSet controller decides it: the template's node selector and affinity, and its tolerations
 plus the ones the controller adds, against each node (``kgpu.model.predicates``).
+
+The plugin's image (``k8s-device-plugin``) holds four programs, and NVIDIA runs three of them from it:
+GPU Feature Discovery (the Helm chart's ``<release>-gpu-feature-discovery`` with ``gfd.enabled=true``, the
+GPU Operator's ``gpu-feature-discovery``), the MPS control daemon and the config manager (init containers
+and sidecars). Only a container that runs ``nvidia-device-plugin`` (the image's entrypoint) is a plugin;
+see :func:`runs_plugin`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from kgpu.doctor.common import names, snippet, toleration_for
 from kgpu.doctor.findings import ERROR, WARNING, Finding
@@ -27,7 +34,6 @@ PLUGIN_IMAGE = "k8s-device-plugin"
 CURRENT_VERSION = "v0.20.0"  # what `kgpu render --target device-plugin` deploys
 CURRENT_IMAGE = f"nvcr.io/nvidia/k8s-device-plugin:{CURRENT_VERSION}"
 OLDEST_SUPPORTED = (0, 17, 0)
-DEFAULT_REF = "DaemonSet/kube-system/nvidia-device-plugin-daemonset"
 RENDER_FIX = "kgpu render --profile kgpu.yaml --target device-plugin | kubectl apply -f -"
 UPSTREAM_FIX = (
     "kubectl apply -f https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/"
@@ -41,12 +47,108 @@ def is_plugin_image(image: str) -> bool:
     return PLUGIN_IMAGE in image
 
 
+# The programs of the k8s-device-plugin image (its Dockerfile copies them to /usr/bin; the ENTRYPOINT is
+# nvidia-device-plugin), and the directory the plugin registers its socket in.
+PLUGIN_PROGRAM = "nvidia-device-plugin"
+OTHER_PROGRAMS = frozenset({"gpu-feature-discovery", "config-manager", "mps-control-daemon"})
+SHELLS = frozenset({"sh", "bash", "ash", "dash", "busybox"})
+KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
+_WORDS = re.compile(r"[^\s;&|()`'\"]+")
+
+
+def _strings(x: Any) -> list[str]:
+    return [v for v in x if isinstance(v, str)] if isinstance(x, list) else []
+
+
+def _programs(words: list[str]) -> set[str]:
+    return {w.rsplit("/", 1)[-1] for text in words for w in _WORDS.findall(text)}
+
+
+def runs_plugin(container: Any) -> bool:
+    """Whether a container of a pod (template) runs the device plugin, not another program of its image.
+
+    No ``command``: the image's entrypoint, ``nvidia-device-plugin``. A command naming it (the Helm chart's
+    ``["nvidia-device-plugin"]``) runs it; one naming ``gpu-feature-discovery``, ``config-manager`` or
+    ``mps-control-daemon`` does not. A shell script or another program runs it when it names it, or names
+    none of the others and mounts the kubelet's device-plugin directory (the GPU Operator's
+    ``bash -c /bin/entrypoint.sh``, which execs the plugin).
+    """
+    if not isinstance(container, dict):
+        return False
+    image = container.get("image")
+    if not isinstance(image, str) or not is_plugin_image(image):
+        return False
+    command = _strings(container.get("command"))
+    if not command:
+        return True
+    exe = command[0].rsplit("/", 1)[-1]
+    if exe == PLUGIN_PROGRAM:
+        return True
+    if exe in OTHER_PROGRAMS:
+        return False
+    named = _programs(command[1:] + _strings(container.get("args")))
+    if PLUGIN_PROGRAM in named:
+        return True
+    if named & OTHER_PROGRAMS:
+        return False
+    mounts = container.get("volumeMounts")
+    return any(
+        isinstance(m, dict) and str(m.get("mountPath") or "").rstrip("/") == KUBELET_DEVICE_PLUGINS
+        for m in (mounts if isinstance(mounts, list) else ())
+    )
+
+
+def plugin_containers(spec: Any) -> list[dict[str, Any]]:
+    """The containers of a pod spec that run the device plugin (init containers finish: not counted)."""
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    return [c for c in containers if runs_plugin(c)] if isinstance(containers, list) else []
+
+
+def _template_spec(ds: DaemonSetInfo) -> Any:
+    spec = ds.raw.get("spec")
+    tmpl = spec.get("template") if isinstance(spec, dict) else None
+    return tmpl.get("spec") if isinstance(tmpl, dict) else None
+
+
+def is_plugin_daemonset(ds: DaemonSetInfo) -> bool:
+    return any(is_plugin_image(i) for i in ds.images) and bool(plugin_containers(_template_spec(ds)))
+
+
+def is_plugin_pod(pod: PodInfo) -> bool:
+    return any(is_plugin_image(i) for i in pod.images) and bool(plugin_containers(pod.raw.get("spec")))
+
+
+def cluster_policy(ds: DaemonSetInfo) -> str:
+    """The GPU Operator's ClusterPolicy that owns the DaemonSet ("" when none does)."""
+    meta = ds.raw.get("metadata")
+    for ref in (meta.get("ownerReferences") if isinstance(meta, dict) else None) or ():
+        if isinstance(ref, dict) and ref.get("kind") == "ClusterPolicy" and ref.get("name"):
+            return str(ref["name"])
+    return ""
+
+
+def helm_release(ds: DaemonSetInfo) -> tuple[str, str] | None:
+    """(release, namespace) of NVIDIA's device-plugin chart that made the DaemonSet, from Helm's labels and
+    annotations; None when it is not from that chart."""
+    meta = ds.raw.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    notes = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    assert isinstance(labels, dict) and isinstance(notes, dict)
+    if not str(labels.get("helm.sh/chart") or "").startswith("nvidia-device-plugin-"):
+        return None
+    release = notes.get("meta.helm.sh/release-name") or labels.get("app.kubernetes.io/instance")
+    namespace = notes.get("meta.helm.sh/release-namespace") or ds.namespace
+    return (str(release), str(namespace)) if release else None
+
+
 def plugin_daemonsets(state: ClusterState) -> list[DaemonSetInfo]:
-    return [ds for ds in state.daemonsets if any(is_plugin_image(i) for i in ds.images)]
+    return [ds for ds in state.daemonsets if is_plugin_daemonset(ds)]
 
 
 def plugin_pods(pods: list[PodInfo]) -> list[PodInfo]:
-    return [p for p in pods if any(is_plugin_image(i) for i in p.images)]
+    return [p for p in pods if is_plugin_pod(p)]
 
 
 def builtin_plugin(node: NodeInfo) -> str:
@@ -75,7 +177,7 @@ def check_missing(state: ClusterState) -> Iterator[Finding]:
     yield Finding(
         "device-plugin-missing",
         ERROR,
-        DEFAULT_REF,
+        f"Node/{unserved[0]}",
         f"no NVIDIA device plugin DaemonSet in the cluster, and {len(unserved)} GPU node(s) "
         f"({names(unserved)}) run no plugin pod: nvidia.com/gpu is never advertised there and GPU pods "
         "stay Pending with Insufficient nvidia.com/gpu",
@@ -201,6 +303,21 @@ def check_not_ready(state: ClusterState) -> Iterator[Finding]:
                 break
 
 
+def plugin_log_command(state: ClusterState, node: NodeInfo) -> str:
+    """The command that shows the device plugin's log for one node, wherever the plugin runs there."""
+    for pod in plugin_pods(state.pods_by_node.get(node.name, [])):
+        container = next((str(c.get("name") or "") for c in plugin_containers(pod.raw.get("spec"))), "")
+        return f"kubectl -n {pod.namespace} logs {pod.name}" + (f" -c {container}" if container else "")
+    if builtin_plugin(node):
+        return (
+            f"# on {node.name} (Bottlerocket: the plugin is a host service):\n"
+            "apiclient exec admin sheltie journalctl -u nvidia-k8s-device-plugin"
+        )
+    for ds in plugin_daemonsets(state):
+        return f"kubectl -n {ds.namespace} logs -l {_selector(ds)} --prefix"
+    return f"kubectl get pods -A -o wide --field-selector spec.nodeName={node.name}"
+
+
 def _selector(ds: DaemonSetInfo) -> str:
     spec = ds.raw.get("spec")
     sel = spec.get("selector") if isinstance(spec, dict) else None
@@ -268,15 +385,14 @@ def plugin_version(image: str) -> tuple[int, int, int] | None:
 
 def check_outdated(state: ClusterState) -> Iterator[Finding]:
     for ds in plugin_daemonsets(state):
-        for image in ds.images:
-            if not is_plugin_image(image):
-                continue
+        for c in plugin_containers(_template_spec(ds)):
+            image = str(c["image"])
             version = plugin_version(image)
             if version is None or (version >= OLDEST_SUPPORTED and version[0] == 0):
                 continue
             shown = ".".join(str(v) for v in OLDEST_SUPPORTED)
             what = "a pre-0.x release" if version[0] >= 1 else "older than"
-            container = _container_of(ds, image)
+            container = str(c.get("name") or "*")
             yield Finding(
                 "device-plugin-outdated",
                 WARNING,
@@ -286,14 +402,6 @@ def check_outdated(state: ClusterState) -> Iterator[Finding]:
                 + f"; kgpu deploys {CURRENT_VERSION} (CDI, health checks, GPU Feature Discovery labels in step)",
                 f"kubectl -n {ds.namespace} set image daemonset/{ds.name} {container}={CURRENT_IMAGE}\n# or: {RENDER_FIX}",
             )
-
-
-def _container_of(ds: DaemonSetInfo, image: str) -> str:
-    spec = ds.raw.get("spec", {}).get("template", {}).get("spec", {})
-    for c in spec.get("containers") or ():
-        if isinstance(c, dict) and c.get("image") == image:
-            return str(c.get("name") or "*")
-    return "*"
 
 
 CHECKS = {

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from kgpu.catalog import aws_catalog
 from kgpu.doctor.common import names, snippet
+from kgpu.doctor.deviceplugin import plugin_log_command
 from kgpu.doctor.findings import ERROR, WARNING, Finding
 from kgpu.doctor.state import (
     LABEL_EKS_NODEGROUP,
@@ -18,8 +19,11 @@ from kgpu.doctor.state import (
     LABEL_NODEPOOL,
     ClusterState,
     NodeInfo,
+    PodInfo,
 )
 from kgpu.errors import InputError
+from kgpu.model.objects import Taint, Toleration
+from kgpu.model.predicates import tolerates
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 CAPACITY_LABELS = (
@@ -93,7 +97,7 @@ def check_no_gpus(state: ClusterState) -> Iterator[Finding]:
                     f"GPU node advertises {alloc} allocatable nvidia.com/gpu but has {node.expected_gpus} "
                     f"({node.gpu_reason if node.catalog_type else 'per its GPU count label'}): the device plugin "
                     "marked some GPUs unhealthy (XID errors, fallen off the bus)",
-                    f"kubectl -n kube-system logs -l name=nvidia-device-plugin-ds --prefix | grep -i -e unhealthy -e xid\n"
+                    f"{plugin_log_command(state, node)} | grep -i -e unhealthy -e xid\n"
                     f"# on the host: nvidia-smi -q | grep -i -e xid -e retired; drain and reboot: kubectl drain {node.name} --ignore-daemonsets",
                 )
             continue
@@ -183,10 +187,80 @@ def check_usage(state: ClusterState) -> Iterator[Finding]:
             "gpu-node-no-gpu-pods",
             WARNING,
             node.ref,
-            f"GPU node runs only pods that request no GPU ({shown}){text}: its GPUs are idle",
-            f"kubectl taint nodes {node.name} nvidia.com/gpu=true:NoSchedule\n"
-            "# then move those pods to CPU nodes: kubectl rollout restart on their controllers",
+            f"GPU node runs only pods that request no GPU ({shown}){text}: its GPUs are idle"
+            + _why_they_run_here(node, pods),
+            _keep_off_fix(node, pods),
         )
+
+
+def _taints(node: NodeInfo) -> list[Taint]:
+    return [t for t in node.model.taints if t.effect in ("NoSchedule", "NoExecute")]
+
+
+def _tolerating(node: NodeInfo, pod: PodInfo) -> list[Toleration]:
+    """The pod's tolerations that let it past the node's taints (those written in its spec)."""
+    if pod.model is None:
+        return []
+    taints = _taints(node)
+    return [t for t in pod.model.spec.tolerations if any(tolerates(t, taint) for taint in taints)]
+
+
+def _catch_all(tol: Toleration) -> bool:
+    return not tol.key and tol.operator == "Exists"
+
+
+def _why_they_run_here(node: NodeInfo, pods: list[PodInfo]) -> str:
+    taints = _taints(node)
+    if not taints:
+        return ""
+    shown = ", ".join(str(t) for t in taints)
+    catch_all = [p.key for p in pods if any(_catch_all(t) for t in _tolerating(node, p))]
+    if catch_all:
+        return (
+            f". The node is tainted ({shown}), but {names(catch_all, 3)} tolerate every taint "
+            "(a toleration with operator: Exists and no key)"
+        )
+    return f". The node is tainted ({shown}), but these pods tolerate the taint"
+
+
+def _keep_off_fix(node: NodeInfo, pods: list[PodInfo]) -> str:
+    """Taint the node; or, when it is tainted already, take away the tolerations that let the pods in."""
+    if not _taints(node):
+        return (
+            f"kubectl taint nodes {node.name} nvidia.com/gpu=true:NoSchedule\n"
+            "# then move those pods to CPU nodes: kubectl rollout restart on their controllers"
+        )
+    lines = []
+    for pod in pods[:5]:
+        tols = _tolerating(node, pod)
+        if not tols:
+            continue
+        owner = f"{pod.owner_kind} {pod.namespace}/{pod.owner_name}" if pod.owner_name else pod.ref
+        if any(_catch_all(t) for t in tols):
+            lines.append(
+                f"# {owner}: remove the catch-all toleration (operator: Exists, no key) from its pod template, "
+                "or give it the key it is for:\n" + snippet({"tolerations": [{"operator": "Exists"}]})
+            )
+        else:
+            keyed = [
+                {
+                    k: v
+                    for k, v in (
+                        ("key", t.key),
+                        ("operator", t.operator),
+                        ("value", t.value),
+                        ("effect", t.effect),
+                    )
+                    if v
+                }
+                for t in tols
+            ]
+            lines.append(
+                f"# {owner}: remove from its pod template (it needs no GPU):\n"
+                + snippet({"tolerations": keyed})
+            )
+    lines.append("# then move those pods to CPU nodes: kubectl rollout restart on their controllers")
+    return "\n".join(lines)
 
 
 def idle_cost(state: ClusterState) -> float:

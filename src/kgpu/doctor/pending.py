@@ -23,11 +23,12 @@ from kgpu.doctor.common import snippet, toleration_for
 from kgpu.doctor.findings import ERROR, WARNING, Finding
 from kgpu.doctor.nodepools import nodepool_profile
 from kgpu.doctor.state import LABEL_NODEPOOL, TKE_PREFIX, ClusterState, Event, PodInfo
+from kgpu.doctor.workloads import bigger_fix
 from kgpu.model.load import Objects
 from kgpu.model.objects import GPU, Node, Pod, Taint
 from kgpu.model.predicates import first_untolerated, requirement_matches, static_reasons
 from kgpu.model.profile import Profile
-from kgpu.sim.preemption import DRA_NO_CLAIMS, filters_part
+from kgpu.sim.preemption import DRA_NO_CLAIMS, Preemption, filters_part, postfilter_words
 from kgpu.sim.simulate import PROVISIONED, SCHEDULED, Placement, simulate
 from kgpu.sim.tke import match_pod_spec
 
@@ -163,8 +164,7 @@ def _what_would_help(state: ClusterState, pod: PodInfo, model: Pod) -> list[str]
     most = max((max(n.allocatable_gpus or 0, n.expected_gpus) for n in state.nodes), default=0)
     if want and want > most and not _tke(pod):
         fixes.append(
-            f"# it asks {want} nvidia.com/gpu; the largest node has {most}: lower the request or add a bigger "
-            "GPU instance type to the NodePool / node group"
+            f"# it asks {want} nvidia.com/gpu; the largest node has {most}\n{bigger_fix(state, want)}"
         )
     if _tke(pod):
         try:
@@ -297,11 +297,13 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
             fixes.extend(helper.fixes(pod, model))
             yield Finding(CHECK, ERROR, pod.ref, msg, "\n".join(fixes))
             continue
-        reason = placement.reason or ""
-        base, _, extra = reason.partition("; ")
+        # kube-scheduler's words are over the cluster as it is: the nodes the simulation provisioned for other
+        # pending pods are not in them; what the autoscaler would do is its own sentence
+        _, _, extra = (placement.reason or "").partition("; ")
+        base = existing.reason(model)
         msg = f"{base} ({_compare(base, event)})"
         if extra:
-            msg += f". {source or 'Provisioning'}: {extra}"
+            msg += f". {source or 'Provisioning'}: {extra.rstrip('.')}"
         elif not source and not _tke(pod):
             msg += ". No NodePool in the snapshot (and no --profile): nothing will add a node for it"
         if unmodelled:
@@ -348,8 +350,10 @@ class _Existing:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self.sched: Any = None
+        self.postfilter: Preemption | None = None
 
     def reason(self, model: Pod) -> str:
+        """Filters' message, then PostFilter's (DynamicResources', preemption's), as the event carries them."""
         if self.sched is None:
             from kgpu.sim.scheduler import Scheduler
 
@@ -357,8 +361,11 @@ class _Existing:
                 p.model for p in self.state.pods if p.model is not None and p.node_name and not p.terminated
             ]
             self.sched = Scheduler(self.state.objects.nodes, bound)
+            self.postfilter = Preemption(self.sched)
         text: str = self.sched.explain_pod(model)
-        return text
+        assert self.postfilter is not None
+        words = self.postfilter.message(model)
+        return f"{text} {postfilter_words(words)}" if words else text
 
 
 def pending_gpu_pods(state: ClusterState) -> list[PodInfo]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from kgpu.catalog import aws_catalog
+from kgpu.catalog import InstanceType, aws_catalog
 from kgpu.catalog.tke import TkeMatchError
-from kgpu.doctor.common import snippet
+from kgpu.doctor.common import names, snippet
 from kgpu.doctor.findings import ERROR, Finding
 from kgpu.doctor.nodepools import nodepool_pool
 from kgpu.doctor.state import TKE_PREFIX, ClusterState, ContainerGpu, container_gpus
@@ -227,17 +227,43 @@ def check_too_many_gpus(state: ClusterState) -> Iterator[Finding]:
                 ERROR,
                 pod.ref,
                 f"asks {pod.gpus} {GPU} in one pod; {offer}: it can never be scheduled",
-                "# split the work across pods, or allow a bigger instance type, e.g. in the NodePool:\n"
-                + snippet(
-                    [
-                        {
-                            "key": "karpenter.k8s.aws/instance-gpu-count",
-                            "operator": "Gt",
-                            "values": [str(pod.gpus - 1)],
-                        }
-                    ]
-                ),
+                bigger_fix(state, pod.gpus),
             )
+
+
+def types_with_gpus(count: int) -> list[InstanceType]:
+    """The catalog's instance types with at least ``count`` NVIDIA GPUs, fewest GPUs first."""
+    found = [t for t in aws_catalog().types() if t.gpu_count >= count and t.gpu_manufacturer == "nvidia"]
+    return sorted(found, key=lambda t: (t.gpu_count, t.name))
+
+
+def bigger_fix(state: ClusterState, count: int) -> str:
+    """What holds a pod asking ``count`` GPUs: a requirement that matches instance types kgpu knows, or, when
+    no type has that many, splitting the work."""
+    types = types_with_gpus(count)
+    if not types:
+        most = max((t.gpu_count for t in aws_catalog().types() if t.gpu_manufacturer == "nvidia"), default=0)
+        biggest = [t.name for t in types_with_gpus(most)]
+        return (
+            f"# no instance type kgpu knows has {count} GPUs (the most is {most}: {names(biggest, 4)}): split the "
+            f"work across pods of at most {most} GPUs each (a multi-node job: torchrun, a RayCluster worker "
+            "group, an MPIJob)"
+        )
+    shown = names([t.name for t in types], 6)
+    families = sorted({t.family for t in types})
+    if not state.nodepools:
+        return (
+            f"# split the work across pods, or add a node with {count} or more GPUs (instance types: {shown})"
+        )
+    return (
+        "# split the work across pods, or allow a bigger instance type, e.g. in the NodePool's "
+        "spec.template.spec.requirements:\n"
+        + snippet(
+            [{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": [str(count - 1)]}]
+        )
+        + f"\n# instance types kgpu knows with {count} or more GPUs: {shown}; the NodePool's instance-family "
+        f"requirement must allow one of {', '.join(families)}"
+    )
 
 
 CHECKS = {
