@@ -176,8 +176,22 @@ def test_require_extra_message(capsys):
     with pytest.raises(SystemExit):
         output.require_extra("validate", "kgpu render --validate", ["kgpu_no_such_module"])
     err = capsys.readouterr().err
-    assert err.startswith("error: kgpu render --validate needs the 'validate' extra")
-    assert "pip install 'kgpu[validate]'" in err
+    assert err.startswith("error: kgpu render --validate needs the 'validate' extra, kgpu[validate]")
+    # kgpu is not on PyPI: the line installs the extra's own requirements, from kgpu's metadata
+    assert "pip install 'kubernetes-validate<2,>=1.30'" in err
+    assert "(pipx: pipx inject kgpu 'kubernetes-validate<2,>=1.30')" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_extra_requirements_come_from_the_installed_metadata():
+    assert sorted(r.split("<")[0].split(">")[0] for r in output.extra_requirements("exporter")) == [
+        "bcrypt",
+        "grpcio",
+        "nvidia-ml-py",
+        "prometheus-client",
+        "protobuf",
+    ]
+    assert output.extra_requirements("no-such-extra") == []
 
 
 def test_extras_in_pyproject_match_the_modules_checked():

@@ -73,8 +73,104 @@ def test_output_dir_writes_files_and_a_kustomization(tmp_path: Path):
         "eksctl.yaml",
         "cluster-autoscaler-values.yaml",
         "node-termination-handler-values.yaml",  # Helm values, not for kubectl apply
+        "workloads.yaml",  # written for review, applied on purpose
     }
     assert listed == set(kust["resources"])
+    assert "workloads.yaml is not in kustomization.yaml: it starts GPU pods" in res.stderr
+
+
+GPU_POD_KINDS = {"Pod", "Job", "Deployment", "StatefulSet", "RayJob"}
+
+
+def _gpu_pods(docs: list[dict]) -> list[str]:
+    """Objects that start pods asking for nvidia.com/gpu when applied."""
+    out = []
+    for d in docs:
+        if d.get("kind") not in GPU_POD_KINDS:
+            continue
+        spec = d["spec"] if d["kind"] == "Pod" else d["spec"]["template"]["spec"]
+        for c in spec.get("containers", []):
+            if "nvidia.com/gpu" in (c.get("resources", {}).get("limits") or {}):
+                out.append(f"{d['kind']}/{d['metadata']['name']}")
+    return out
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_stdout_is_infrastructure_only_unless_workloads_are_asked_for(template: str):
+    """`kgpu render | kubectl apply -f -` builds the cluster and starts no GPU pod; the example workloads
+    and the verification pods come with --with-workloads or --target workloads."""
+    res = run("render", "--template", template)
+    docs = [d for d in yaml.safe_load_all(res.stdout) if d]
+    assert _gpu_pods(docs) == [], template
+    assert "note: left out the example GPU workloads and test pods" in res.stderr
+    assert "add --with-workloads (or --target workloads)" in res.stderr
+    more = run("render", "--template", template, "--with-workloads")
+    with_pods = [d for d in yaml.safe_load_all(more.stdout) if d]
+    assert more.exit_code == 0 and "example GPU workloads" not in more.stderr
+    pods = _gpu_pods(with_pods)
+    assert any(p.startswith("Pod/gpu-verify-") for p in pods) and any(p.startswith("Job/") for p in pods)
+    assert len(with_pods) > len(docs)
+    alone = run("render", "--template", template, "--target", "workloads", "-o", "name")
+    assert alone.exit_code == 0 and "example GPU workloads" not in alone.stderr
+    assert any(n.startswith("pod/gpu-verify-") for n in alone.stdout.split())
+
+
+def test_with_workloads_lists_them_in_the_kustomization(tmp_path: Path):
+    out = tmp_path / "m"
+    res = run("render", "--template", "eks-karpenter", "--output-dir", str(out), "--with-workloads")
+    assert res.exit_code == 0, res.output
+    assert "workloads.yaml" in yaml.safe_load((out / "kustomization.yaml").read_text())["resources"]
+
+
+def test_dash_o_is_a_format_never_a_file_named_after_one(tmp_path: Path, monkeypatch):
+    """`kgpu init -o wide` wrote a file named `wide`: a format word this verb lacks, or a word that does
+    not look like a path, is one error line (exit 2) and writes nothing."""
+    monkeypatch.chdir(tmp_path)
+    for args in (("init", "-o", "wide"), ("init", "-o", "table"), ("render", "--template", "onprem", "-o", "wide")):
+        res = run(*args)
+        assert res.exit_code == 2, args
+        assert res.stderr.startswith(f"error: -o {args[-1]}: kgpu {args[0]} has no {args[-1]} output (-o is the output format: ")
+        assert len(res.stderr.strip().splitlines()) == 1
+    res = run("init", "-o", "prod")
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "error: -o prod: not an output format (-o is one of yaml, json; to write there: -f prod)"
+    res = run("render", "--template", "onprem", "-o", "manifests")
+    assert res.exit_code == 2 and "to write there: --output-dir manifests" in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_files_written_get_the_usual_permissions_under_the_umask(tmp_path: Path):
+    """Not mkstemp's 0600 and mkdtemp's 0700: 0644 files, 0755 directories and scripts under umask 022,
+    0640/0750 under 027; a replaced file keeps its mode."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        prof = tmp_path / "kgpu.yaml"
+        assert run("init", "-t", "onprem", "-f", str(prof)).exit_code == 0
+        assert prof.stat().st_mode & 0o777 == 0o644
+        out = tmp_path / "m"
+        assert run("render", "-f", str(prof), "--output-dir", str(out)).exit_code == 0
+        assert out.stat().st_mode & 0o777 == 0o755
+        assert (out / "rbac.yaml").stat().st_mode & 0o777 == 0o644
+        assert (out / "onprem-files" / "verify-gpu-runtime.sh").stat().st_mode & 0o777 == 0o755
+        assert (out / "onprem-files" / "etc").stat().st_mode & 0o777 == 0o755
+        report = tmp_path / "plan.html"
+        assert run("plan", "--report", str(report)).exit_code in (0, 1)
+        assert report.stat().st_mode & 0o777 == 0o644
+        os.umask(0o027)
+        strict = tmp_path / "strict.yaml"
+        assert run("init", "-t", "onprem", "-f", str(strict)).exit_code == 0
+        assert strict.stat().st_mode & 0o777 == 0o640
+        out2 = tmp_path / "m2"
+        assert run("render", "-f", str(prof), "--output-dir", str(out2)).exit_code == 0
+        assert out2.stat().st_mode & 0o777 == 0o750
+        assert (out2 / "onprem-files" / "bootstrap-gpu-host.sh").stat().st_mode & 0o777 == 0o750
+        prof.chmod(0o600)
+        assert run("init", "-t", "onprem", "-f", str(prof), "--force").exit_code == 0
+        assert prof.stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
 
 
 def test_old_dash_o_directory_still_works_with_a_deprecation_line(tmp_path: Path):

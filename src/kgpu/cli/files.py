@@ -4,6 +4,10 @@ Every failure of the file system (a path longer than NAME_MAX, a symlink loop, a
 disk) becomes one :class:`InputError` line naming the path, and nothing is left half-written: a file goes to a
 temporary sibling and is renamed into place; a directory of files is staged whole, checked against what is
 there, and swapped in file by file with the old files kept aside until every rename succeeded.
+
+Files kgpu writes get the usual permissions, not those of the temporary files they start as (``mkstemp`` and
+``mkdtemp`` make 0600 and 0700): 0666 minus the umask (0644 under the common 022), 0777 minus the umask for
+directories and for scripts (text starting with ``#!``); a file that is replaced keeps its own mode.
 """
 
 from __future__ import annotations
@@ -118,8 +122,22 @@ def _prepare_dir(directory: Path, label: str) -> None:
         raise os_error(exc, label, "cannot create directory") from None
 
 
+def umask() -> int:
+    """The process's umask: read by setting it and putting it back (there is no getter; /proc is Linux only)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode(text: str) -> int:
+    """0644-style for data, 0755-style for a script (a ``#!`` line), both under the umask."""
+    return (0o777 if text.startswith("#!") else 0o666) & ~umask()
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path`` and rename: readers never see half a file."""
+    """Write to a temporary file beside ``path`` and rename: readers never see half a file.
+
+    The new file gets :func:`file_mode`; a file it replaces passes on its own mode."""
     label = str(path)
     if is_dir(path, label):
         raise InputError("is a directory", where=label)
@@ -133,6 +151,11 @@ def write_atomic(path: Path, text: str) -> None:
     except OSError as exc:
         raise os_error(exc, label, "cannot write") from None
     try:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except OSError:
+            mode = file_mode(text)
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
@@ -175,10 +198,12 @@ def write_tree(out_dir: Path, files: dict[str, str]) -> None:
         raise os_error(exc, label, "cannot write") from None
     try:
         try:
+            stage.chmod(0o777 & ~umask())  # the directory itself when it is new (one rename)
             for name, text in files.items():
                 dest = stage / name
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(text, encoding="utf-8")
+                dest.chmod(file_mode(text))
         except OSError as exc:
             raise os_error(exc, label, "cannot write") from None
         if not exists(real, label):

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from kgpu.cli.files import exists, is_dir, write_atomic
-from kgpu.cli.output import PATH, deprecated, emit, examples, handle_input_errors
+from kgpu.cli.output import PATH, emit, examples, format_or_old_path, handle_input_errors
 from kgpu.errors import InputError
 from kgpu.model.profile import DEFAULT_TEMPLATE, TEMPLATES
 
@@ -64,14 +64,17 @@ def command(template: str, file: str | None, output: str | None, force: bool) ->
     """
     from kgpu.model.profile import builtin_profile, template_text
 
-    if output is not None and output.lower() not in FORMATS:
-        deprecated(f"-o {output} (a file name)", f"-f {output}")
-        if file is not None:
-            raise click.UsageError("give the file once: -f FILE")
-        file, output = output, None
+    if output is not None:
+        output, old_path = format_or_old_path(
+            output, FORMATS, verb="kgpu init", new_flag="-f", suffixes=(".yaml", ".yml", ".json")
+        )
+        if old_path is not None:
+            if file is not None:
+                raise InputError("give the file once", where="-o", hint=f"-f {file}")
+            file = old_path
     text = template_text(template)
     profile = builtin_profile(template)  # a template that does not load is a bug: fail before writing
-    if output is not None and output.lower() == "json":
+    if output == "json":
         emit(profile.model_dump(mode="json", by_alias=True, exclude_none=True), "json", str)
         return
     if output is not None or file == "-":

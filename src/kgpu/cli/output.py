@@ -161,6 +161,33 @@ def deprecated(old: str, new: str) -> None:
     click.echo(f"warning: {old} is deprecated and will be removed in the next release; use {new}", err=True)
 
 
+# kubectl's -o values: a word among these is a format asked for, never a file name.
+KUBECTL_FORMATS = (*FORMATS, "jsonpath", "go-template", "custom-columns", "jsonpath-file", "go-template-file")
+
+
+def format_or_old_path(
+    value: str, formats: Sequence[str], *, verb: str, new_flag: str, suffixes: Sequence[str] = ()
+) -> tuple[str | None, str | None]:
+    """``-o VALUE`` of a verb that once took a file or directory there: ``(format, None)`` for one of
+    ``formats``; ``(None, path)`` for the old spelling, which must look like a path (a ``/``, a leading
+    ``.`` or ``~``, or one of ``suffixes``), with a deprecation line; any other word is an error (exit 2),
+    so ``kgpu init -o wide`` no longer writes a file named ``wide``."""
+    word = value.lower()
+    if word in formats:
+        return word, None
+    listed = ", ".join(formats)
+    if word in KUBECTL_FORMATS:
+        raise InputError(
+            f"{verb} has no {value} output", where=f"-o {value}", hint=f"-o is the output format: {listed}"
+        )
+    if "/" in value or os.sep in value or value.startswith((".", "~")) or value.lower().endswith(tuple(suffixes)):
+        deprecated(f"-o {value} (a {'directory' if new_flag.endswith('dir') else 'file'})", f"{new_flag} {value}")
+        return None, value
+    raise InputError(
+        "not an output format", where=f"-o {value}", hint=f"-o is one of {listed}; to write there: {new_flag} {value}"
+    )
+
+
 # --- failures ---------------------------------------------------------------------------------------------
 
 
@@ -202,12 +229,34 @@ def require_extra(extra: str, what: str, modules: Sequence[str] | None = None) -
     """Exit 2 with the pip line to run when an optional dependency (a ``kgpu[extra]``) is missing."""
     missing = [m for m in (modules if modules is not None else EXTRAS[extra]) if not _importable(m)]
     if missing:
+        reqs = " ".join(f"'{r}'" for r in extra_requirements(extra)) or f"'kgpu[{extra}]'"
         click.echo(
-            f"error: {what} needs the '{extra}' extra ({', '.join(missing)} not installed): "
-            f"pip install 'kgpu[{extra}]'  (pipx: pipx install --force 'kgpu[{extra}]')",
+            f"error: {what} needs the '{extra}' extra, kgpu[{extra}] ({', '.join(missing)} not installed): "
+            f"pip install {reqs}  (pipx: pipx inject kgpu {reqs})",
             err=True,
         )
         sys.exit(ExitCode.INPUT)
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """The requirements an extra adds, from the installed kgpu's own metadata: what to pip install into
+    the environment kgpu runs in, since kgpu itself is installed from a wheel, not from PyPI (an install
+    without metadata, such as a bare source tree, gets an empty list)."""
+    import importlib.metadata
+    import re
+
+    try:
+        requires = importlib.metadata.requires("kgpu") or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    marker = re.compile(r"""^\s*extra\s*==\s*['"]([^'"]+)['"]\s*$""")
+    out = []
+    for req in requires:
+        spec, _, env = req.partition(";")
+        found = marker.match(env)
+        if found and found.group(1) == extra:
+            out.append(spec.strip())
+    return out
 
 
 # --- emitters ---------------------------------------------------------------------------------------------

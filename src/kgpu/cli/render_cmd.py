@@ -5,6 +5,11 @@ Standard output carries only what ``kubectl apply -f -`` accepts (cluster object
 and go only to ``--output-dir``. A directory also gets a ``kustomization.yaml`` listing the manifests, for
 ``kubectl apply -k`` and GitOps controllers (Argo CD, Flux) pointed at the folder.
 
+Both set up the cluster's infrastructure only: the example workloads and GPU test pods
+(``stack.ON_REQUEST``) start GPU pods the moment they are applied, so they come to standard output and into
+``kustomization.yaml`` only when asked (``--target workloads`` or ``--with-workloads``); ``--output-dir``
+still writes their file for review, outside the kustomization.
+
 Nothing is written unless everything rendered, agreed and (with --validate) validated: files go to a
 temporary directory next to the output directory first and are renamed into place at the end.
 """
@@ -16,9 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kgpu.cli.output import PATH, ExitCode, deprecated, examples, handle_input_errors, require_extra, to_json
+from kgpu.cli.output import (
+    PATH,
+    ExitCode,
+    examples,
+    format_or_old_path,
+    handle_input_errors,
+    require_extra,
+    to_json,
+)
 from kgpu.errors import InputError
-from kgpu.render.stack import FILE_NAMES, TARGETS
+from kgpu.render.stack import FILE_NAMES, ON_REQUEST, TARGETS
 
 if TYPE_CHECKING:
     from kgpu.model.profile import Profile
@@ -116,6 +129,12 @@ def kustomization(files: list[str]) -> str:
     help="Standard output's format: yaml (default), json (a v1 List), name (kind.group/name per line).",
 )
 @click.option(
+    "--with-workloads",
+    "with_workloads",
+    is_flag=True,
+    help="Also the example GPU workloads and test pods (target workloads), which start GPU pods when applied.",
+)
+@click.option(
     "--validate", "validate", is_flag=True, help="Validate every document against the upstream schemas."
 )
 @handle_input_errors
@@ -125,15 +144,17 @@ def command(
     targets: tuple[str, ...],
     out_dir: Path | None,
     output: str,
+    with_workloads: bool,
     validate: bool,
 ) -> None:
     """Render every manifest of the GPU stack from a profile.
 
     Without --output-dir, the cluster objects (everything `kubectl apply` accepts) go to standard
-    output in apply order. With it, one file per target (karpenter with its chart values and interruption
+    output in apply order: the infrastructure only, unless --target workloads or --with-workloads asks for
+    the example GPU workloads and test pods too. With it, one file per target (karpenter with its chart values and interruption
     queue, eksctl with cluster-autoscaler and node-termination-handler values, device-plugin, workloads,
     kuberay with the operator's values, monitoring, onprem with the host bootstrap, rbac) and a
-    kustomization.yaml listing the manifests. Refuses (exit 1, listing every problem) when the pieces disagree; bad profiles exit 2.
+    kustomization.yaml listing the manifests (workloads.yaml is written, listed only when asked). Refuses (exit 1, listing every problem) when the pieces disagree; bad profiles exit 2.
     Nothing is written unless everything succeeded.
     """
     from kgpu.cli.files import exists, is_dir, write_tree
@@ -150,12 +171,12 @@ def command(
         target_notes,
     )
 
-    if output.lower() not in FORMATS:
-        deprecated(f"-o {output} (a directory)", f"--output-dir {output}")
+    chosen_format, old_dir = format_or_old_path(output, FORMATS, verb="kgpu render", new_flag="--output-dir")
+    if old_dir is not None:
         if out_dir is not None:
-            raise click.UsageError("give the directory once: --output-dir DIR")
-        out_dir, output = Path(output), "yaml"
-    output = output.lower()
+            raise InputError("give the directory once", where="-o", hint=f"--output-dir {out_dir}")
+        out_dir = Path(old_dir)
+    output = chosen_format or "yaml"
     if out_dir is not None and output != "yaml":
         raise click.UsageError(f"-o {output} is for standard output; --output-dir writes YAML files")
     if path and template:
@@ -169,6 +190,8 @@ def command(
     if out_dir is not None and exists(out_dir, str(out_dir)) and not is_dir(out_dir, str(out_dir)):
         raise InputError("exists and is not a directory", where=str(out_dir))
     chosen = select_targets(profile, targets or None)
+    # asked for: by name, or by the switch; otherwise rendered (and checked) but not applied
+    held = [t for t in chosen if t in ON_REQUEST and t not in targets and not with_workloads]
 
     problems = consistency.check(profile, render_stack(profile))
     for p in consistency.warnings(problems):
@@ -198,16 +221,27 @@ def command(
             raise SystemExit(ExitCode.FINDINGS)
 
     if out_dir is None:
-        _to_stdout(profile, chosen, output, explicit=bool(targets))
+        for t in held:
+            click.echo(
+                f"note: left out {ON_REQUEST[t]}: they start GPU pods; add --with-workloads (or --target {t})",
+                err=True,
+            )
+        _to_stdout(profile, [t for t in chosen if t not in held], output, explicit=bool(targets))
         return
     stack = dedupe(render_stack(profile, chosen))
     files = {
         FILE_NAMES[t]: file_header(profile, t, target_notes(profile, t)) + dump_documents(docs)
         for t, docs in stack.items()
     }
-    resources = [FILE_NAMES[t] for t in chosen if t not in NOT_FOR_APPLY]
+    resources = [FILE_NAMES[t] for t in chosen if t not in NOT_FOR_APPLY and t not in held]
     if resources:
         files[KUSTOMIZATION] = kustomization(resources)
+    for t in held:
+        click.echo(
+            f"note: {FILE_NAMES[t]} is not in {KUSTOMIZATION}: it starts GPU pods ({ON_REQUEST[t]}); "
+            f"apply it on purpose (kubectl apply -f {out_dir / FILE_NAMES[t]}), or list it with --with-workloads",
+            err=True,
+        )
     if "onprem" in chosen:
         for host_path, text in onprem.host_files(profile).items():
             files["onprem-files/" + host_path.lstrip("/")] = text

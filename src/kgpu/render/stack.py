@@ -42,6 +42,13 @@ VALUES_TARGETS = frozenset(
         "interruption-queue",
     }
 )
+# Targets that start GPU pods rather than build the cluster (example workloads and the verification pods):
+# `kgpu render` leaves them out of standard output and kustomization.yaml unless asked (`--target workloads`,
+# `--with-workloads`), so that `kgpu render | kubectl apply -f -` sets up infrastructure only.
+ON_REQUEST: dict[str, str] = {
+    "workloads": "the example GPU workloads and test pods (per GPU pool: a training Job, an inference "
+    "Deployment + Service, two verification pods)",
+}
 FILE_NAMES = {t: f"{t}-values.yaml" if t in VALUES_TARGETS else f"{t}.yaml" for t in TARGETS}
 FILE_NAMES["interruption-queue"] = "interruption-queue.cfn.yaml"
 
