@@ -8,14 +8,16 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from kgpu.cli.main import cli
+from kgpu.model.examples import example_workloads
 from kgpu.model.profile import builtin_profile
 from kgpu.sim.plan import compare, plan, profile_warnings
 
 
-def test_default_plan_places_every_example_workload() -> None:
+def test_default_profile_places_every_example_workload() -> None:
     """The built-in profile carries both GPU labels the seeds' workloads select (node-type=gpu from the
-    Karpenter guide, nvidia.com/gpu=true from the eksctl guide), so every example lands on a new node."""
-    result = plan(builtin_profile())
+    Karpenter guide, nvidia.com/gpu=true from the eksctl guide), so every example lands on a new node.
+    (Planned without workloads it places its own guide's examples: tests/test_template_examples.py.)"""
+    result = plan(builtin_profile(), example_workloads())
     data = result.as_dict()
     phases = {p["name"]: p["phase"] for p in data["pods"]}
     assert set(phases.values()) == {"Provisioned"}, phases

@@ -72,7 +72,9 @@ def test_seed_003_every_example_gets_the_spec_the_guide_lists(tmp_path: Path) ->
         "effect": "NoSchedule",
     } in tolerations
     workloads = write_example(tmp_path, "003-supernode-gpu-pods.yaml", "tke")
-    planned = plan(profile, workloads, expect=1)
+    contradicting = tmp_path / "003-contradicting-examples.yaml"
+    contradicting.write_bytes(dict(example_files(seed="003-contradicting"))["003-contradicting-examples.yaml"])
+    planned = plan(profile, workloads, contradicting, expect=1)
     result = pods(planned)
     notes = {n["pods"][0]: n["note"] for n in planned["new_nodes"]}
     assert (

@@ -55,7 +55,8 @@ from kgpu.cli.report import compare_report, plan_report
     multiple=True,
     metavar="PATH",
     type=PATH,
-    help="Workload manifests. Default: the profile's `workloads`, else the built-in seed examples.",
+    help="Workload manifests. Default: the profile's `workloads`, else the examples of the guide the "
+    "profile follows (no profile: every guide's examples but TKE's).",
 )
 @click.option(
     "--compare", is_flag=True, help="Plan the same workloads on every built-in template, side by side."
@@ -99,6 +100,12 @@ def command(
         base = Path(profile).parent
         paths = [str(base / p) for p in prof.workloads]
     work = load_objects(paths) if paths else None
+    if work is None and profile is None and not compare:
+        from kgpu.model.examples import example_workloads
+
+        # No profile at all: the showcase, every non-TKE guide's examples on the built-in profile (it carries
+        # the GPU labels they all select). A profile file plans its own guide's examples (kgpu.sim.plan).
+        work = example_workloads()
     if compare:
         rows = planner.compare(work)
         if report is not None:

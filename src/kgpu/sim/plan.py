@@ -1,8 +1,10 @@
 """The library behind ``kgpu plan``: profile + workloads -> placements, new nodes, cost, warnings.
 
 With no cluster the profile's baseline is the cluster: static pools' nodes and node groups at their desired
-size. With no workloads, the seeds' examples (``kgpu.model.examples``). ``compare`` plans the same workloads
-on every built-in template; a template that does not load (yet) is skipped with a note.
+size. With no workloads, the examples of the guide the profile follows (``kgpu.model.examples``: a
+template plans its own guide's workloads). ``compare`` plans the same workloads on every built-in template
+(with none given: every non-TKE seed's examples, and TKE's own on the TKE template); a template that does not
+load (yet) is skipped with a note.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from kgpu.catalog import Catalog
 from kgpu.errors import InputError
-from kgpu.model.examples import example_workloads
+from kgpu.model.examples import example_workloads, profile_examples
 from kgpu.model.load import Objects
 from kgpu.model.profile import TEMPLATES, PoolKind, Profile, builtin_profile
 from kgpu.sim.pools import catalog_for
@@ -90,8 +92,9 @@ def plan(
     *,
     catalog: Catalog | None = None,
 ) -> PlanResult:
-    """Place ``workloads`` (default: the examples) on ``cluster`` (default: the profile's baseline)."""
-    work = workloads if workloads is not None else example_workloads(str(profile.provider))
+    """Place ``workloads`` (default: the examples of the profile's guide) on ``cluster`` (default: the
+    profile's baseline)."""
+    work = workloads if workloads is not None else profile_examples(profile)
     if catalog is None:
         catalog = catalog_for(profile)
     baseline = 0.0
@@ -111,7 +114,9 @@ def compare(workloads: Objects | None = None, templates: tuple[str, ...] = TEMPL
     rows: list[dict[str, Any]] = []
     for name in templates:
         try:
-            result = plan(builtin_profile(name), workloads)
+            prof = builtin_profile(name)
+            work = workloads if workloads is not None else example_workloads(str(prof.provider))
+            result = plan(prof, work)
         except InputError as exc:
             rows.append({"template": name, "skipped": exc.line()})
             continue
