@@ -12,6 +12,7 @@ from fakes.fake_nvml import FakeGpu, FakeNvml
 from kgpu.exporter import nodecheck
 from kgpu.exporter.nodecheck import FAIL, PASS, WARN, Check, run_checks
 from kgpu.exporter.nvml import Nvml
+from kgpu.render import onprem
 
 HOSTS = Path(__file__).parent / "fixtures" / "nodecheck"
 
@@ -120,3 +121,64 @@ def test_cli_json_and_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bad.exit_code == 1
     assert "FAIL containerd runtime: how to fix" in bad.output
     assert "check(s) failed" in bad.output
+
+
+def test_containerd_1_host_with_an_nvidia_only_drop_in_fails() -> None:
+    """A Debian 12 host (dpkg: containerd 1.6.20) whose conf.d drop-in carries only the nvidia runtime:
+    containerd 1.x replaces the CRI section on import, so the sandbox mirror, the registry config_path and
+    runc's SystemdCgroup are gone; node-check reads it as 1.x (from dpkg's status) and fails, naming them."""
+    c = by_name(run_checks(HOSTS / "broken-containerd1-import", nv()))
+    check = c["containerd runtime"]
+    assert check.status == FAIL
+    assert "importing /etc/containerd/conf.d/99-nvidia.toml replaces whole plugin sections" in check.detail
+    assert "sandbox_image = 'registry.aliyuncs.com/google_containers/pause:3.9'" in check.detail
+    assert "registry.config_path = '/etc/containerd/certs.d'" in check.detail
+    assert "read as containerd 1.x (1.6.20~ds1-1+deb12u3, dpkg)" in check.detail
+    assert "bootstrap-gpu-host.sh" in check.fix and "nvidia-ctk runtime configure" in check.fix
+
+
+def test_containerd_version_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--containerd-version 2.1 reads the same host as containerd 2.x does (a merge: passes); a version
+    that is not 1.x or 2.x is a usage error (exit 2)."""
+    from kgpu.cli.nodecheck_cmd import command
+
+    monkeypatch.setattr(nodecheck, "Nvml", lambda: nv())
+    runner = CliRunner()
+    root = str(HOSTS / "broken-containerd1-import")
+    assert runner.invoke(command, ["--root", root]).exit_code == 1
+    two = runner.invoke(command, ["--root", root, "--containerd-version", "2.1", "-o", "json"])
+    assert two.exit_code == 0, two.output
+    checks = {c["name"]: c for c in json.loads(two.output)["checks"]}
+    assert checks["containerd runtime"]["detail"].endswith("read as containerd 2.x (--containerd-version)")
+    bad = runner.invoke(command, ["--root", root, "--containerd-version", "3.0"])
+    assert bad.exit_code == 2 and "'3.0' is not a containerd version" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("line", "version"),
+    [
+        ("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3", "1.6"),
+        ("containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da", "1.7"),
+        (
+            "containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c0e811ccaba3376",
+            "2.1",
+        ),
+        ("", None),
+        ("containerd: command not found", None),
+    ],
+)
+def test_parse_containerd_version(line: str, version: str | None) -> None:
+    """`containerd --version` as Debian's, Docker's and containerd 2.x's builds print it."""
+    assert nodecheck.parse_containerd_version(line) == version
+
+
+def test_containerd_2_refuses_a_higher_version_drop_in(tmp_path: Path) -> None:
+    """containerd 2.x does not start with a version 3 drop-in under a version 2 config.toml."""
+    (tmp_path / "etc/containerd/conf.d").mkdir(parents=True)
+    (tmp_path / "etc/containerd/config.toml").write_text(
+        'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
+    )
+    (tmp_path / "etc/containerd/conf.d/99-nvidia.toml").write_text(onprem.containerd_dropin(3))
+    check = nodecheck.check_containerd(tmp_path, version=nodecheck.containerd_version(tmp_path, "2.0"))
+    assert check.status == FAIL
+    assert "drop-in config version 3 higher than root config version 2" in check.detail

@@ -1,13 +1,17 @@
 """The on-prem host bootstrap `kgpu render --target onprem` writes: a bash script (checked by bash -n and
 shellcheck, and run for real in a directory with stub commands) and its cloud-init variant; node-check
-passes on exactly what it writes."""
+passes on exactly what it writes. On containerd 1.x the script and node-check are checked against Debian's
+real containerd package (`containerd config dump` reads the files as the daemon would, no daemon needed);
+containerd 2.x, which Debian does not package, is a `containerd --version` stub."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -50,9 +54,17 @@ def test_script_parses_and_passes_shellcheck(script: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def host(tmp_path: Path, os_release: str = UBUNTU) -> tuple[Path, dict[str, str], Path]:
-    """A host tree under tmp_path/root, and PATH with stubs for nvidia-smi, nvidia-ctk, containerd and
-    systemctl (which logs its arguments): the driver and toolkit count as installed."""
+CONTAINERD_2 = (
+    "containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c0e811ccaba3376"
+)
+
+
+def host(
+    tmp_path: Path, os_release: str = UBUNTU, containerd: str | None = CONTAINERD_2
+) -> tuple[Path, dict[str, str], Path]:
+    """A host tree under tmp_path/root, and PATH with stubs for nvidia-smi, nvidia-ctk and systemctl (which
+    logs its arguments): the driver and toolkit count as installed. ``containerd``: the version line of a
+    containerd stub (2.x), or None for the real containerd on PATH (Debian's 1.6)."""
     root = tmp_path / "root"
     (root / "etc").mkdir(parents=True)
     (root / "etc/os-release").write_text(os_release)
@@ -66,9 +78,12 @@ def host(tmp_path: Path, os_release: str = UBUNTU) -> tuple[Path, dict[str, str]
     stubs = {
         "nvidia-smi": "echo 570.86.15",
         "nvidia-ctk": "echo 'NVIDIA Container Toolkit CLI version 1.17.4'",
-        "containerd": "exit 0",
         "systemctl": f'echo "$*" >> {log}',
     }
+    if containerd is not None:
+        stubs["containerd"] = f"echo '{containerd}'"
+    else:
+        tool("containerd", "containerd")
     for name, body in stubs.items():
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
@@ -84,14 +99,15 @@ def run(script: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def test_script_configures_containerd_once_and_node_check_passes(
     tmp_path: Path, script: Path, os_release: str
 ) -> None:
-    """First run: config.toml importing conf.d, the drop-in byte-for-byte as rendered, one restart. Second
-    run: nothing changes, no restart. node-check then passes the runtime and the cgroup driver."""
+    """containerd 2.x, no config yet: config.toml at version 3 importing conf.d, the drop-in byte-for-byte as
+    rendered (version 3), one restart. Second run: nothing changes, no restart. node-check then passes the
+    runtime and the cgroup driver, reading the files as 2.x does (config version 3 says so)."""
     root, env, log = host(tmp_path, os_release)
     first = run(script, env)
     assert first.returncode == 0, first.stderr
     dropin = root / onprem.CONTAINERD_DROPIN.lstrip("/")
     assert dropin.read_text() == onprem.host_files(builtin_profile("onprem"))[onprem.CONTAINERD_DROPIN]
-    assert onprem.IMPORTS_LINE in (root / "etc/containerd/config.toml").read_text()
+    assert (root / "etc/containerd/config.toml").read_text() == f"version = 3\n{onprem.IMPORTS_LINE}\n"
     assert log.read_text() == "restart containerd\n"
     second = run(script, env)
     assert second.returncode == 0, second.stderr
@@ -100,11 +116,17 @@ def test_script_configures_containerd_once_and_node_check_passes(
 
     (root / "var/lib/kubelet").mkdir(parents=True)
     (root / "var/lib/kubelet/config.yaml").write_text("kind: KubeletConfiguration\ncgroupDriver: systemd\n")
-    assert nodecheck.check_containerd(root).status == PASS
+    runtime = nodecheck.check_containerd(root)
+    assert (
+        runtime.status == PASS
+        and "containerd 2.x (/etc/containerd/config.toml is config version 3)" in runtime.detail
+    )
     assert nodecheck.check_cgroup(root).status == PASS
 
 
 def test_script_keeps_an_existing_config_and_adds_the_import(tmp_path: Path, script: Path) -> None:
+    """containerd 2.x with a version 2 config.toml: the import is added and the drop-in is the version 2
+    one (2.x refuses a drop-in whose version is higher than config.toml's)."""
     root, env, _ = host(tmp_path)
     config = root / "etc/containerd/config.toml"
     config.parent.mkdir(parents=True)
@@ -114,6 +136,7 @@ def test_script_keeps_an_existing_config_and_adds_the_import(tmp_path: Path, scr
     config.write_text(original)
     assert run(script, env).returncode == 0
     assert config.read_text() == onprem.IMPORTS_LINE + "\n" + original
+    assert (root / onprem.CONTAINERD_DROPIN.lstrip("/")).read_text() == onprem.containerd_dropin(2)
 
 
 def test_script_refuses_an_imports_line_it_cannot_extend(tmp_path: Path, script: Path) -> None:
@@ -164,3 +187,180 @@ def test_node_check_wants_systemd_cgroup_as_render_writes_it(tmp_path: Path) -> 
     assert "SystemdCgroup is unset but the kubelet's cgroupDriver is systemd" in check.detail
     assert "SystemdCgroup = true" in nodecheck.FIX_CONTAINERD
     assert onprem.CONTAINERD_DROPIN in nodecheck.FIX_CONTAINERD
+
+
+# --- containerd 1.x, against Debian's real containerd ---------------------------------------------------
+
+HOST_CONFIG = """version = 2
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.example.cn/google_containers/pause:3.9"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "/etc/containerd/certs.d"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      SystemdCgroup = true
+"""
+CRI = "io.containerd.grpc.v1.cri"
+
+
+def dump(root: Path) -> dict[str, Any]:
+    """`containerd config dump` of root's config.toml and its imports, as Debian's containerd reads them (no
+    daemon): a copy of config.toml whose absolute imports point under root."""
+    config = root / "etc/containerd/config.toml"
+    text = config.read_text().replace(
+        onprem.IMPORTS_LINE, f'imports = ["{root}/etc/containerd/conf.d/*.toml"]'
+    )
+    copy = root.parent / "dump-config.toml"
+    copy.write_text(text)
+    result = subprocess.run(
+        [tool("containerd", "containerd"), "--config", str(copy), "config", "dump"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return tomllib.loads(result.stdout)
+
+
+def debian_containerd() -> nodecheck.ContainerdVersion:
+    """What node-check finds on this machine (root /): Debian's containerd, from `containerd --version`."""
+    tool("containerd", "containerd")
+    version = nodecheck.containerd_version(Path("/"))
+    assert version.major == 1 and version.source.endswith(", containerd --version"), version
+    return version
+
+
+def cri_settings(config: dict[str, Any]) -> tuple[Any, ...]:
+    cri = config["plugins"][CRI]
+    runtimes = cri["containerd"]["runtimes"]
+    return (
+        cri["sandbox_image"],
+        cri["registry"]["config_path"],
+        runtimes.get("runc", {}).get("options", {}).get("SystemdCgroup"),
+        cri["containerd"]["default_runtime_name"],
+    )
+
+
+def test_script_on_containerd_1_keeps_the_hosts_cri_settings(tmp_path: Path, script: Path) -> None:
+    """Debian's containerd 1.6 and a host config.toml with a sandbox image mirror, a registry config_path and
+    runc's SystemdCgroup: after the bootstrap, containerd reads all three as before, nvidia is the default
+    runtime with runc's cgroup setting; a second run changes nothing; node-check passes, reading as 1.x."""
+    root, env, log = host(tmp_path, containerd=None)
+    config = root / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(HOST_CONFIG)
+    before = cri_settings(dump(root))
+    assert before == (
+        "registry.example.cn/google_containers/pause:3.9",
+        "/etc/containerd/certs.d",
+        True,
+        "runc",
+    )
+
+    first = run(script, env)
+    assert first.returncode == 0, first.stderr
+    assert "containerd 1.x: nvidia is the default runtime" in first.stderr
+    after = dump(root)
+    assert cri_settings(after)[:3] == before[:3]
+    assert cri_settings(after)[3] == "nvidia"
+    nvidia = after["plugins"][CRI]["containerd"]["runtimes"]["nvidia"]
+    assert nvidia["options"] == {"BinaryName": onprem.RUNTIME, "SystemdCgroup": True}
+    assert nvidia["runtime_type"] == "io.containerd.runc.v2"
+
+    dropin = (root / onprem.CONTAINERD_DROPIN.lstrip("/")).read_text()
+    assert run(script, env).returncode == 0
+    assert (root / onprem.CONTAINERD_DROPIN.lstrip("/")).read_text() == dropin
+    assert log.read_text() == "restart containerd\n"
+
+    version = debian_containerd()
+    check = nodecheck.check_containerd(root, version=version)
+    assert check.status == PASS, check.detail
+    assert f"containerd 1.x ({version.source})" in check.detail
+    (root / "var/lib/kubelet").mkdir(parents=True)
+    (root / "var/lib/kubelet/config.yaml").write_text("cgroupDriver: systemd\n")
+    assert nodecheck.check_cgroup(root, version=version).status == PASS
+
+
+def test_nvidia_only_drop_in_wipes_cri_settings_on_containerd_1(tmp_path: Path) -> None:
+    """The drop-in kgpu wrote before (version 2, only the nvidia runtime) under Debian's containerd: the
+    host's sandbox image, config_path and runc options are gone. node-check reading as 1.x fails and names
+    them; read as 2.x (which merges) the same files pass; with the version unknown it warns."""
+    root = tmp_path / "root"
+    (root / "etc/containerd/conf.d").mkdir(parents=True)
+    (root / "etc/containerd/config.toml").write_text(onprem.IMPORTS_LINE + "\n" + HOST_CONFIG)
+    (root / onprem.CONTAINERD_DROPIN.lstrip("/")).write_text(onprem.containerd_dropin(2))
+    runtime = root / onprem.RUNTIME.lstrip("/")
+    runtime.parent.mkdir(parents=True)
+    runtime.write_text("#!/bin/sh\n")
+    real = cri_settings(dump(root))
+    assert real[0] != "registry.example.cn/google_containers/pause:3.9"
+    assert real[1] == "" and real[2] is None and real[3] == "nvidia"
+
+    check = nodecheck.check_containerd(root, version=debian_containerd())
+    assert check.status == FAIL
+    assert "replaces whole plugin sections (containerd 1.x)" in check.detail
+    for lost in (
+        "sandbox_image = 'registry.example.cn/google_containers/pause:3.9'",
+        "registry.config_path = '/etc/containerd/certs.d'",
+        "containerd.runtimes.runc.options.SystemdCgroup = True",
+    ):
+        assert lost in check.detail
+    assert "bootstrap-gpu-host.sh" in check.fix
+    two = nodecheck.check_containerd(root, version=nodecheck.containerd_version(root, "2.1"))
+    assert two.status == PASS, two.detail
+    unknown = nodecheck.check_containerd(root, version=nodecheck.containerd_version(root))
+    assert unknown.status == WARN
+    assert "correct for containerd 2.x but not 1.x" in unknown.detail
+
+
+def test_version_3_drop_in_does_nothing_on_containerd_1(tmp_path: Path) -> None:
+    """The containerd 2.x drop-in on a 1.x host: Debian's containerd keeps runc as the default; node-check
+    reading as 1.x fails and says 1.x does not read version 3."""
+    root = tmp_path / "root"
+    (root / "etc/containerd/conf.d").mkdir(parents=True)
+    (root / "etc/containerd/config.toml").write_text(onprem.IMPORTS_LINE + "\n" + HOST_CONFIG)
+    (root / onprem.CONTAINERD_DROPIN.lstrip("/")).write_text(onprem.containerd_dropin(3))
+    assert cri_settings(dump(root))[3] == "runc"
+    check = nodecheck.check_containerd(root, version=debian_containerd())
+    assert check.status == FAIL
+    assert "default_runtime_name is unset (containerd's default: 'runc')" in check.detail
+    assert "containerd 1.x does not read config version 3" in check.detail
+
+
+@pytest.mark.parametrize(
+    "dropins",
+    [
+        {},
+        {"99-nvidia.toml": onprem.containerd_dropin(2)},
+        {
+            "10-mirror.toml": 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "m/pause:1"\n',
+            "99-nvidia.toml": onprem.containerd_dropin(2),
+        },
+        {
+            "50-runc.toml": 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
+            '  default_runtime_name = "runc"\n',
+        },
+    ],
+    ids=["no drop-in", "nvidia only", "two drop-ins", "runc drop-in"],
+)
+def test_node_check_reads_imports_as_containerd_1_does(tmp_path: Path, dropins: dict[str, str]) -> None:
+    """node-check's 1.x reading of config.toml and its drop-ins gives the CRI settings Debian's containerd
+    reads from the same files."""
+    root = tmp_path / "root"
+    (root / "etc/containerd/conf.d").mkdir(parents=True)
+    (root / "etc/containerd/config.toml").write_text(onprem.IMPORTS_LINE + "\n" + HOST_CONFIG)
+    for name, text in dropins.items():
+        (root / "etc/containerd/conf.d" / name).write_text(text)
+    real = dump(root)["plugins"][CRI]
+    ours = nodecheck.load_containerd_config(root, major=1)["plugins"][CRI]
+    assert ours.get("sandbox_image", real["sandbox_image"]) == real["sandbox_image"]
+    if ours.get("sandbox_image") is None:
+        assert real["sandbox_image"].startswith("registry.k8s.io/pause:")  # containerd's default
+    assert ours.get("registry", {}).get("config_path", "") == real["registry"]["config_path"]
+    assert (
+        ours.get("containerd", {}).get("default_runtime_name", "runc")
+        == real["containerd"]["default_runtime_name"]
+    )
+    assert set(ours.get("containerd", {}).get("runtimes", {})) <= set(real["containerd"]["runtimes"])

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import glob
 import os
+import re
+import shutil
+import subprocess
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,9 @@ from kgpu.render import onprem
 PASS, WARN, FAIL = "pass", "warn", "fail"
 MIN_DRIVER = (384, 81)  # k8s-device-plugin's stated minimum ("NVIDIA drivers ~= 384.81")
 RUNTIME_BINARY = "nvidia-container-runtime"
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+CRI_V2 = "io.containerd.grpc.v1.cri"  # config version 2: the CRI plugin (containerd 1.x; 2.x migrates it)
+CRI_V3 = "io.containerd.cri.v1.runtime"  # config version 3: the CRI runtime plugin (containerd 2.x)
 BIN_DIRS = ("usr/bin", "usr/local/bin", "usr/sbin", "bin", "usr/local/nvidia/toolkit")
 
 FIX_DRIVER = """Install the NVIDIA driver for this GPU and load it (nvidia-smi must list the GPUs), e.g.
@@ -37,14 +43,21 @@ FIX_TOOLKIT = """Install nvidia-container-toolkit (>= 1.7.0):
   yum install -y nvidia-container-toolkit"""
 
 FIX_CONTAINERD = (
-    f"""Write {onprem.CONTAINERD_DROPIN} exactly as `kgpu render --target onprem` renders it (its
-bootstrap-gpu-host.sh does every step of this, idempotently):
+    f"""containerd 2.x: write {onprem.CONTAINERD_DROPIN} exactly as `kgpu render --target onprem` renders it
+(its bootstrap-gpu-host.sh does every step of this, idempotently):
 """
     + "".join(f"  {line}\n" if line else "\n" for line in onprem.containerd_dropin().splitlines())
     + f"""and import it from /etc/containerd/config.toml (top level, before any table):
   {onprem.IMPORTS_LINE}
-(containerd 2.x reads the version-2 drop-in too; `nvidia-ctk runtime configure --runtime=containerd
- --set-as-default` writes an equivalent one.) Then:
+(a config.toml that says version = 2 needs the same drop-in in version 2 terms, version = 2 and
+ [plugins."io.containerd.grpc.v1.cri".containerd...]: containerd 2.x refuses a drop-in whose version is
+ higher than config.toml's.)
+containerd 1.x replaces a whole plugin section on import, so a drop-in with only the nvidia runtime wipes
+the host's CRI settings (sandbox image, registry config_path, runc options): run the rendered
+bootstrap-gpu-host.sh (it writes the whole CRI section from `containerd config dump`, nvidia added), or
+edit config.toml in place with
+  nvidia-ctk runtime configure --runtime=containerd --set-as-default
+Then:
   systemctl restart containerd"""
 )
 
@@ -213,50 +226,162 @@ def _table(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def _merge_2x(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """containerd 2.x's import merge (mergo with override, containerd#9982): tables merge key by key at
+    every depth, lists gain the items they lack, other values are replaced."""
     out = dict(base)
     for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+        old = out.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            out[key] = _merge_2x(old, value)
+        elif isinstance(value, list) and isinstance(old, list):
+            out[key] = old + [v for v in value if v not in old]
         else:
             out[key] = value
     return out
 
 
-def load_containerd_config(root: Path, path: str = "/etc/containerd/config.toml") -> dict[str, Any]:
-    """config.toml with its ``imports`` (drop-ins nvidia-ctk may write) merged in, paths taken under root.
-
-    Raises Malformed for a file that cannot be read or parsed, or ``imports`` that are not a list of paths."""
-    config = _toml(root, path)
-    imports = config.get("imports") or []
-    if not isinstance(imports, list) or not all(isinstance(p, str) for p in imports):
-        raise Malformed(f"{path}: imports must be a list of paths, got {quote(imports)}")
-    for pattern in imports:
-        full = pattern if os.path.isabs(pattern) else os.path.join(os.path.dirname(path), pattern)
-        for match in sorted(glob.glob(glob.escape(str(root)) + "/" + full.lstrip("/"))):
-            shown = "/" + os.path.relpath(match, root)
-            if not os.path.isfile(match):
-                raise Malformed(f"{path}: imports {quote(pattern)} matches {shown}, which is not a file")
-            config = _merge(config, _toml(root, shown))
-    return config
+def _leaves(table: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    out: dict[tuple[str, ...], Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            out.update(_leaves(value, (*prefix, key)))
+        else:
+            out[(*prefix, key)] = value
+    return out
 
 
-def containerd_runtime(config: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None, str]:
-    """(default_runtime_name, runtimes.nvidia, plugin id) for config version 2 or 3; Malformed for a config
-    whose keys have the wrong types."""
-    plugins = _table(config.get("plugins"), "plugins")
-    raw_version = config.get("version", 1)
-    if isinstance(raw_version, bool) or not isinstance(raw_version, int) or not 1 <= raw_version <= 100:
-        raise Malformed(f"version must be 1, 2 or 3, got {quote(raw_version)}")
-    version = raw_version
-    ids = (
-        ["io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri"]
-        if version >= 3
-        else ["io.containerd.grpc.v1.cri"]
+def _merge_1x(base: dict[str, Any], extra: dict[str, Any], lost: list[str]) -> dict[str, Any]:
+    """containerd 1.x's import merge: as 2.x outside ``plugins``, but each plugin's section in the imported
+    file replaces the earlier one whole (``to.Plugins[k] = v`` in services/server/config/config.go up to
+    1.7; containerd#5837). Settings of an earlier section that the new one does not have go to ``lost``."""
+    out = _merge_2x(
+        {k: v for k, v in base.items() if k != "plugins"}, {k: v for k, v in extra.items() if k != "plugins"}
     )
+    plugins = base.get("plugins")
+    new = extra.get("plugins")
+    if isinstance(plugins, dict) and isinstance(new, dict):
+        merged = dict(plugins)
+        for plugin_id, section in new.items():
+            old = merged.get(plugin_id)
+            if isinstance(old, dict) and isinstance(section, dict):
+                kept = _leaves(section)
+                for path, value in _leaves(old).items():
+                    if path not in kept:
+                        lost.append(f'plugins."{plugin_id}".{".".join(path)} = {quote(value)}')
+            merged[plugin_id] = section
+        out["plugins"] = merged
+    elif "plugins" in extra or "plugins" in base:
+        out["plugins"] = new if "plugins" in extra else plugins
+    return out
+
+
+def _version(config: dict[str, Any], path: str) -> int:
+    """A config's ``version``; containerd reads a file without one as version 1."""
+    raw = config.get("version", 1)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= 100:
+        raise Malformed(f"{path}: version must be 1, 2 or 3, got {quote(raw)}")
+    return raw
+
+
+def _migrate_to_v3(config: dict[str, Any]) -> dict[str, Any]:
+    """The part of containerd 2.x's version 2 -> 3 migration that the checks read: the CRI plugin's
+    ``containerd`` table (default runtime, runtimes) moves to ``io.containerd.cri.v1.runtime``
+    (containerd v2.0 docs/PLUGINS.md and docs/cri/config.md)."""
+    plugins = config.get("plugins")
+    if not isinstance(plugins, dict):
+        return config
+    cri = plugins.get(CRI_V2)
+    if not isinstance(cri, dict) or not isinstance(cri.get("containerd"), dict):
+        return config
+    found = plugins.get(CRI_V3)
+    runtime: dict[str, Any] = dict(found) if isinstance(found, dict) else {}
+    ctrd = runtime.get("containerd")
+    runtime["containerd"] = _merge_2x(ctrd if isinstance(ctrd, dict) else {}, cri["containerd"])
+    rest = {k: v for k, v in cri.items() if k != "containerd"}
+    return {**config, "plugins": {**plugins, CRI_V2: rest, CRI_V3: runtime}}
+
+
+@dataclass
+class Loaded:
+    """config.toml with its imports, read as one containerd major version reads them."""
+
+    config: dict[str, Any]
+    major: int
+    files: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # 1.x: settings an import's section replaced away
+    replaced_by: str = ""  # 1.x: the import that replaced them
+    ignored: list[str] = field(default_factory=list)  # 1.x: version 3 files (1.x has no such plugins)
+
+
+def load_containerd(root: Path, path: str = "/etc/containerd/config.toml", major: int = 2) -> Loaded:
+    """config.toml and its ``imports`` (recursively, each file once, in containerd's order: the file, then
+    what it imports, globs sorted), paths taken under root, merged as containerd ``major`` merges them.
+
+    Raises Malformed for a file that cannot be read or parsed, ``imports`` that are not a list of paths, or
+    (2.x) a drop-in whose version is higher than config.toml's, which containerd 2.x refuses to start with."""
+    pending = [path]
+    seen: set[str] = set()
+    loaded = Loaded({}, major)
+    root_version = 0
+    while pending:
+        current, pending = pending[0], pending[1:]
+        if current in seen:
+            continue
+        seen.add(current)
+        config = _toml(root, current)
+        version = _version(config, current)
+        root_version = root_version or version
+        if major >= 2:
+            if version > root_version:
+                raise Malformed(
+                    f"{current}: drop-in config version {version} higher than root config version "
+                    f"{root_version} (containerd 2.x does not start)"
+                )
+            if version < 3:
+                config = _migrate_to_v3(config)
+            loaded.config = _merge_2x(loaded.config, config)
+        else:
+            if version >= 3:
+                loaded.ignored.append(current)
+            lost: list[str] = []
+            loaded.config = _merge_1x(loaded.config, config, lost)
+            if lost:
+                loaded.lost += lost
+                loaded.replaced_by = current
+        loaded.files.append(current)
+        imports = config.get("imports") or []
+        if not isinstance(imports, list) or not all(isinstance(p, str) for p in imports):
+            raise Malformed(f"{current}: imports must be a list of paths, got {quote(imports)}")
+        for pattern in imports:
+            full = pattern if os.path.isabs(pattern) else os.path.join(os.path.dirname(current), pattern)
+            for match in sorted(glob.glob(glob.escape(str(root)) + "/" + full.lstrip("/"))):
+                shown = "/" + os.path.relpath(match, root)
+                if not os.path.isfile(match):
+                    raise Malformed(
+                        f"{current}: imports {quote(pattern)} matches {shown}, which is not a file"
+                    )
+                pending.append(shown)
+    return loaded
+
+
+def load_containerd_config(
+    root: Path, path: str = "/etc/containerd/config.toml", major: int = 2
+) -> dict[str, Any]:
+    """The merged configuration of :func:`load_containerd`."""
+    return load_containerd(root, path, major).config
+
+
+def containerd_runtime(
+    config: dict[str, Any], major: int = 2
+) -> tuple[str | None, dict[str, Any] | None, str]:
+    """(default_runtime_name, runtimes.nvidia, plugin id) of the merged config; Malformed for a config
+    whose keys have the wrong types. containerd 1.x only has the version 2 CRI plugin."""
+    plugins = _table(config.get("plugins"), "plugins")
+    ids = [CRI_V3, CRI_V2] if major >= 2 else [CRI_V2]
     for plugin_id in ids:
         cri = plugins.get(plugin_id)
-        if not isinstance(cri, dict):
+        if not isinstance(cri, dict) or (plugin_id == CRI_V2 and major >= 2 and "containerd" not in cri):
             continue
         ctrd = _table(cri.get("containerd"), f'plugins."{plugin_id}".containerd')
         runtimes = _table(ctrd.get("runtimes"), f'plugins."{plugin_id}".containerd.runtimes')
@@ -271,13 +396,126 @@ def containerd_runtime(config: dict[str, Any]) -> tuple[str | None, dict[str, An
     return None, None, ids[0]
 
 
-def check_containerd(root: Path, path: str = "/etc/containerd/config.toml") -> Check:
-    name = "containerd runtime"
+# --- containerd's version -----------------------------------------------------------------------------
+
+_VERSION_LINE = re.compile(r"^containerd\s+\S+\s+v?(\d+)\.(\d+)\S*")
+_SCAN_LIMIT = 512 * 2**20  # bytes of a containerd binary read to find its module path
+
+
+@dataclass(frozen=True)
+class ContainerdVersion:
+    """The major version of the host's containerd (None: not found) and where it was found."""
+
+    major: int | None
+    source: str
+
+    def describe(self) -> str:
+        return f"containerd {self.major}.x ({self.source})" if self.major else "containerd version unknown"
+
+
+def parse_containerd_version(text: str) -> str | None:
+    """``major.minor`` from ``containerd --version``'s first line (Debian's ``containerd
+    github.com/containerd/containerd 1.6.20~ds1 ...``, Docker's ``containerd containerd.io 1.7.27 ...``,
+    2.x's ``containerd github.com/containerd/containerd/v2 v2.1.4 ...``)."""
+    match = _VERSION_LINE.match(text.strip().splitlines()[0] if text.strip() else "")
+    return f"{match[1]}.{match[2]}" if match else None
+
+
+def _major(version: str) -> int | None:
+    head = version.strip().lstrip("v").split(".", 1)[0]
+    if ":" in head:  # a Debian epoch
+        head = head.split(":", 1)[1]
+    return int(head) if head.isdigit() else None
+
+
+def _from_dpkg(root: Path) -> str | None:
+    """The installed containerd package's version from dpkg's status file (Debian/Ubuntu hosts)."""
+    path = _under(root, "/var/lib/dpkg/status")
+    if not _is_file(path):
+        return None
     try:
-        config = load_containerd_config(root, path)
-        default, nvidia, plugin_id = containerd_runtime(config)
-    except Malformed as exc:
-        return Check(name, FAIL, str(exc) if str(exc).startswith(path) else f"{path}: {exc}", FIX_CONTAINERD)
+        text = path.read_text(encoding="utf-8", errors="replace")[: 64 * MAX_BYTES]
+    except OSError:
+        return None
+    for stanza in text.split("\n\n"):
+        fields = dict(
+            (k.strip(), v.strip())
+            for k, _, v in (
+                ln.partition(":") for ln in stanza.splitlines() if ":" in ln and not ln.startswith(" ")
+            )
+        )
+        if fields.get("Package") in ("containerd", "containerd.io") and fields.get("Status", "").endswith(
+            " installed"
+        ):
+            return fields.get("Version")
+    return None
+
+
+def _from_binary(root: Path) -> int | None:
+    """containerd 2.x is the Go module github.com/containerd/containerd/v2, whose path every 2.x binary
+    carries; 1.x binaries carry only github.com/containerd/containerd."""
+    for d in BIN_DIRS:
+        binary = root / d / "containerd"
+        if not _is_file(binary):
+            continue
+        found_v1 = False
+        tail = b""
+        try:
+            with open(binary, "rb") as fh:
+                read = 0
+                while read < _SCAN_LIMIT:
+                    chunk = fh.read(2**20)
+                    if not chunk:
+                        break
+                    read += len(chunk)
+                    window = tail + chunk
+                    if b"github.com/containerd/containerd/v2/" in window:
+                        return 2
+                    found_v1 = found_v1 or b"github.com/containerd/containerd/" in window
+                    tail = chunk[-64:]
+        except OSError:
+            continue
+        if found_v1:
+            return 1
+    return None
+
+
+def containerd_version(root: Path, override: str | None = None) -> ContainerdVersion:
+    """Which containerd the host runs, because 1.x and 2.x read imported files differently: the override
+    (``--containerd-version``); on the host itself (root ``/``) ``containerd --version``; dpkg's status
+    file; the module path inside the containerd binary; a config.toml at version 3, which only 2.x reads."""
+    if override:
+        return ContainerdVersion(_major(override), "--containerd-version")
+    if str(root) == "/":
+        binary = shutil.which("containerd")
+        if binary:
+            try:
+                out = subprocess.run(
+                    [binary, "--version"], capture_output=True, text=True, timeout=10, check=False
+                ).stdout
+            except (OSError, subprocess.SubprocessError):
+                out = ""
+            version = parse_containerd_version(out)
+            if version:
+                return ContainerdVersion(_major(version), f"{version}, containerd --version")
+    package = _from_dpkg(root)
+    if package and _major(package):
+        return ContainerdVersion(_major(package), f"{package}, dpkg")
+    major = _from_binary(root)
+    if major:
+        return ContainerdVersion(major, "the containerd binary's module path")
+    try:
+        if _version(_toml(root, CONTAINERD_CONFIG), CONTAINERD_CONFIG) >= 3:
+            return ContainerdVersion(2, f"{CONTAINERD_CONFIG} is config version 3")
+    except Malformed:
+        pass
+    return ContainerdVersion(None, "")
+
+
+def _runtime_problems(root: Path, path: str, major: int) -> tuple[list[str], str]:
+    """What is wrong with the nvidia runtime as containerd ``major`` reads the files, and its binary."""
+    loaded = load_containerd(root, path, major)
+    default, nvidia, plugin_id = containerd_runtime(loaded.config, major)
     problems = []
     binary = ""
     if nvidia is None:
@@ -293,11 +531,58 @@ def check_containerd(root: Path, path: str = "/etc/containerd/config.toml") -> C
             )
         elif not _is_file(_under(root, binary)):
             problems.append(f"runtimes.nvidia BinaryName {quote(binary)} does not exist")
-    if default != "nvidia":
-        problems.append(f"default_runtime_name is {quote(default or 'unset')}, not 'nvidia'")
-    if problems:
-        return Check(name, FAIL, f"{path}: " + "; ".join(problems), FIX_CONTAINERD)
-    return Check(name, PASS, f"{path}: default runtime nvidia -> {binary}")
+    if default is None:
+        problems.append("default_runtime_name is unset (containerd's default: 'runc'), not 'nvidia'")
+    elif default != "nvidia":
+        problems.append(f"default_runtime_name is {quote(default)}, not 'nvidia'")
+    if loaded.ignored:
+        problems.append(
+            f"containerd 1.x does not read config version 3 ({', '.join(loaded.ignored)}): "
+            "its io.containerd.cri.v1.* sections do nothing"
+        )
+    if loaded.lost:
+        shown = "; ".join(loaded.lost[:5]) + (
+            f"; and {len(loaded.lost) - 5} more" if len(loaded.lost) > 5 else ""
+        )
+        problems.append(
+            f"importing {loaded.replaced_by} replaces whole plugin sections (containerd 1.x), which drops "
+            f"settings of earlier files: {shown}"
+        )
+    return problems, binary
+
+
+def check_containerd(
+    root: Path, path: str = CONTAINERD_CONFIG, version: ContainerdVersion | None = None
+) -> Check:
+    """The nvidia runtime as the host's containerd reads config.toml and its imports. With the version
+    unknown both readings are made: the same verdict is given as is; a config that only 2.x reads right is
+    a warning that names what 1.x would lose."""
+    name = "containerd runtime"
+    version = version if version is not None else containerd_version(root)
+    majors = [version.major] if version.major in (1, 2) else [1, 2]
+    results: dict[int, tuple[list[str], str]] = {}
+    for major in majors:
+        try:
+            results[major] = _runtime_problems(root, path, major)
+        except Malformed as exc:
+            return Check(
+                name, FAIL, str(exc) if str(exc).startswith(path) else f"{path}: {exc}", FIX_CONTAINERD
+            )
+    first, binary = results[majors[0]]
+    if len(majors) == 2 and bool(first) != bool(results[2][0]):
+        bad = 1 if first else 2
+        return Check(
+            name,
+            WARN,
+            f"{path}: correct for containerd {3 - bad}.x but not {bad}.x ({'; '.join(results[bad][0])}); "
+            "containerd's version was not found (no containerd binary or dpkg status under the root): "
+            "say which with --containerd-version",
+            FIX_CONTAINERD,
+        )
+    where = f"; read as {version.describe()}" if version.major else ""
+    if first:
+        return Check(name, FAIL, f"{path}: " + "; ".join(first) + where, FIX_CONTAINERD)
+    return Check(name, PASS, f"{path}: default runtime nvidia -> {binary}{where}")
 
 
 def kubelet_cgroup_driver(root: Path) -> str | None:
@@ -316,11 +601,15 @@ def kubelet_cgroup_driver(root: Path) -> str | None:
     return "cgroupfs"  # the kubelet's own default when the file does not set it
 
 
-def check_cgroup(root: Path, path: str = "/etc/containerd/config.toml") -> Check:
+def check_cgroup(
+    root: Path, path: str = CONTAINERD_CONFIG, version: ContainerdVersion | None = None
+) -> Check:
     """The nvidia runtime's SystemdCgroup against the kubelet's cgroup driver."""
     name = "containerd cgroup driver"
+    version = version if version is not None else containerd_version(root)
+    major = version.major if version.major in (1, 2) else 1
     try:
-        _, nvidia, _ = containerd_runtime(load_containerd_config(root, path))
+        _, nvidia, _ = containerd_runtime(load_containerd_config(root, path, major), major)
     except Malformed:
         return Check(name, WARN, f"{path}: cannot be read (see containerd runtime)", FIX_CGROUP)
     if nvidia is None:
@@ -379,12 +668,14 @@ def check_docker(root: Path, path: str = "/etc/docker/daemon.json") -> Check:
     return Check(name, PASS, f"{path}: default runtime nvidia -> {runtime['path']}")
 
 
-def check_runtimes(root: Path) -> list[Check]:
-    """containerd if configured, docker if configured; one of them must exist."""
+def check_runtimes(root: Path, containerd: str | None = None) -> list[Check]:
+    """containerd if configured, docker if configured; one of them must exist. ``containerd``: the host's
+    containerd version when known (``--containerd-version``)."""
     out = []
-    if _under(root, "/etc/containerd/config.toml").is_file():
-        out.append(check_containerd(root))
-        out.append(check_cgroup(root))
+    if _under(root, CONTAINERD_CONFIG).is_file():
+        version = containerd_version(root, containerd)
+        out.append(check_containerd(root, version=version))
+        out.append(check_cgroup(root, version=version))
     if _under(root, "/etc/docker/daemon.json").is_file():
         out.append(check_docker(root))
     if not out:
@@ -420,7 +711,9 @@ def check_kubelet(root: Path) -> list[Check]:
     return out
 
 
-def run_checks(root: Path | str = "/", nvml: Nvml | None = None) -> list[Check]:
+def run_checks(
+    root: Path | str = "/", nvml: Nvml | None = None, containerd_version: str | None = None
+) -> list[Check]:
     """Every check, in the order seed 002 sets a node up."""
     root = Path(root)
     nv = nvml if nvml is not None else Nvml()
@@ -430,7 +723,7 @@ def run_checks(root: Path | str = "/", nvml: Nvml | None = None) -> list[Check]:
     if loaded:
         checks += [check_gpus(nv), check_cuda(nv)]
     checks.append(check_toolkit(root))
-    checks += check_runtimes(root)
+    checks += check_runtimes(root, containerd_version)
     checks += check_kubelet(root)
     if loaded:
         checks.append(check_persistence(nv))

@@ -3,14 +3,19 @@
 Output is host configuration, not cluster objects, so it is rendered twice from one source: as
 :func:`host_files` (path -> content, written by ``kgpu render --output-dir DIR`` under ``onprem-files/``) and as a
 ConfigMap holding the same files, which validates like every other document and can be mounted by a node
-set-up DaemonSet. The containerd drop-in is config version 2 (containerd 1.7); the main config must import
-``/etc/containerd/conf.d/*.toml``. ``SystemdCgroup = true`` matches kubelet's default systemd cgroup driver:
-a runtime that disagrees with kubelet restarts pods at random. ``nvidia-ctk runtime configure
---runtime=containerd --set-as-default`` writes an equivalent file.
+set-up DaemonSet. containerd reads imported files differently by major version, so the containerd file is
+per version: containerd 2.x merges an import's plugin tables into the main config (containerd#9982), and
+the drop-in ``/etc/containerd/conf.d/99-nvidia.toml`` carries only the nvidia runtime, in config version 3
+(or 2, for a 2.x host whose config.toml still says version 2); containerd 1.x replaces a plugin's whole
+section on import (containerd#5837), so a drop-in with only the nvidia runtime wipes the host's own CRI
+settings. On 1.x the bootstrap script writes the whole CRI section instead, taken from the host's own
+``containerd config dump`` with nvidia added: what ``nvidia-ctk runtime configure`` does by editing the
+main file. ``SystemdCgroup = true`` matches kubelet's default systemd cgroup driver: a runtime that
+disagrees with kubelet restarts pods at random (on 1.x the nvidia runtime takes runc's setting).
 
 The host set-up seed 002 does by hand is rendered too: ``bootstrap-gpu-host.sh`` installs the NVIDIA driver
 and the NVIDIA container toolkit (Ubuntu/Debian with apt, RHEL-family with dnf, from NVIDIA's repositories)
-and writes the very same containerd drop-in (or lets ``nvidia-ctk`` set docker's default runtime). It is
+and writes the containerd configuration above for the containerd it finds (or lets ``nvidia-ctk`` set docker's default runtime). It is
 idempotent: every step checks first and containerd restarts only when a file changed. ``KGPU_ROOT`` prefixes
 every path it reads or writes, which is how the tests run it in a directory. ``cloud-init.yaml`` carries the
 same script for hosts provisioned by cloud-init. ``kgpu node-check`` expects exactly these files.
@@ -30,22 +35,46 @@ CONTAINERD_DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
 DOCKER_DAEMON = "/etc/docker/daemon.json"
 RUNTIME = "/usr/bin/nvidia-container-runtime"
 
-_CONTAINERD = f"""# {CONTAINERD_DROPIN}: nvidia as containerd's default runtime (containerd 1.7, config version 2).
-# /etc/containerd/config.toml must contain: imports = ["/etc/containerd/conf.d/*.toml"]
-# Apply with: systemctl restart containerd
-version = 2
-
-[plugins."io.containerd.grpc.v1.cri".containerd]
+_NVIDIA_RUNTIME = """[{table}.containerd]
   default_runtime_name = "nvidia"
 
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+[{table}.containerd.runtimes.nvidia]
   privileged_without_host_devices = false
   runtime_type = "io.containerd.runc.v2"
 
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
-  BinaryName = "{RUNTIME}"
+[{table}.containerd.runtimes.nvidia.options]
+  BinaryName = "{runtime}"
   SystemdCgroup = true
 """
+
+CRI_V2 = '"io.containerd.grpc.v1.cri"'  # the CRI plugin in config version 2 (containerd 1.x; 2.x migrates it)
+CRI_V3 = "'io.containerd.cri.v1.runtime'"  # config version 3: the CRI runtime half (containerd 2.x)
+
+
+def containerd_dropin(version: int = 3) -> str:
+    """The drop-in for containerd 2.x, exactly as written on hosts (and expected by ``kgpu node-check``).
+
+    containerd 2.x merges an imported file's plugin tables into the main config's (containerd#9982), so the
+    drop-in carries only the nvidia runtime. Config version 3 (the default) names the CRI runtime plugin
+    ``io.containerd.cri.v1.runtime`` (containerd's docs/PLUGINS.md and docs/cri/config.md at v2.0.0);
+    ``version=2`` is the same file in version 2 terms, for 2.x hosts whose config.toml still says
+    ``version = 2``: containerd 2.x refuses a drop-in whose version is higher than the main config's
+    ("drop-in config version 3 higher than root config version 2") and migrates lower ones per file.
+
+    Not for containerd 1.x: 1.x replaces a whole plugin section on import, so this file would wipe the
+    host's own CRI settings; the bootstrap script writes the whole CRI section there instead
+    (:func:`bootstrap_script`)."""
+    if version not in (2, 3):
+        raise ValueError(f"containerd config version {version}: 2 or 3")
+    table = f"plugins.{CRI_V3 if version == 3 else CRI_V2}"
+    head = (
+        f"# {CONTAINERD_DROPIN}: nvidia as containerd 2.x's default runtime (config version {version}).\n"
+        "# containerd 2.x merges it into the main config; /etc/containerd/config.toml must contain:\n"
+        f"#   {IMPORTS_LINE}\n"
+        "# Apply with: systemctl restart containerd\n"
+        f"version = {version}\n\n"
+    )
+    return head + _NVIDIA_RUNTIME.format(table=table, runtime=RUNTIME)
 
 
 BOOTSTRAP = "bootstrap-gpu-host.sh"
@@ -55,20 +84,15 @@ DRIVER_BRANCH = "570"  # NVIDIA's production branch; DRIVER_BRANCH=... overrides
 IMPORTS_LINE = 'imports = ["/etc/containerd/conf.d/*.toml"]'
 
 
-def containerd_dropin() -> str:
-    """The containerd drop-in exactly as written on hosts (and expected by ``kgpu node-check``)."""
-    return _CONTAINERD
-
-
 def bootstrap_script() -> str:
     """A bash script that prepares a GPU host: driver, container toolkit, nvidia as the default runtime."""
     return (
-        _BOOTSTRAP_HEAD.replace("@DRIVER_BRANCH@", DRIVER_BRANCH)
+        _BOOTSTRAP.replace("@DRIVER_BRANCH@", DRIVER_BRANCH)
+        .replace("@DROPIN_V3@", containerd_dropin(3))
+        .replace("@DROPIN_V2@", containerd_dropin(2))
         .replace("@DROPIN@", CONTAINERD_DROPIN)
         .replace("@IMPORTS@", IMPORTS_LINE)
         .replace("@RUNTIME@", RUNTIME)
-        + _CONTAINERD
-        + _BOOTSTRAP_TAIL
     )
 
 
@@ -93,7 +117,7 @@ def cloud_init() -> str:
     )
 
 
-_BOOTSTRAP_HEAD = r"""#!/usr/bin/env bash
+_BOOTSTRAP = r"""#!/usr/bin/env bash
 # kgpu: prepare a GPU host for Kubernetes (seed 002's manual steps): the NVIDIA driver, the NVIDIA container
 # toolkit, and nvidia as the container runtime's default. Ubuntu/Debian (apt) and RHEL-family hosts (RHEL,
 # Rocky, AlmaLinux, CentOS Stream, Fedora, Amazon Linux; dnf). Idempotent: run it again at any time.
@@ -179,13 +203,87 @@ write_if_changed() {
     echo changed
 }
 
+# containerd's major version from `containerd --version`:
+#   containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3     (Debian bookworm)
+#   containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da       (Docker's packages)
+#   containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c0e811ccaba3376
+containerd_major() {
+    containerd --version 2>/dev/null | awk 'NR == 1 { v = $3; sub(/^v/, "", v); split(v, p, "."); if (p[1] ~ /^[0-9]+$/) print p[1] }'
+}
+
+# The `version = N` of a containerd config file (containerd reads a file without one as version 1).
+config_version() {
+    awk -F= '/^[[:space:]]*version[[:space:]]*=/ { v = $2; sub(/#.*/, "", v); gsub(/[[:space:]"]/, "", v); print v; found = 1; exit } END { if (!found) print 1 }' "$1"
+}
+
+# containerd 1.x replaces a whole plugin section with an imported file's (containerd#5837; merging came
+# with 2.0): a drop-in with only the nvidia runtime would wipe the host's CRI settings (sandbox image,
+# registry config_path, runc options). So on 1.x the drop-in is the whole CRI section as this host's
+# containerd reads its configuration without the drop-in (`containerd config dump`), with nvidia added as
+# the default runtime; the nvidia runtime takes runc's SystemdCgroup. Run the script again after changing
+# the CRI section of config.toml.
+cri_section_1x() {
+    local config="$1" dropin="${ROOT}${DROPIN}" saved dump rc=0
+    saved="$(mktemp)"
+    if [ -f "${dropin}" ]; then mv "${dropin}" "${saved}"; fi
+    dump="$(containerd --config "${config}" config dump 2>/dev/null)" || rc=$?
+    if [ -s "${saved}" ]; then mv "${saved}" "${dropin}"; else rm -f "${saved}"; fi
+    [ "${rc}" -eq 0 ] || return "${rc}"
+    printf '# %s: written by kgpu-bootstrap for containerd 1.x (config version 2).\n' "${DROPIN}"
+    printf '# containerd 1.x replaces a whole plugin section on import, so this is the whole CRI section as\n'
+    printf '# containerd config dump showed it without this file, with nvidia as the default runtime.\n'
+    printf '# Run the bootstrap script again after changing the CRI section of config.toml.\n'
+    printf 'version = 2\n\n'
+    printf '%s\n' "${dump}" | awk -v binary="${RUNTIME_BINARY}" '
+        function name(line,   h) { h = line; sub(/^[[:space:]]*\[+[[:space:]]*/, "", h); sub(/[[:space:]]*\]+[[:space:]]*(#.*)?$/, "", h); return h }
+        function under(h, p) { return h == p || index(h, p ".") == 1 }
+        BEGIN {
+            cri = "plugins.\"io.containerd.grpc.v1.cri\""; ctrd = cri ".containerd"
+            nvidia = ctrd ".runtimes.nvidia"; runc = ctrd ".runtimes.runc.options"; systemd = "true"
+        }
+        /^[[:space:]]*\[/ {
+            h = name($0); keep = under(h, cri) && !under(h, nvidia); opts = (h == runc)
+            if (keep) print
+            if (h == ctrd) { print "      default_runtime_name = \"nvidia\""; seen = 1 }
+            next
+        }
+        h == ctrd && $1 == "default_runtime_name" { next }
+        opts && $1 == "SystemdCgroup" && ($3 == "true" || $3 == "false") { systemd = $3 }
+        keep { print }
+        END {
+            if (!seen) { print ""; print "  [" ctrd "]"; print "      default_runtime_name = \"nvidia\"" }
+            print ""
+            print "        [" nvidia "]"
+            print "          privileged_without_host_devices = false"
+            print "          runtime_type = \"io.containerd.runc.v2\""
+            print ""
+            print "          [" nvidia ".options]"
+            print "            BinaryName = \"" binary "\""
+            print "            SystemdCgroup = " systemd
+        }'
+}
+
+dropin_v3() {
+    cat <<'KGPU_DROPIN'
+@DROPIN_V3@KGPU_DROPIN
+}
+
+dropin_v2() {
+    cat <<'KGPU_DROPIN'
+@DROPIN_V2@KGPU_DROPIN
+}
+
 configure_containerd() {
-    local config="${ROOT}/etc/containerd/config.toml" changed=""
+    local config="${ROOT}/etc/containerd/config.toml" changed="" major version content
+    major="$(containerd_major)"
+    case "${major}" in
+        1 | 2) ;;
+        *) die "cannot tell containerd's version from \`containerd --version\` (containerd 1.x and 2.x are supported)" ;;
+    esac
     if [ ! -s "${config}" ]; then
         mkdir -p "$(dirname "${config}")"
-        printf 'version = 2
-%s
-' "${IMPORTS}" > "${config}"
+        # containerd 1.x reads config version 2; version 3 is containerd 2.x's own
+        printf 'version = %s\n%s\n' "$([ "${major}" = 1 ] && echo 2 || echo 3)" "${IMPORTS}" > "${config}"
         changed=yes
     elif ! grep -qF '/etc/containerd/conf.d/*.toml' "${config}"; then
         if grep -q '^[[:space:]]*imports[[:space:]]*=' "${config}"; then
@@ -193,21 +291,27 @@ configure_containerd() {
         fi
         local tmp
         tmp="$(mktemp)"
-        { printf '%s
-' "${IMPORTS}"; cat "${config}"; } > "${tmp}"
+        { printf '%s\n' "${IMPORTS}"; cat "${config}"; } > "${tmp}"
         install -m 0644 "${tmp}" "${config}"
         rm -f "${tmp}"
         changed=yes
     fi
-    if [ -n "$(write_if_changed "${ROOT}${DROPIN}" <<'KGPU_DROPIN'
-"""
-
-_BOOTSTRAP_TAIL = r"""KGPU_DROPIN
-)" ]; then
+    version="$(config_version "${config}")"
+    if [ "${major}" = 1 ]; then
+        [ "${version}" = 2 ] || die "${config} is config version ${version}: containerd 1.x with kgpu needs version = 2"
+        content="$(cri_section_1x "${config}")" || die "\`containerd --config ${config} config dump\` failed: fix ${config}, then run again"
+    elif [ "${version}" = 3 ]; then
+        content="$(dropin_v3)"
+    elif [ "${version}" = 2 ]; then
+        content="$(dropin_v2)"  # containerd 2.x refuses a drop-in with a higher version than config.toml
+    else
+        die "${config} is config version ${version}: containerd 2.x with kgpu needs version = 2 or 3"
+    fi
+    if [ -n "$(printf '%s\n' "${content}" | write_if_changed "${ROOT}${DROPIN}")" ]; then
         changed=yes
     fi
     if [ -n "${changed}" ]; then
-        log "containerd: nvidia is the default runtime (${DROPIN}); restarting containerd"
+        log "containerd ${major}.x: nvidia is the default runtime (${DROPIN}); restarting containerd"
         systemctl restart containerd
     else
         log "containerd: already configured"
@@ -281,7 +385,7 @@ def host_files(profile: Profile) -> dict[str, str]:
     if not applies(profile):
         return {}
     return {
-        CONTAINERD_DROPIN: _CONTAINERD,
+        CONTAINERD_DROPIN: containerd_dropin(),
         DOCKER_DAEMON: _docker(),
         "verify-gpu-runtime.sh": _verify(profile),
         BOOTSTRAP: bootstrap_script(),
@@ -310,7 +414,7 @@ def render(profile: Profile) -> list[dict[str, Any]]:
                 },
             },
             "data": {
-                "99-nvidia.toml": _CONTAINERD,
+                "99-nvidia.toml": containerd_dropin(),
                 "daemon.json": _docker(),
                 "verify-gpu-runtime.sh": _verify(profile),
                 BOOTSTRAP: bootstrap_script(),
