@@ -296,6 +296,173 @@ class SelectorTerm(_Model):
         return self
 
 
+# --- shared GPUs (NVIDIA device plugin sharing, MIG manager) ---------------------------------------------
+
+# The node labels that choose a node's device-plugin config (a key of the plugin's ConfigMap, read by its
+# config-manager sidecar) and its mig-parted config (read by the GPU Operator's MIG manager).
+LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+LABEL_MIG_CONFIG = "nvidia.com/mig.config"
+_SHARED_RESOURCE = re.compile(r"^(nvidia\.com/)?(gpu|mig-[0-9]+g\.[0-9]+gb(\.[a-z]+)*)$")
+
+
+class ReplicatedResource(_Model):
+    """One ``sharing.timeSlicing.resources[]`` / ``sharing.mps.resources[]`` entry of the plugin's config."""
+
+    name: str = Field(description="nvidia.com/gpu, or nvidia.com/mig-<profile> under the mixed MIG strategy")
+    replicas: int = Field(description="replicas of each device; the plugin refuses fewer than 2")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _SHARED_RESOURCE.match(v):
+            raise ValueError(f"{quote(v)} is not a GPU resource (nvidia.com/gpu or nvidia.com/mig-<profile>)")
+        return v if v.startswith("nvidia.com/") else f"nvidia.com/{v}"
+
+    @field_validator("replicas")
+    @classmethod
+    def _replicas(cls, v: int) -> int:
+        if v < 2:
+            raise ValueError(f"{v}: the device plugin needs replicas >= 2 (\"number of replicas must be >= 2\")")
+        return v
+
+
+class ReplicatedResources(_Model):
+    """``sharing.timeSlicing`` or ``sharing.mps`` as the device plugin's config v1 spells it."""
+
+    rename_by_default: bool = Field(
+        default=False, description="advertise <name>.shared (nvidia.com/gpu.shared) instead of <name>"
+    )
+    fail_requests_greater_than_one: bool | None = Field(
+        default=None,
+        description="a container asking more than 1 shared device fails admission; default false for "
+        "time-slicing, true for MPS",
+    )
+    resources: list[ReplicatedResource] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> ReplicatedResources:
+        names = [r.name for r in self.resources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"resources: {', '.join(dupes)} listed twice")
+        return self
+
+
+class MigSharing(_Model):
+    """MIG on the pool's GPUs: the device plugin's strategy and the MIG manager's mig-parted config."""
+
+    strategy: Literal["single", "mixed"] = Field(
+        description="single: every MIG device is nvidia.com/gpu; mixed: nvidia.com/mig-<profile> per profile"
+    )
+    config: str = Field(
+        description="the GPU Operator's mig-parted config (nvidia.com/mig.config label): all-disabled, "
+        "all-1g.10gb, all-balanced, ...",
+    )
+
+    @field_validator("config")
+    @classmethod
+    def _config(cls, v: str) -> str:
+        from kgpu.catalog.mig import config_names
+
+        known = config_names()
+        if v not in known:
+            import difflib
+
+            close = difflib.get_close_matches(v, known, n=3)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise ValueError(f"{quote(v)} is not a config of the GPU Operator's default-mig-parted-config{hint}")
+        return v
+
+
+class Sharing(_Model):
+    """How the pool's GPUs are shared: the device plugin's ``sharing`` (time-slicing or MPS: one per node)
+    and MIG. The pool's nodes carry ``nvidia.com/device-plugin.config: <configName>`` (and
+    ``nvidia.com/mig.config`` with MIG), so every autoscaler and the plugin see the same config."""
+
+    time_slicing: ReplicatedResources | None = None
+    mps: ReplicatedResources | None = None
+    mig: MigSharing | None = None
+    config_name: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$",
+        max_length=63,
+        description="the key of the plugin ConfigMap (and value of nvidia.com/device-plugin.config); "
+        "default: the pool's name",
+    )
+    node_overlay: bool = Field(
+        default=True,
+        description="Karpenter pools: render a NodeOverlay so Karpenter sizes nodes by the shared capacity "
+        "(false: Karpenter believes the physical GPUs, as it does without one)",
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> Sharing:
+        if self.time_slicing and self.mps:
+            raise ValueError("timeSlicing and mps: the device plugin runs one sharing strategy per node")
+        if self.mps and self.mig:
+            raise ValueError("mps with mig: the device plugin does not share MIG devices with MPS")
+        if not (self.time_slicing or self.mps or self.mig):
+            raise ValueError("sharing needs timeSlicing, mps or mig")
+        replicated = self.time_slicing or self.mps
+        mixed = self.mig is not None and self.mig.strategy == "mixed"
+        for i, r in enumerate(replicated.resources if replicated else []):
+            if r.name != "nvidia.com/gpu" and not mixed:
+                field = "timeSlicing" if self.time_slicing else "mps"
+                raise ValueError(
+                    f"{field}.resources[{i}].name: {r.name} exists only under the mixed MIG strategy "
+                    "(mig.strategy: mixed); share nvidia.com/gpu"
+                )
+        if self.mig and self.mig.strategy == "single":
+            from kgpu.catalog.mig import mig_gpus, mig_layout
+
+            for gpu in mig_gpus():
+                try:
+                    layout = mig_layout(self.mig.config, gpu)
+                except ValueError:
+                    continue
+                if len(layout) > 1:
+                    raise ValueError(
+                        f"mig: config {self.mig.config} makes {', '.join(layout)} on one GPU; the single "
+                        "strategy needs one profile per node (GFD labels it MIG-INVALID); use strategy: mixed"
+                    )
+        return self
+
+    @property
+    def strategy(self) -> str:
+        """The plugin's sharing strategy: time-slicing, mps or none (MIG alone)."""
+        return "time-slicing" if self.time_slicing else "mps" if self.mps else "none"
+
+
+class TkePricing(_Model):
+    """A TKE super-node pool's pay-as-you-go prices as the user read them (console price calculator): kgpu
+    packages none (docs/tke.md). USD per hour: kgpu's totals are in USD, convert a CNY price first."""
+
+    currency: Literal["USD"] = "USD"
+    date: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description="when the prices were read, YYYY-MM-DD")
+    source: str = Field(min_length=1, description="where they were read: a URL, or e.g. 'console, ap-guangzhou'")
+    cpu_core_hour: float = Field(ge=0, description="per CPU core of the spec")
+    memory_gib_hour: float = Field(ge=0, alias="memoryGiBHour", description="per GiB of the spec's memory")
+    gpu_hour: dict[str, float] = Field(
+        min_length=1, description="per GPU card by annotation value (T4, V100, ...); a vGPU type (1/4*T4) per slice"
+    )
+
+    @field_validator("gpu_hour")
+    @classmethod
+    def _gpu_types(cls, v: dict[str, float]) -> dict[str, float]:
+        from kgpu.catalog.tke import TkeMatchError, tke_gpu_type
+
+        for name, price in v.items():
+            try:
+                canonical = tke_gpu_type(name).name
+            except TkeMatchError as exc:
+                raise ValueError(exc.message) from None
+            if canonical != name:
+                raise ValueError(f"{quote(name)}: give the annotation value {quote(canonical)}")
+            if not price >= 0:
+                raise ValueError(f"{quote(name)}: {price} is not a price (>= 0)")
+        return v
+
+
 class Pool(_Model):
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
     kind: PoolKind
@@ -347,6 +514,11 @@ class Pool(_Model):
     device_plugin: Literal["auto", "daemonset", "none"] = Field(
         default="auto",
         description="auto: DaemonSet unless the AMI has the plugin built in (BottlerocketNvidia)",
+    )
+    sharing: Sharing | None = Field(
+        default=None,
+        description="shared GPUs: timeSlicing or mps (renameByDefault, failRequestsGreaterThanOne, "
+        "resources[{name, replicas}]) and mig (strategy, config); docs/profile.md",
     )
     ami_selector_terms: list[AmiSelectorTerm] = Field(
         default_factory=list,
@@ -426,6 +598,25 @@ class Pool(_Model):
                 raise ValueError(f"{quote(value)} is not a valid label value (label {quote(key)})")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sharing_labels(cls, data: Any) -> Any:
+        """A shared pool's nodes carry the labels that select their plugin and mig-parted configs."""
+        if not isinstance(data, dict) or not isinstance(data.get("sharing"), dict):
+            return data
+        sharing = data["sharing"]
+        labels = data.get("labels")
+        if labels is not None and not isinstance(labels, dict):
+            return data
+        labels = dict(labels or {})
+        name = sharing.get("configName", sharing.get("config_name")) or data.get("name")
+        if isinstance(name, str) and name:
+            labels.setdefault(LABEL_PLUGIN_CONFIG, name)
+        mig = sharing.get("mig")
+        if isinstance(mig, dict) and isinstance(mig.get("config"), str):
+            labels.setdefault(LABEL_MIG_CONFIG, mig["config"])
+        return {**data, "labels": labels}
+
     @model_validator(mode="after")
     def _sizes(self) -> Pool:
         if self.max_size is not None and self.min_size > self.max_size:
@@ -448,6 +639,20 @@ class Pool(_Model):
                 f"amiFamily {self.ami_family} needs userData: Karpenter adds no bootstrap to a Custom AMI, so its "
                 "nodes would never join the cluster (or select an alias in amiSelectorTerms)"
             )
+        if self.sharing is not None:
+            if self.kind == PoolKind.TKE_SUPERNODE:
+                raise ValueError("sharing: TKE super nodes sell fractional GPUs as specs, not by the device plugin")
+            key = self.labels.get(LABEL_PLUGIN_CONFIG)
+            if self.sharing.config_name and key != self.sharing.config_name:
+                raise ValueError(
+                    f"sharing.configName {self.sharing.config_name} but labels.{LABEL_PLUGIN_CONFIG} is {key}"
+                )
+            mig = self.sharing.mig
+            if mig and self.labels.get(LABEL_MIG_CONFIG) != mig.config:
+                raise ValueError(
+                    f"sharing.mig.config {mig.config} but labels.{LABEL_MIG_CONFIG} is "
+                    f"{self.labels.get(LABEL_MIG_CONFIG)}"
+                )
         aliases = [t for t in self.ami_selector_terms if t.alias]
         if aliases and len(self.ami_selector_terms) > 1:
             raise ValueError("amiSelectorTerms: an alias term must be the only term")
@@ -509,6 +714,11 @@ class Pool(_Model):
             return True
         families = (req.families if req else []) + [t.split(".")[0] for t in self.instance_types]
         return any(f.startswith(_GPU_FAMILY_PREFIXES) for f in families)
+
+    @property
+    def plugin_config_key(self) -> str | None:
+        """The device-plugin ConfigMap key the pool's nodes select (shared pools only)."""
+        return self.labels.get(LABEL_PLUGIN_CONFIG) if self.sharing is not None else None
 
     @property
     def device_plugin_builtin(self) -> bool:
@@ -652,6 +862,19 @@ class Profile(_Model):
                 raise ValueError(f"pools[{i}]: a karpenter pool needs autoscaler: karpenter")
             if pool.kind == PoolKind.TKE_SUPERNODE and self.provider != Provider.TKE:
                 raise ValueError(f"pools[{i}]: a tke-supernode pool needs provider: tke")
+        keys: dict[str, Pool] = {}
+        for i, pool in enumerate(self.pools):
+            key = pool.plugin_config_key
+            if key is None:
+                continue
+            other = keys.setdefault(key, pool)
+            if other is not pool and other.sharing != pool.sharing:
+                raise ValueError(
+                    f"pools[{i}].sharing: config {key} is also pool {other.name}'s, with other settings; "
+                    "give one of them its own configName"
+                )
+            if key == "default":
+                raise ValueError(f"pools[{i}].sharing.configName: 'default' is the plugin's own default config")
         gpu = self.gpu_pools
         if self.monitoring.enabled and gpu and all(p.kind == PoolKind.TKE_SUPERNODE for p in gpu):
             raise ValueError(

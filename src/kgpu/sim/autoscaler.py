@@ -45,6 +45,7 @@ from kgpu.sim.pools import (
     pool_zones,
     runs,
 )
+from kgpu.sim.sharing import new_node, resource_tags
 
 TAG_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 LABEL_TAG = TAG_PREFIX + "label/"
@@ -123,8 +124,9 @@ def group_node(
             price = off.price
         if off.capacity_type == "on-demand" and on_demand is None:
             on_demand = off.price
+    alloc, labels = new_node(pool, itype, itype.allocatable(), labels)  # what the plugin advertises
     return (
-        Node(name, labels, itype.allocatable(), node_taints(pool), source="<profile>"),
+        Node(name, labels, alloc, node_taints(pool), source="<profile>"),
         itype,
         price,
         on_demand,
@@ -169,19 +171,23 @@ class ClusterAutoscaler:
                     if name in (st.node.labels.get(LABEL_EKSCTL_GROUP), st.node.labels.get(LABEL_EKS_GROUP))
                 ]
                 max_size = pool.max_size if pool.max_size is not None else UNBOUNDED_MAX
-                out.append(Group(name, pool, gz, len(nodes), max_size, asg_tags(self.profile, pool), nodes))
+                tags = asg_tags(self.profile, pool)
+                if pool.sharing is not None:  # the resources tags kgpu renders for shared groups
+                    itype = self.catalog.get(first_known_type(self.catalog, pool))
+                    tags = {**resource_tags(pool, itype), **tags}
+                out.append(Group(name, pool, gz, len(nodes), max_size, tags, nodes))
         return out
 
     def template(self, g: Group, ctx: Context) -> tuple[Node, Node]:
         """(template node cluster-autoscaler simulates on, the node the group would really launch)."""
-        real = group_node(
+        real, itype, _, _ = group_node(
             self.profile, g.pool, g.name, g.zone(), f"template-node-for-{g.name}", self.catalog
-        )[0]
+        )
         if g.nodes:
             return g.nodes[0], real
         labels, taints, res = template_from_tags(g.template_tags)
         generic = {k: real.labels[k] for k in _GENERIC if k in real.labels}
-        alloc = dict(real.allocatable)
+        alloc = itype.allocatable()  # from zero: the type's physical GPUs, then the resources tags
         alloc.update(res)
         return Node(real.name, {**generic, **labels}, alloc, taints), real
 

@@ -58,6 +58,7 @@ from kgpu.sim.pools import (
 )
 from kgpu.sim.requirements import MinValues, label_variants, matches, pool_requirements, well_known
 from kgpu.sim.scheduler import NodeState, StaticFilter
+from kgpu.sim.sharing import karpenter_view, new_node
 from kgpu.sim.simulate import daemon_pods
 
 LABEL_CAPACITY = "karpenter.sh/capacity-type"
@@ -127,7 +128,7 @@ class PoolModel:
             if not all(matches(r, probe) for r in type_reqs):
                 continue
             od = next((o.price for o in offerings if o.capacity_type == "on-demand"), None)
-            allocatable = t.allocatable()
+            allocatable = karpenter_view(pool, t, t.allocatable())  # NodeOverlay capacity, if any
             for off in offerings:
                 if zones and off.zone not in zones:
                     continue
@@ -720,9 +721,8 @@ class Karpenter:
         opt = claim.cheapest()
         pool = claim.pool.pool
         name = ctx.node_name(pool.name)
-        node = Node(
-            name, {**opt.node.labels, "kubernetes.io/hostname": name}, opt.node.allocatable, opt.node.taints
-        )
+        alloc, labels = new_node(pool, opt.type, opt.type.allocatable(), opt.node.labels)  # what the plugin advertises
+        node = Node(name, {**labels, "kubernetes.io/hostname": name}, alloc, opt.node.taints)
         new = NewNode(
             name,
             pool.name,

@@ -326,6 +326,10 @@ def validate(profile: Profile, catalog: Catalog | None) -> list[str]:
                 except (InputError, TkeMatchError) as exc:
                     text = exc.line() if isinstance(exc, InputError) else exc.message
                     raise InputError(text, where=f"pools[{i}].gpuTypes[{j}]") from None
+        if pool.sharing is not None:  # MIG configs and profiles against the pool's GPUs
+            from kgpu.sim.sharing import check_pool
+
+            check_pool(i, pool, catalog)
         try:
             pool_limits(pool)
         except InputError as exc:

@@ -34,6 +34,7 @@ from kgpu.sim.pools import (
     validate,
 )
 from kgpu.sim.scheduler import Scheduler
+from kgpu.sim.sharing import pool_node
 from kgpu.sim.supernode import SuperNodes
 
 __all__ = [
@@ -165,6 +166,8 @@ def baseline_nodes(profile: Profile, catalog: Catalog | None = None) -> list[Nod
                 if n.instance_type and catalog is not None and (CPU not in alloc or MEMORY not in alloc):
                     for k, v in catalog.get(n.instance_type).allocatable().items():
                         alloc.setdefault(k, v)
+                if n.gpus and pool.sharing is not None:  # what the plugin advertises, GFD's labels
+                    alloc, labels = map(dict, pool_node(pool, n.gpu_name or "", n.gpus, alloc, labels))
                 nodes.append(Node(n.name, labels, alloc, node_taints(pool), source="<profile>"))
         elif pool.kind == PoolKind.NODE_GROUP and catalog is not None:
             size = pool.desired_size if pool.desired_size is not None else pool.min_size

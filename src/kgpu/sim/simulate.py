@@ -24,6 +24,13 @@ from kgpu.model.objects import DaemonSet, Node, NodeSelector, Pod, PodSpecInfo, 
 from kgpu.model.predicates import static_reasons
 from kgpu.sim.preemption import Preemption, postfilter_words
 from kgpu.sim.scheduler import Decision, NodeState, Scheduler
+from kgpu.sim.sharing import (
+    admission_warnings,
+    existing_node,
+    overlay_warnings,
+    shared_nodes_report,
+    shared_profile,
+)
 from kgpu.sim.unmodelled import ANY, KARPENTER, Detector, Unmodelled
 
 SCHEDULED = "Scheduled"
@@ -184,7 +191,7 @@ def recreate(pod: Pod) -> Pod | None:
 def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner: Provisioner | None = None) -> SimulationResult:
     workloads = workloads or Objects()
     priority_warnings = resolve_priorities(cluster, workloads)
-    nodes = cluster.nodes + workloads.nodes
+    nodes = [existing_node(n) for n in cluster.nodes + workloads.nodes]  # no GPUs until MIG is applied
     bound = [p for p in cluster.pods if p.node_name and not p.terminated]
     sched = Scheduler(nodes, bound)
     pending: list[Pod] = []
@@ -258,6 +265,15 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     else:
         karpenter = ()
     annotate(result.placements, karpenter)
+    profile = getattr(provisioner, "profile", None)
+    if profile is not None and shared_profile(profile):
+        by_name = {st.node.name: st.node for st in sched.states}
+        result.warnings.extend(admission_warnings(result.placements, by_name, profile))
+        result.warnings.extend(overlay_warnings(profile, result.new_nodes))
+        new = {n.name: n for n in result.new_nodes}
+        report = shared_nodes_report(sched.states, new, profile, getattr(provisioner, "catalog", None))
+        if report:
+            result.extra["shared_gpus"] = report
     return result
 
 

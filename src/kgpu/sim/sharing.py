@@ -1,0 +1,292 @@
+"""Shared GPUs in the simulation: node capacity from the sharing config, the admission failure, the cost split.
+
+Three views of one node (``kgpu.model.sharing`` has the device plugin's rules):
+
+- the node itself: its allocatable holds what the plugin advertises (``nvidia.com/gpu: N x R``,
+  ``nvidia.com/gpu.shared``, ``nvidia.com/mig-<profile>``), and GFD's labels; kube-scheduler places against
+  that. New nodes of a shared pool get it here; existing nodes keep the allocatable their kubelet reports,
+  except that a node whose ``nvidia.com/mig.config.state`` label is not ``success`` has no GPUs to give yet
+  (the MIG manager is still repartitioning, or failed).
+- Karpenter: the instance type's physical GPUs, unless a NodeOverlay matches (kgpu renders one for each
+  shared Karpenter pool unless ``sharing.nodeOverlay: false``); then the overlay's capacity merged over the
+  type's (``cloudprovider.InstanceType.ApplyCapacityOverlay``).
+- cluster-autoscaler from zero: the type's GPUs and the ``node-template/resources/<name>`` ASG tags
+  (``kgpu.sim.autoscaler.template_from_tags``), which kgpu renders for shared node groups.
+
+A pod asking more than one shared device of a config with ``failRequestsGreaterThanOne`` binds and then
+fails at the kubelet: it keeps its placement and carries the ``shared-gpu-admission`` warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from kgpu.catalog.instance import InstanceType
+from kgpu.errors import InputError
+from kgpu.model.objects import Node
+from kgpu.model.profile import Pool, PoolKind, Profile
+from kgpu.model.sharing import (
+    LABEL_MIG_STATE,
+    MIG_PREFIX,
+    DeviceConfig,
+    apply,
+    is_gpu_resource,
+    mig_resource,
+    node_config,
+    pool_config,
+    without_gpus,
+)
+from kgpu.sim.unmodelled import Unmodelled
+
+ADMISSION = "shared-gpu-admission"
+MIG_READY = "success"
+
+
+def new_node(pool: Pool, itype: InstanceType, allocatable: Mapping[str, int], labels: Mapping[str, str]
+             ) -> tuple[Mapping[str, int], Mapping[str, str]]:
+    """The allocatable and labels a new node of ``pool`` has once the plugin and GFD run on it."""
+    if not itype.gpu_count or itype.gpu_resource != "nvidia.com/gpu":
+        return allocatable, labels
+    return pool_node(pool, itype.gpu_display_name or itype.gpu_name, itype.gpu_count, allocatable, labels)
+
+
+def pool_node(pool: Pool, gpu: str, gpus: int, allocatable: Mapping[str, int], labels: Mapping[str, str]
+              ) -> tuple[Mapping[str, int], Mapping[str, str]]:
+    """``new_node`` for a node of ``gpus`` GPUs named ``gpu`` (static nodes give them in the profile)."""
+    cfg = pool_config(pool)
+    if cfg is None or not gpus:
+        return allocatable, labels
+    try:
+        alloc = apply(allocatable, cfg, gpu, gpus)
+        gfd = cfg.gfd_labels(gpu, gpus)
+    except ValueError:  # the MIG config does not fit this GPU: mig-parted fails, no GPUs
+        return without_gpus(allocatable), {**labels, LABEL_MIG_STATE: "failed"}
+    out = {**labels, **gfd}
+    if cfg.mig_config is not None:
+        out[LABEL_MIG_STATE] = MIG_READY
+    return alloc, out
+
+
+def karpenter_view(pool: Pool, itype: InstanceType, allocatable: dict[str, int]) -> dict[str, int]:
+    """What Karpenter believes a node of ``itype`` in ``pool`` holds: the type's, with the NodeOverlay's
+    capacity merged over it when the pool has one."""
+    if pool.sharing is None or not pool.sharing.node_overlay or not itype.gpu_count:
+        return allocatable
+    overlay = overlay_capacity(pool, itype)
+    return {**allocatable, **overlay} if overlay else allocatable
+
+
+def overlay_capacity(pool: Pool, itype: InstanceType) -> dict[str, int]:
+    """The NodeOverlay capacity for ``itype`` in ``pool`` ({} when nothing changes)."""
+    cfg = pool_config(pool)
+    if cfg is None or not itype.gpu_count:
+        return {}
+    try:
+        shared = cfg.advertised(itype.gpu_display_name or itype.gpu_name, itype.gpu_count)
+    except ValueError:
+        return {}
+    if shared == {itype.gpu_resource: itype.gpu_count}:
+        return {}
+    # the physical resource a MIG or renamed config takes away is 0, so Karpenter stops counting it
+    out = dict(shared)
+    if itype.gpu_resource not in out:
+        out[itype.gpu_resource] = 0
+    return out
+
+
+def pool_gpus(pool: Pool, catalog: Any) -> list[tuple[str, str]]:
+    """(GPU model, where it comes from) for every GPU the pool's nodes may have: its instance types, the
+    catalog types its Karpenter requirements allow, or its static nodes' ``gpuName``."""
+    if pool.kind == PoolKind.STATIC:
+        return sorted({(n.gpu_name, f"node {n.name}") for n in pool.nodes if n.gpus and n.gpu_name})
+    if catalog is None:
+        return []
+    from kgpu.sim.requirements import matches, pool_requirements, well_known
+
+    types = []
+    if pool.instance_types:
+        for name in pool.instance_types:
+            try:
+                types.append(catalog.get(name))
+            except InputError:
+                continue
+    else:
+        reqs = [r for r in well_known(pool_requirements(pool)) if r.key != "topology.kubernetes.io/zone"]
+        region = catalog.region if isinstance(getattr(catalog, "region", None), str) else "us-west-2"
+        for t in catalog.types():
+            if not t.gpu_count:
+                continue
+            probe = t.labels(region, "", "on-demand")
+            if all(matches(r, probe) for r in reqs if r.key != "karpenter.sh/capacity-type"):
+                types.append(t)
+    seen: dict[str, str] = {}
+    for t in types:
+        if t.gpu_count:
+            seen.setdefault(t.gpu_display_name or t.gpu_name, t.name)
+    return sorted(seen.items())
+
+
+def check_pool(index: int, pool: Pool, catalog: Any) -> None:
+    """A MIG config or profile the pool's GPUs do not have is an InputError naming both."""
+    s = pool.sharing
+    if s is None or s.mig is None:
+        return
+    cfg = pool_config(pool)
+    assert cfg is not None
+    mixed = s.mig.strategy == "mixed"
+    for gpu, where in pool_gpus(pool, catalog):
+        try:
+            layout = cfg.mig_devices(gpu) if s.mig.config != "all-disabled" else {}
+        except ValueError as exc:
+            raise InputError(f"{exc} ({where})", where=f"pools[{index}].sharing.mig.config") from None
+        replicated = s.time_slicing or s.mps
+        for j, r in enumerate(replicated.resources if replicated and mixed else []):
+            if r.name.startswith(MIG_PREFIX) and r.name not in {mig_resource(p) for p in layout}:
+                field = "timeSlicing" if s.time_slicing else "mps"
+                raise InputError(
+                    f"{r.name} is not a MIG device of config {s.mig.config} on {gpu} ({where}); it makes "
+                    + (", ".join(mig_resource(p) for p in layout) or "none"),
+                    where=f"pools[{index}].sharing.{field}.resources[{j}].name",
+                )
+
+
+RESOURCE_TAG = "k8s.io/cluster-autoscaler/node-template/resources/"
+
+
+def resource_tags(pool: Pool, itype: InstanceType) -> dict[str, str]:
+    """The cluster-autoscaler ``node-template/resources/<name>`` ASG tags that make a shared node group's
+    template from zero hold what its nodes will advertise (kgpu renders them; ``asgTags`` may override)."""
+    return {RESOURCE_TAG + k: str(v) for k, v in sorted(overlay_capacity(pool, itype).items())}
+
+
+def existing_node(node: Node) -> Node:
+    """An existing node as the scheduler sees it: no GPUs while its MIG config is not applied."""
+    state = node.labels.get(LABEL_MIG_STATE)
+    if state is None or state == MIG_READY:
+        return node
+    if not any(is_gpu_resource(k) and v for k, v in node.allocatable.items()):
+        return node
+    return Node(node.name, node.labels, without_gpus(node.allocatable), node.taints, node.unschedulable,
+                node.source)
+
+
+def shared_profile(profile: Profile) -> bool:
+    """Whether any of the profile's configs shares or partitions GPUs."""
+    return any(p.sharing for p in profile.pools) or profile.device_plugin.strategy != "none"
+
+
+def admission_warnings(placements: Sequence[Any], nodes: Mapping[str, Node], profile: Profile | None) -> list[str]:
+    """Add the ``shared-gpu-admission`` warning to placed pods the device plugin will refuse; the lines for
+    the result's warnings."""
+    if profile is None or not shared_profile(profile):
+        return []
+    cache: dict[str, DeviceConfig | None] = {}
+    lines: list[str] = []
+    for p in placements:
+        if p.node is None or p.phase not in ("Scheduled", "Provisioned"):
+            continue
+        gpu = {k: v for k, v in p.pod.spec.requests if is_gpu_resource(k)}
+        if not gpu or max(gpu.values()) < 2:
+            continue
+        node = nodes.get(p.node)
+        if node is None:
+            continue
+        if p.node not in cache:
+            cache[p.node] = node_config(profile, node.labels)
+        cfg = cache[p.node]
+        error = cfg.admission_error(gpu) if cfg else None
+        if error is None:
+            continue
+        p.warnings = (*p.warnings, Unmodelled(ADMISSION, error))
+        lines.append(f"{p.pod.key} on {p.node}: {error}")
+    return lines
+
+
+def gpu_cost_split(
+    node_price: float, gpus: int, pods: Sequence[tuple[str, Mapping[str, int]]], shares: Mapping[str, Fraction]
+) -> tuple[dict[str, Fraction], Fraction]:
+    """Each pod's share of a node's GPU cost and the idle rest: the node's price is its GPUs' (a GPU node is
+    bought for them), a GPU costs ``price / gpus``, a pod pays ``units x unit share`` of a GPU per resource.
+    Exact: the pods' costs plus idle equal the price."""
+    price = Fraction(node_price)
+    if gpus <= 0:
+        return {}, price
+    per_gpu = price / gpus
+    out: dict[str, Fraction] = {}
+    for key, requests in pods:
+        cost = sum((per_gpu * n * shares.get(r, Fraction(0)) for r, n in requests.items()), Fraction(0))
+        out[key] = out.get(key, Fraction(0)) + cost
+    return out, price - sum(out.values(), Fraction(0))
+
+
+def overlay_warnings(profile: Profile, new_nodes: Sequence[Any]) -> list[str]:
+    """Shared Karpenter pools without a NodeOverlay that launched nodes: Karpenter sized them by physical
+    GPUs, so it launched more nodes than the pods need (kubernetes-sigs/karpenter#729)."""
+    out: list[str] = []
+    for pool in profile.pools:
+        if pool.sharing is None or pool.sharing.node_overlay or pool.kind != "karpenter":
+            continue
+        mine = [n for n in new_nodes if n.pool == pool.name]
+        if not mine:
+            continue
+        out.append(
+            f"pool {pool.name}: Karpenter counts each node's physical GPUs (no NodeOverlay), but the device plugin "
+            f"advertises its {pool.sharing.strategy if pool.sharing.strategy != 'none' else 'MIG'} devices: "
+            f"{len(mine)} node(s) launched for pods that fewer would hold, or none for renamed and MIG resources; "
+            "set sharing.nodeOverlay: true and render the NodeOverlay (kgpu render --target karpenter)"
+        )
+    return out
+
+
+def shared_nodes_report(states: Sequence[Any], new_nodes: Mapping[str, Any], profile: Profile | None,
+                        catalog: Any = None) -> list[dict[str, Any]]:
+    """Per node on a shared config: devices used over advertised, each pod's GPU cost and the idle cost."""
+    if profile is None:
+        return []
+    out: list[dict[str, Any]] = []
+    for st in states:
+        node = st.node
+        cfg = node_config(profile, node.labels)
+        if cfg is None or not (cfg.shared or cfg.mig_config):
+            continue
+        new = new_nodes.get(node.name)
+        gpu, gpus = _gpu_of(node, new, catalog)
+        if not gpus:
+            continue
+        try:
+            shares = {r: cfg.unit_share(gpu, r) for r in node.allocatable if is_gpu_resource(r)}
+        except ValueError:
+            continue
+        pods = [(p.key, {k: v for k, v in p.spec.requests if k in shares}) for p in st.pods]
+        pods = [(k, r) for k, r in pods if r]
+        used = {r: sum(req.get(r, 0) for _, req in pods) for r in shares}
+        price = new.hourly_price if new is not None and new.hourly_price is not None else None
+        entry: dict[str, Any] = {
+            "node": node.name,
+            "config": cfg.name,
+            "gpus": gpus,
+            "devices": {r: {"used": used[r], "advertised": node.allocatable.get(r, 0)} for r in sorted(shares)},
+        }
+        if price is not None:
+            costs, idle = gpu_cost_split(price, gpus, pods, shares)
+            entry["hourly_price"] = price
+            entry["pods"] = {k: round(float(v), 6) for k, v in costs.items()}
+            entry["idle"] = round(float(idle), 6)
+        out.append(entry)
+    return out
+
+
+def _gpu_of(node: Node, new: Any, catalog: Any) -> tuple[str, int]:
+    """(GPU model, physical GPUs) of a node: from its instance type in the catalog, else GFD's count."""
+    itype = node.labels.get("node.kubernetes.io/instance-type")
+    if catalog is not None and itype:
+        try:
+            t = catalog.get(itype)
+        except InputError:  # a type the catalog does not know: GFD's labels say
+            t = None
+        if t is not None and t.gpu_count:
+            return t.gpu_display_name or t.gpu_name, t.gpu_count
+    count = node.labels.get("nvidia.com/gpu.count", "")
+    return node.labels.get("karpenter.k8s.aws/instance-gpu-name", ""), int(count) if count.isdigit() else 0
