@@ -12,7 +12,9 @@ Two modes, as the guide describes them:
 - automatic (方式 B): the request is rounded up to the *smallest* spec of the first type in the priority
   list that can hold it. Smallest means fewest GPUs, then fewest cores, then least memory: within a row the
   cores are the smallest option >= the request and the memory is the request rounded up to whole GiB (at
-  least the row's minimum). A type with no fitting spec passes to the next type in the list.
+  least the row's minimum). A type with no fitting spec passes to the next type in the list; in a list of
+  several types, a type without a row of exactly the GPU count also passes to the next one that has it
+  (``T4,V100`` with 2 GPUs gets V100 2 cards), and only when none has it is the count rounded up.
 
 Errors are :class:`TkeMatchError` with a stable ``code``; the message carries the wording of the guide's
 error table (异常处理) so users recognise what TKE would say.
@@ -208,21 +210,15 @@ def match_auto(gpu_types: Sequence[str], gpus: int, cpu_millis: int, memory_byte
         )
     wanted_gpus = gpus if gpus > 0 else default_gpu_count()
     memory_gib = math.ceil(max(memory_bytes, 0) / GIB)
-    for gpu_type in types:
-        best: TkeSpec | None = None
-        for row in gpu_type.specs:
-            fit = row.holds(wanted_gpus, max(cpu_millis, 0), memory_gib)
-            if fit is None:
-                continue
-            candidate = TkeSpec(gpu_type.name, row.gpus, fit[0], fit[1])
-            if best is None or (candidate.gpus, candidate.cpu, candidate.memory_gib) < (
-                best.gpus,
-                best.cpu,
-                best.memory_gib,
-            ):
-                best = candidate
-        if best is not None:
-            return best
+    # A priority list first looks for a type with a row of exactly the GPU count ('T4,V100' with 2 GPUs:
+    # T4 has no 2-card row, V100 has: V100 2 cards, as the guide's "不可用时使用 V100" reads); only when no
+    # listed type has the count is the request rounded up to more cards of the first type that holds it.
+    passes = (True, False) if len(types) > 1 else (False,)
+    for exact in passes:
+        for gpu_type in types:
+            best = _smallest(gpu_type, wanted_gpus, max(cpu_millis, 0), memory_gib, exact)
+            if best is not None:
+                return best
     cores = f"{cpu_millis / 1000:g}"
     tried = "; ".join(_largest(t) for t in types)
     raise _error(
@@ -231,8 +227,82 @@ def match_auto(gpu_types: Sequence[str], gpus: int, cpu_millis: int, memory_byte
     )
 
 
+def _smallest(gpu_type: TkeGpuType, gpus: int, cpu_millis: int, memory_gib: int, exact: bool) -> TkeSpec | None:
+    """The smallest spec of one type that holds the request (with ``exact``: among rows of exactly ``gpus``)."""
+    best: TkeSpec | None = None
+    for row in gpu_type.specs:
+        if exact and row.gpus != gpus:
+            continue
+        fit = row.holds(gpus, cpu_millis, memory_gib)
+        if fit is None:
+            continue
+        candidate = TkeSpec(gpu_type.name, row.gpus, fit[0], fit[1])
+        if best is None or (candidate.gpus, candidate.cpu, candidate.memory_gib) < (
+            best.gpus,
+            best.cpu,
+            best.memory_gib,
+        ):
+            best = candidate
+    return best
+
+
 def _largest(gpu_type: TkeGpuType) -> str:
     if not gpu_type.specs:
         return f"{gpu_type.name} has no published spec"
     top = gpu_type.specs[-1]
     return f"{gpu_type.name} largest: {top.gpus} GPU(s), {top.cpu_options[-1]} cores, {top.memory_max_gib}Gi"
+
+
+# --- prices ------------------------------------------------------------------------------------------------
+
+VGPU_PREFIXES = ("1/4*", "1/2*")
+
+
+@dataclass(frozen=True, slots=True)
+class TkePrices:
+    """Super-node pay-as-you-go prices, USD per hour: per GPU card (a vGPU type per slice), core and GiB.
+
+    ``date`` and ``source`` travel with every figure: TKE prices change and differ per region.
+    """
+
+    date: str
+    source: str
+    cpu_core_hour: float | None = None
+    memory_gib_hour: float | None = None
+    gpu_hour: tuple[tuple[str, float], ...] = ()
+    currency: str = "USD"
+
+    def spec_price(self, spec: TkeSpec) -> float | None:
+        """What the spec costs per hour; None when a component of it has no price."""
+        gpu = dict(self.gpu_hour).get(spec.gpu_type)
+        if gpu is None or self.cpu_core_hour is None or self.memory_gib_hour is None:
+            return None
+        return round(spec.gpus * gpu + spec.cpu * self.cpu_core_hour + spec.memory_gib * self.memory_gib_hour, 4)
+
+
+@lru_cache(maxsize=1)
+def packaged_prices() -> TkePrices:
+    """The packaged snapshot (``data/tke-prices.json``): dated and sourced; it has no figures (docs/tke.md)."""
+    raw = json.loads(read_text("tke-prices.json"))
+    return TkePrices(
+        date=str(raw["date"]),
+        source=str(raw["source"]),
+        cpu_core_hour=raw.get("cpuCoreHour"),
+        memory_gib_hour=raw.get("memoryGiBHour"),
+        gpu_hour=tuple((str(k), float(v)) for k, v in raw.get("gpuHour", {}).items()),
+        currency=str(raw.get("currency", "USD")),
+    )
+
+
+def whole_card(spec: TkeSpec) -> TkeSpec | None:
+    """The whole-card spec a vGPU slice spec stands in for: same count, cores and memory on the full GPU
+    (``1/4*T4 1x 4C 16Gi`` -> ``T4 1x 4C 16Gi``), the comparison behind the guide's "1/4 T4 可节省 75% GPU
+    成本". None for a whole-card type, or when the full GPU has no such spec."""
+    if not spec.gpu_type.startswith(VGPU_PREFIXES):
+        return None
+    base = spec.gpu_type.split("*", 1)[1]
+    try:
+        return match_auto([base], spec.gpus, spec.cpu * 1000, spec.memory_gib * GIB)
+    except TkeMatchError:
+        return None
+

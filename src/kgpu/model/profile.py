@@ -463,6 +463,36 @@ class TkePricing(_Model):
         return v
 
 
+class TkePricing(_Model):
+    """A TKE super-node pool's pay-as-you-go prices as the user read them (console price calculator): kgpu
+    packages none (docs/tke.md). USD per hour: kgpu's totals are in USD, convert a CNY price first."""
+
+    currency: Literal["USD"] = "USD"
+    date: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description="when the prices were read, YYYY-MM-DD")
+    source: str = Field(min_length=1, description="where they were read: a URL, or e.g. 'console, ap-guangzhou'")
+    cpu_core_hour: float = Field(ge=0, description="per CPU core of the spec")
+    memory_gib_hour: float = Field(ge=0, alias="memoryGiBHour", description="per GiB of the spec's memory")
+    gpu_hour: dict[str, float] = Field(
+        min_length=1, description="per GPU card by annotation value (T4, V100, ...); a vGPU type (1/4*T4) per slice"
+    )
+
+    @field_validator("gpu_hour")
+    @classmethod
+    def _gpu_types(cls, v: dict[str, float]) -> dict[str, float]:
+        from kgpu.catalog.tke import TkeMatchError, tke_gpu_type
+
+        for name, price in v.items():
+            try:
+                canonical = tke_gpu_type(name).name
+            except TkeMatchError as exc:
+                raise ValueError(exc.message) from None
+            if canonical != name:
+                raise ValueError(f"{quote(name)}: give the annotation value {quote(canonical)}")
+            if not price >= 0:
+                raise ValueError(f"{quote(name)}: {price} is not a price (>= 0)")
+        return v
+
+
 class Pool(_Model):
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
     kind: PoolKind
@@ -504,6 +534,11 @@ class Pool(_Model):
         pattern=r"^(auto|none|imc-[a-z0-9]+)$",
         description="TKE super node: image cache for the rendered GPU workloads: auto (match a cache by image, "
         "with an ImageCache resource and the guide's disk size), an imc-... id from the console, or none",
+    )
+    prices: TkePricing | None = Field(
+        default=None,
+        description="TKE super node: pay-as-you-go prices (date, source, cpuCoreHour, memoryGiBHour, gpuHour "
+        "per type), so plan prices each pod's spec; kgpu packages none",
     )
     auto_schedule: bool = Field(
         default=True,
@@ -627,6 +662,8 @@ class Pool(_Model):
             raise ValueError("a static pool needs nodes")
         if self.kind == PoolKind.TKE_SUPERNODE and not self.gpu_types:
             raise ValueError("a tke-supernode pool needs gpuTypes (priority order, e.g. [T4, V100])")
+        if self.prices is not None and self.kind != PoolKind.TKE_SUPERNODE:
+            raise ValueError("prices: only a tke-supernode pool takes prices (other pools are priced by the catalog)")
         if self.role and self.instance_profile:
             raise ValueError("role and instanceProfile: give one (Karpenter takes exactly one)")
         if (

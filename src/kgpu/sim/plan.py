@@ -85,6 +85,41 @@ def scale_to_zero_warnings(result: SimulationResult) -> list[str]:
     return out
 
 
+def tke_price_warnings(profile: Profile, result: SimulationResult) -> list[str]:
+    """TKE super-node pods without a price (kgpu packages none: the pool's ``prices`` give them), and what
+    each vGPU slice type saves against the same specs on whole cards (the guide: 1/4 T4 可节省 75% GPU 成本)."""
+    from kgpu.sim.supernode import pool_prices, spec_of, vgpu_saving
+
+    out: list[str] = []
+    pools = {p.name: p for p in profile.pools if p.kind == PoolKind.TKE_SUPERNODE}
+    for name, pool in pools.items():
+        nodes = [n for n in result.new_nodes if n.pool == name and n.kind == "tke-supernode"]
+        prices = pool_prices(pool)
+        unpriced = [n for n in nodes if n.hourly_price is None]
+        if unpriced:
+            out.append(
+                f"pool {name}: {len(unpriced)} super-node pod(s) unpriced: kgpu packages no TKE prices (the guide "
+                f"gives none; {prices.source}); set the pool's prices (docs/tke.md)"
+            )
+        slices: dict[str, list[float]] = {}
+        for n in nodes:
+            spec = spec_of(n.instance_type)
+            saving = vgpu_saving(spec, prices) if spec is not None else None
+            if spec is not None and saving is not None:
+                acc = slices.setdefault(spec.gpu_type, [0, 0.0, 0.0])
+                acc[0] += 1
+                acc[1] += saving[0]
+                acc[2] += saving[1]
+        for gpu_type, (count, mine, full) in slices.items():
+            whole = gpu_type.split("*", 1)[1]
+            out.append(
+                f"pool {name}: {int(count)} pod(s) on {gpu_type} cost ${mine:,.4f}/h; the same specs on whole "
+                f"{whole} cards ${full:,.4f}/h: {gpu_type} saves ${full - mine:,.4f}/h ({(full - mine) / full:.0%}) "
+                f"(prices of {prices.date}, {prices.source})"
+            )
+    return out
+
+
 def plan(
     profile: Profile,
     workloads: Objects | None = None,
@@ -105,7 +140,7 @@ def plan(
     prov = provisioner_for(profile, catalog, daemonsets=cluster.daemonsets + work.daemonsets)
     result = simulate(cluster, work, provisioner=prov)
     warnings = profile_warnings(profile) + list(prov.warnings) + list(result.warnings)
-    warnings += scale_to_zero_warnings(result) + workload_warnings(result)
+    warnings += scale_to_zero_warnings(result) + workload_warnings(result) + tke_price_warnings(profile, result)
     return PlanResult(profile.metadata.name, result, warnings, baseline)
 
 

@@ -7,15 +7,18 @@ pool's ``autoSchedule`` (TKE's AUTO_SCALE_EKS, on by default) the super node's o
 components place such pods on super nodes themselves. Other taints declared on the pool still apply. The spec
 comes from ``kgpu.sim.tke.match_pod_spec`` (explicit annotations, or requests/limits rounded up); a pod whose
 spec cannot be matched stays Pending with TKE's error wording. The virtual node is sized by the spec
-(cpu cores, memory GiB, GPUs; one pod), labelled like a super node, and has no price: the TKE catalog has
-none. Super nodes run no DaemonSets.
+(cpu cores, memory GiB, GPUs; one pod), labelled like a super node, and priced by the pool's ``prices``
+(cards x GPU price + cores x core price + GiB x GiB price; kgpu packages no TKE prices, so without them the
+node is unpriced). A vGPU slice spec's note says what it saves against the same spec on a whole card.
+Super nodes run no DaemonSets.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from kgpu.catalog.tke import TkeMatchError
+from kgpu.catalog.tke import TkeMatchError, TkePrices, TkeSpec, packaged_prices, whole_card
 from kgpu.model.objects import CPU, GPU, MEMORY, Node, Pod
 from kgpu.model.objects import Taint as NodeTaint
 from kgpu.model.predicates import filter_reasons
@@ -92,6 +95,10 @@ class SuperNodes:
             }
             name = ctx.node_name(f"eklet-{pool.name}")
             spec_name = f"{match.gpu_type} {match.gpu_count}x {match.cpu}C {match.memory}"
+            spec = TkeSpec(match.gpu_type, match.gpu_count, match.cpu, memory // GIB)
+            prices = pool_prices(pool)
+            price = prices.spec_price(spec)
+            saving = vgpu_saving(spec, prices)
             node = Node(name, {**labels, "kubernetes.io/hostname": name}, alloc, node_taints(pool))
             new = NewNode(
                 name,
@@ -99,10 +106,12 @@ class SuperNodes:
                 spec_name,
                 "on-demand",
                 zone,
-                None,
+                price,
                 kind="tke-supernode",
+                on_demand_price=price,
                 gpus=match.gpu_count,
-                note=f"TKE spec ({match.mode} mode" + (f"; {match.note})" if match.note else ")"),
+                note=f"TKE spec ({match.mode} mode" + (f"; {match.note})" if match.note else ")")
+                + (f"; {saving[2]}" if saving else ""),
             )
             st = ctx.launch(node, new)
             check = Node(name, node.labels, alloc, _binding_taints(pool))
@@ -125,3 +134,46 @@ def _binding_taints(pool: Pool) -> tuple[NodeTaint, ...]:
     if pool.auto_schedule:
         return tuple(t for t in taints if t.key != TKE_SUPERNODE_TAINT)
     return taints
+
+
+def pool_prices(pool: Pool) -> TkePrices:
+    """The pool's own prices, else the packaged snapshot (which has no figures)."""
+    if pool.prices is None:
+        return packaged_prices()
+    p = pool.prices
+    return TkePrices(
+        date=p.date,
+        source=p.source,
+        cpu_core_hour=p.cpu_core_hour,
+        memory_gib_hour=p.memory_gib_hour,
+        gpu_hour=tuple(p.gpu_hour.items()),
+        currency=p.currency,
+    )
+
+
+def vgpu_saving(spec: TkeSpec, prices: TkePrices) -> tuple[float, float, str] | None:
+    """(slice price, whole-card price, sentence) for a vGPU slice spec when both are priced."""
+    whole = whole_card(spec)
+    if whole is None:
+        return None
+    mine, full = prices.spec_price(spec), prices.spec_price(whole)
+    if mine is None or full is None or full <= 0:
+        return None
+    saved = full - mine
+    text = (
+        f"{spec.gpu_type} saves ${saved:,.4f}/h ({saved / full:.0%}) against {whole.gpu_type} "
+        f"{whole.gpus}x {whole.cpu}C {whole.memory_gib}Gi at ${full:,.4f}/h"
+    )
+    return mine, full, text
+
+
+_SPEC_NAME = re.compile(r"^(\S+) ([0-9]+)x ([0-9]+)C ([0-9]+)Gi$")
+
+
+def spec_of(instance_type: str) -> TkeSpec | None:
+    """The spec behind a super node's instance-type text (``1/4*T4 1x 4C 16Gi``)."""
+    m = _SPEC_NAME.match(instance_type)
+    if m is None:
+        return None
+    return TkeSpec(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)))
+
