@@ -207,3 +207,79 @@ def test_dashboard_queries_kgpu_metrics() -> None:
 def test_render_requires_node_selector_terms() -> None:
     with pytest.raises(InputError, match="node selector term"):
         render(gpu_node_selector_terms=[])
+
+
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
+
+
+def promtool_check_files(tmp_path: Path, files: dict[str, str]) -> str:
+    """Write the ConfigMap's files as Prometheus would mount them; `promtool check config` (which loads
+    the rules file prometheus.yml names) and `promtool check rules` must pass."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    config = subprocess.run(
+        [promtool(), "check", "config", "prometheus.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert config.returncode == 0, config.stdout + config.stderr
+    rules = subprocess.run(
+        [promtool(), "check", "rules", monitoring.RULES_FILE],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert rules.returncode == 0, rules.stdout + rules.stderr
+    assert "SUCCESS: 7 rules found" in rules.stdout
+    return config.stdout
+
+
+@pytest.mark.integration
+def test_without_prometheus_operator_plain_files_and_no_operator_kinds(tmp_path: Path) -> None:
+    """prometheusOperator false, in a cluster: no ServiceMonitor or PrometheusRule (kinds a cluster without
+    the operator does not have); a ConfigMap with prometheus.yml (DNS discovery of the headless exporter
+    Service, the profile's job) and the rules file, both passing the real promtool."""
+    objs = render(prometheus_operator=False, namespace="monitoring", job="gpu-exporter")
+    assert not {o["kind"] for o in objs.values()} & OPERATOR_KINDS
+    data = objs["ConfigMap/kgpu-prometheus"]["data"]
+    out = promtool_check_files(tmp_path, data)
+    assert "SUCCESS: 1 rule files found" in out
+    (job,) = yaml.safe_load(data["prometheus.yml"])["scrape_configs"]
+    assert job["job_name"] == "gpu-exporter"
+    svc = objs["Service/kgpu-exporter"]
+    assert svc["spec"]["clusterIP"] == "None"  # headless: one A record per exporter pod
+    assert job["dns_sd_configs"] == [
+        {
+            "names": [f"{svc['metadata']['name']}.monitoring.svc"],
+            "type": "A",
+            "port": svc["spec"]["ports"][0]["port"],
+        }
+    ]
+    rules = yaml.safe_load(data[monitoring.RULES_FILE])
+    assert rules == alert_rules_file(job="gpu-exporter")
+    assert 'up{job="gpu-exporter"} == 0' in data[monitoring.RULES_FILE]
+
+
+@pytest.mark.integration
+def test_onprem_without_operator_keeps_static_targets(tmp_path: Path) -> None:
+    """The on-prem profile with prometheusOperator false: through `render`, no operator kinds; the
+    ConfigMap's scrape job names the hosts (static targets), and promtool accepts it."""
+    from kgpu.model.profile import builtin_profile
+    from kgpu.render.stack import render_stack
+
+    profile = builtin_profile("onprem")
+    profile = profile.model_copy(
+        update={"monitoring": profile.monitoring.model_copy(update={"prometheus_operator": False})}
+    )
+    docs = render_stack(profile, ["monitoring"])["monitoring"]
+    assert not {d["kind"] for d in docs} & OPERATOR_KINDS
+    (cm,) = [d for d in docs if d["metadata"]["name"] == "kgpu-prometheus-onprem"]
+    promtool_check_files(tmp_path, cm["data"])
+    (job,) = yaml.safe_load(cm["data"]["prometheus.yml"])["scrape_configs"]
+    assert "dns_sd_configs" not in job
+    assert all(t.endswith(":9835") for c in job["static_configs"] for t in c["targets"])
+    with_operator = render_stack(builtin_profile("onprem"), ["monitoring"])["monitoring"]
+    assert {d["kind"] for d in with_operator} >= OPERATOR_KINDS

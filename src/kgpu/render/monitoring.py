@@ -1,5 +1,10 @@
 """Monitoring for kgpu's GPU exporter: alert rules, scrape config, DaemonSet, Service(Monitor), dashboard.
 
+With prometheus-operator (``monitoring.prometheusOperator``, the default) the scrape and the rules are a
+ServiceMonitor and a PrometheusRule; without it those kinds do not exist in the cluster, and the same
+scrape job (DNS discovery of the headless exporter Service) and rules come as plain
+``prometheus.yml`` and rules files in a ConfigMap.
+
 Pure: returns dicts; the caller writes files or applies objects.
 
 The alert rules fix seed 002's: its "GPU load" rule compares ``nvidia_smi_utilization_gpu_ratio`` (0..1)
@@ -165,15 +170,57 @@ def scrape_config(
     return {"job_name": job, "scrape_interval": interval, "static_configs": configs}
 
 
-def prometheus_config(
-    static_targets: list[dict[str, Any]], *, rule_files: list[str] | None = None, job: str = JOB
+def cluster_scrape_config(
+    *, namespace: str = "kgpu-system", job: str = JOB, interval: str = "15s"
 ) -> dict[str, Any]:
-    """A whole minimal ``prometheus.yml`` around :func:`scrape_config`."""
+    """A ``scrape_configs`` entry that finds the exporter pods from inside the cluster without
+    prometheus-operator: DNS service discovery of the headless exporter Service (one A record per ready
+    pod), with the same ``job`` label as the ServiceMonitor. DNS rather than ``kubernetes_sd_configs``:
+    it needs no RBAC for Prometheus, and every Prometheus build has it (Debian's, whose promtool checks
+    these files in the tests, is built without Kubernetes discovery). The node's name is in the DCGM-style
+    series' ``Hostname`` label; the ServiceMonitor path adds ``node`` from the pod."""
+    return {
+        "job_name": job,
+        "scrape_interval": interval,
+        "scrape_timeout": "10s",
+        "dns_sd_configs": [{"names": [f"{NAME}.{namespace}.svc"], "type": "A", "port": PORT}],
+    }
+
+
+def prometheus_config(
+    static_targets: list[dict[str, Any]],
+    *,
+    rule_files: list[str] | None = None,
+    job: str = JOB,
+    namespace: str = "kgpu-system",
+) -> dict[str, Any]:
+    """A whole minimal ``prometheus.yml``: :func:`scrape_config` for static targets, otherwise
+    :func:`cluster_scrape_config`."""
     cfg: dict[str, Any] = {"global": {"scrape_interval": "15s", "evaluation_interval": "15s"}}
     if rule_files:
         cfg["rule_files"] = list(rule_files)
-    cfg["scrape_configs"] = [scrape_config(static_targets, job=job)]
+    cfg["scrape_configs"] = [
+        scrape_config(static_targets, job=job)
+        if static_targets
+        else cluster_scrape_config(namespace=namespace, job=job)
+    ]
     return cfg
+
+
+RULES_FILE = "kgpu-gpu.rules.yml"
+
+
+def prometheus_files(
+    static_targets: list[dict[str, Any]], *, job: str = JOB, namespace: str = "kgpu-system"
+) -> dict[str, str]:
+    """``prometheus.yml`` and the rules file it names, as text: what a Prometheus without the operator
+    loads (``promtool check config prometheus.yml`` checks both)."""
+    return {
+        "prometheus.yml": yamltext.dump(
+            prometheus_config(static_targets, rule_files=[RULES_FILE], job=job, namespace=namespace)
+        ),
+        RULES_FILE: yamltext.dump(alert_rules_file(job=job)),
+    }
 
 
 def exporter_daemonset(
@@ -455,12 +502,16 @@ def render_monitoring(
     static_targets: list[dict[str, Any]],
     job: str = JOB,
     run_as_root: bool = False,
+    prometheus_operator: bool = True,
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object of the monitoring stack.
 
-    With ``static_targets`` (on-prem hosts scraped at their own address), a ConfigMap also carries the plain
-    ``prometheus.yml`` scrape job and rules file for a Prometheus that is not run by prometheus-operator,
-    and the DaemonSet listens on the hosts' network (hostNetwork + hostPort) where those targets point.
+    With prometheus-operator, a ServiceMonitor and a PrometheusRule. Without it (``prometheus_operator``
+    false) neither kind exists in the cluster, so none is rendered: a ConfigMap carries a plain
+    ``prometheus.yml`` (the scrape job, DNS discovery of the headless exporter Service) and the rules
+    file it names. With ``static_targets`` (on-prem hosts scraped at their own address), the ConfigMap's
+    scrape job names those hosts, whether or not the operator runs, and the DaemonSet listens on the hosts'
+    network (hostNetwork + hostPort) where those targets point.
     """
     for i, entry in enumerate(static_targets):
         for target in entry.get("targets", []):
@@ -485,26 +536,21 @@ def render_monitoring(
             run_as_root=run_as_root,
         ),
         exporter_service(namespace=namespace, job=job),
-        service_monitor(namespace=namespace),
-        prometheus_rule(namespace=namespace, job=job),
-        dashboard_configmap(namespace=namespace),
     ]
-    if static_targets:
+    if prometheus_operator:
+        objs += [service_monitor(namespace=namespace), prometheus_rule(namespace=namespace, job=job)]
+    objs.append(dashboard_configmap(namespace=namespace))
+    if static_targets or not prometheus_operator:
         objs.append(
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {
-                    "name": "kgpu-prometheus-onprem",
+                    "name": "kgpu-prometheus-onprem" if static_targets else "kgpu-prometheus",
                     "namespace": namespace,
                     "labels": dict(MANAGED_BY),
                 },
-                "data": {
-                    "prometheus.yml": yamltext.dump(
-                        prometheus_config(static_targets, rule_files=["kgpu-gpu.rules.yml"], job=job)
-                    ),
-                    "kgpu-gpu.rules.yml": yamltext.dump(alert_rules_file(job=job)),
-                },
+                "data": prometheus_files(static_targets, job=job, namespace=namespace),
             }
         )
     return objs

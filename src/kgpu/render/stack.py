@@ -82,6 +82,7 @@ def _render_monitoring(profile: Profile) -> list[dict[str, Any]]:
         static_targets=static_targets,
         job=profile.monitoring.job_name,
         run_as_root=profile.monitoring.exporter_run_as_root,
+        prometheus_operator=profile.monitoring.prometheus_operator,
     )
     return docs
 
