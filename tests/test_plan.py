@@ -101,4 +101,30 @@ def test_cli_compare_exits_0_when_every_template_runs_everything(monkeypatch) ->
     monkeypatch.setattr(planner, "compare", lambda work: rows)
     res = CliRunner().invoke(cli, ["plan", "--compare", "-o", "json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output) == {"compare": rows}
+    out = json.loads(res.output)["compare"]
+    assert [{k: r[k] for k in rows[0]} for r in out] == rows
+    assert out[0]["status"] == "ok" and out[0]["comparable_cost"] == 0.1 == out[0]["total_cost"]
+    assert out[0]["total_cost_monthly"] == 73.0
+
+
+def test_cli_compare_statuses_and_order(monkeypatch) -> None:
+    """A template that cannot run every pod, or has nodes without a price, is not comparable: it sorts after
+    those that are, whatever its (smaller) figure, and has no comparable_cost."""
+    from kgpu.sim import plan as planner
+
+    def row(name: str, cost: float, unschedulable: int = 0, unpriced: int = 0) -> dict:
+        return {"template": name, "scheduled": 3, "unschedulable": unschedulable, "new_nodes": 1,
+                "hourly_cost": cost, "baseline_cost": 0.0, "all_on_demand": cost, "unpriced_nodes": unpriced}
+
+    rows = [row("eks-eksctl", 0.0, unschedulable=2), row("onprem", 0.0, unpriced=1), row("kuberay", 3.0),
+            row("eks-karpenter", 1.0), {"template": "tke-supernode", "skipped": "x: broken"}]
+    monkeypatch.setattr(planner, "compare", lambda work: rows)
+    out = json.loads(CliRunner().invoke(cli, ["plan", "--compare", "-o", "json"]).output)["compare"]
+    assert [(r["template"], r["status"]) for r in out] == [
+        ("eks-karpenter", "ok"), ("kuberay", "ok"), ("onprem", "unpriced"), ("eks-eksctl", "cannot-run"),
+        ("tke-supernode", "skipped"),
+    ]
+    assert [r["comparable_cost"] for r in out] == [1.0, 3.0, None, None, None]
+    table = CliRunner().invoke(cli, ["plan", "--compare", "--color", "never"]).stdout
+    assert "onprem         no bar: 3 node(s) without a price" in table  # and the built-in onprem's own two
+    assert "eks-eksctl     no bar: cannot run 2 pod(s)" in table

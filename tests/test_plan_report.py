@@ -21,6 +21,7 @@ from kgpu.cli.report import COLORS
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "build" / "test-artifacts"
+WORK = str(ROOT / "tests" / "fixtures" / "plan" / "vector-add-and-web.yaml")
 
 
 def chromium() -> str:
@@ -103,7 +104,7 @@ def rgb(hex_color: str) -> tuple[int, int, int]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("report") / "plan.html"
-    res = CliRunner().invoke(cli, ["plan", "--report", str(path)])
+    res = CliRunner().invoke(cli, ["plan", "-w", WORK, "--report", str(path)])
     assert res.exit_code == 0, res.output
     assert f"wrote {path}" in res.stderr
     return path
@@ -124,16 +125,18 @@ def test_chromium_shows_the_node_view_cost_and_placements(report: Path):
     text = re.sub(r"<[^>]+>", " ", dom)
     for shown in (
         "Nodes by pool",
-        "gpu-2 (x14)",
-        "g4dn.xlarge spot new",
-        "15/15",
+        "gpu-1",
+        "g4dn.metal spot new, $3.3469/h",
+        "15/16",
         "Cost per hour",
-        "$2.7513/h",
-        "cuda-vector-add (x10)",
+        "$6.7581/h ($4,933.41/mo)",
+        "prices as of 2026-11-21",
+        "vector-add (x15)",
         "Provisioned",
+        "from 80 % used",
     ):
         assert shown in text, shown
-    # one GPU bar per GPU line (pool total + two groups), none for the CPU-only pool
+    # one GPU bar per GPU line (pool total + two nodes), none for the CPU-only pool
     assert len(re.findall(r'<rect class="bar gpu', dom)) == 3
     assert len(re.findall(r'<rect class="bar cpu', dom)) == 5
 
@@ -149,13 +152,28 @@ def test_chromium_shows_the_node_view_cost_and_placements(report: Path):
     assert counts["green"] > counts["red"]
 
 
-def test_compare_report_has_a_bar_per_priced_template(tmp_path: Path):
+def test_compare_report_has_a_bar_per_comparable_template_only(tmp_path: Path):
+    """Templates that cannot run every pod get no bar (their $0 would read as cheapest) but say why."""
     path = tmp_path / "compare.html"
-    res = CliRunner().invoke(cli, ["plan", "--compare", "--report", str(path)])
-    assert res.exit_code == 1  # some template cannot run the examples
+    res = CliRunner().invoke(cli, ["plan", "-w", WORK, "--compare", "--report", str(path)])
+    assert res.exit_code == 1  # some template cannot run the GPU pods
     html = path.read_text()
-    assert html.count('<rect class="bar cost"') == 3  # templates with a cost above zero
-    assert "eks-eksctl" in html and "tke-supernode" in html
+    assert html.count('<rect class="bar cost"') == 2  # eks-karpenter and eks-eksctl run everything
+    assert "no bar: cannot run 12 pod(s)" in html  # onprem: three GPUs for fifteen GPU pods
+    assert html.index(">eks-karpenter<") < html.index(">eks-eksctl<") < html.index(">onprem<")
+    assert "prices as of 2026-11-21" in html and "/mo)" in html
+
+
+def test_plan_report_marks_unpriced_nodes(tmp_path: Path):
+    """On-prem nodes have no price: the page says n/a, and that the totals leave them out."""
+    prof = tmp_path / "kgpu.yaml"
+    assert CliRunner().invoke(cli, ["init", "-t", "onprem", "-f", str(prof)]).exit_code == 0
+    path = tmp_path / "plan.html"
+    res = CliRunner().invoke(cli, ["plan", "-f", str(prof), "--report", str(path)])
+    html = path.read_text()
+    assert res.exit_code in (0, 1), res.output
+    assert "no price (n/a)" in html and 'class="unpriced"' in html
+    assert "of the profile&#x27;s own node(s) without a price in the catalog: not in the totals" in html
 
 
 def test_report_into_a_directory_is_bad_input(tmp_path: Path):
@@ -163,25 +181,80 @@ def test_report_into_a_directory_is_bad_input(tmp_path: Path):
     assert res.exit_code == 2
 
 
-def test_terminal_node_view_groups_alike_nodes_by_pool():
-    res = CliRunner().invoke(cli, ["plan"])
+def test_terminal_node_view_groups_alike_nodes_by_pool_within_80_columns():
+    res = CliRunner().invoke(cli, ["plan", "-w", WORK])
     lines = res.stdout.splitlines()
     start = lines.index("Nodes by pool (requests / allocatable)")
-    view = lines[start : start + 8]
-    assert view[1].split()[:4] == ["POOL", "/", "NODE", "TYPE"]
-    assert view[3].startswith("gpu ") and "15 node(s)" in view[3] and "15/15" in view[3]
-    assert any(ln.strip().startswith("gpu-2 (x14)") for ln in view)
-    assert sum(1 for ln in lines if "g4dn.xlarge" in ln and "new" in ln) == 2  # not 15 identical lines
+    view = lines[start : start + 11]
+    assert view[1].split()[:4] == ["POOL", "/", "NODE", "TYPE"] and view[1].split()[-2:] == ["$/H", "EACH"]
+    gpu = next(ln for ln in view if ln.startswith("gpu "))
+    assert "2 node(s)" in gpu and "15/16" in gpu and "$6.694" in gpu
+    assert sum(1 for ln in view if ln.startswith(" +gpu-")) == 2  # new nodes marked +
+    assert any("g4dn.metal spot" in ln for ln in view)
+    legend = view[view.index(next(ln for ln in view if ln.startswith("Bars:"))) :]
+    assert legend[0] == "Bars: requests / allocatable; green ≥ 80 %, yellow ≥ 30 %, red < 30 % used"
+    assert legend[1].startswith("+ new node, (xN) N alike nodes, od on-demand; n/a")
+    assert legend[2].startswith("prices as of 2026-11-21")
+    assert max(len(ln) for ln in view) <= 80
 
 
-def test_compare_prints_cost_bars_longest_for_the_most_expensive():
-    out = CliRunner().invoke(cli, ["plan", "--compare"]).stdout
-    bars = {ln.split()[0]: ln.count("█") for ln in out.split("Cost per hour")[1].splitlines() if "$" in ln}
-    assert bars["eks-eksctl"] == max(bars.values()) == 30
-    assert bars["onprem"] == 0 and 0 < bars["eks-karpenter"] < 30
+def test_node_view_fits_80_columns_with_long_names_and_keeps_counts():
+    """Real node names (ip-10-0-1-30.us-west-2.compute.internal) are shortened, never the (xN) count."""
+    groups = [
+        nodeview.NodeGroup(
+            "gpu-spot-ng-us-west-2a", "ip-10-0-1-30.us-west-2.compute.internal", "p4de.24xlarge",
+            "on-demand", False, nodeview.Usage(8, 8), nodeview.Usage(95000, 95690),
+            nodeview.Usage(10**9, 1135 * 10**6), 12, 40.9657, count=12,
+        ),
+        nodeview.NodeGroup(
+            "gpu-spot-ng-us-west-2a", "k8s-node05", "", "", False, nodeview.Usage(16, 16),
+            nodeview.Usage(1, 2), nodeview.Usage(1, 2), 3, None,
+        ),
+    ]
+    text = nodeview.render([nodeview.Pool("gpu-spot-ng-us-west-2a", groups)])
+    lines = text.splitlines()
+    assert max(len(ln) for ln in lines) <= 80, "\n".join(lines)
+    assert any(ln.startswith("  ip-10") and "… (x12)" in ln and "p4de.24xlarge od" in ln for ln in lines)
+    node = next(ln for ln in lines if "k8s-node05" in ln)
+    assert node.rstrip().endswith("n/a") and "16/16" in node
+    pool = next(ln for ln in lines if ln.startswith("gpu-spot-ng"))
+    assert "13 node(s), 1 n/a" in pool and "$491.59" in pool  # the total leaves one node out and says so
+    wide = nodeview.render([nodeview.Pool("gpu-spot-ng-us-west-2a", groups)], compact=False)
+    assert "ip-10-0-1-30.us-west-2.compute.internal (x12)" in wide and "$40.9657/h" in wide
+
+
+def test_existing_nodes_are_priced_from_their_labels():
+    """As eks-node-viewer does: instance type, capacity type and region labels over the AWS catalog."""
+    labels = {
+        "node.kubernetes.io/instance-type": "g4dn.xlarge",
+        "topology.kubernetes.io/zone": "us-west-2b",
+        "karpenter.sh/capacity-type": "spot",
+    }
+    spot = nodeview.catalog_price("g4dn.xlarge", "spot", labels)
+    on_demand = nodeview.catalog_price("g4dn.xlarge", "on-demand", labels)
+    assert on_demand == 0.526 and spot is not None and 0 < spot < on_demand
+    assert nodeview.catalog_price("g4dn.xlarge", "spot", {"topology.kubernetes.io/region": "mars-1"}) is None
+    assert nodeview.catalog_price("no.such-type", "spot", labels) is None
+    assert nodeview.catalog_price("", "", {}) is None
+
+
+def test_compare_bars_only_for_templates_that_run_everything_in_the_order_the_help_says():
+    res = CliRunner().invoke(cli, ["plan", "-w", WORK, "--compare", "--color", "never"])
+    out = res.stdout
+    rows = [ln.split()[0] for ln in out.split("---\n")[1].split("\n\n")[0].splitlines()]
+    assert rows[:2] == ["eks-karpenter", "eks-eksctl"]  # comparable, cheapest first
+    bars = {ln.split()[0]: ln for ln in out.split("Cost per hour")[1].splitlines()[1:] if ln and ln[0] != "("}
+    assert bars["eks-eksctl"].count("█") == 30 and 0 < bars["eks-karpenter"].count("█") < 30
+    for template in ("onprem", "tke-supernode", "kuberay"):
+        assert "█" not in bars[template] and "no bar: cannot run" in bars[template]
+    assert "($4,933.41/mo)" in bars["eks-karpenter"]
+    assert "prices as of 2026-11-21" in out
+    help_text = CliRunner().invoke(cli, ["plan", "--help"]).stdout
+    assert "cheapest first; then those with nodes kgpu cannot price; then those where some pod" in " ".join(help_text.split())
 
 
 def test_bar_text_and_colour_thresholds():
+    assert nodeview.bar(nodeview.Usage(1, 2), width=5) == "███░░ 50%"  # half up
     assert nodeview.bar(nodeview.Usage(1, 2)) == "█████░░░░░ 50%"
     assert nodeview.bar(nodeview.Usage(3, 4), count=True) == "████████░░ 3/4"
     assert nodeview.bar(nodeview.Usage(0, 0)) == ""

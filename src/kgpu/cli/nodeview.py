@@ -4,18 +4,26 @@ Like eks-node-viewer, one bar per node for GPU, CPU and memory, each the pods' r
 allocatable, nodes grouped by pool (Karpenter NodePool, node group, or the profile's static pool). Nodes of
 a pool with the same instance type, capacity type and the same bars share one line (``gpu-1 (x15)``), so a
 5,000-node cluster stays readable. Colour (when on) says how well a node is used: green from 80 %,
-yellow from 30 %, red below, since an idle GPU node costs as much as a busy one.
+yellow from 30 %, red below, since an idle GPU node costs as much as a busy one; a legend under the view
+says so, and what the marks mean.
+
+Every node is priced, as eks-node-viewer does: new nodes at the price they were bought at, existing ones
+from their instance-type, capacity-type and region labels over the AWS catalog; a node the catalog cannot
+price (on-prem, a type or region it lacks) is marked ``n/a``, and a pool total counts them.
+
+The default view fits 80 columns (five-cell bars, node names shortened with ``…``, ``od`` for on-demand,
+``+`` before a new node); ``-o wide`` draws the full one.
 
 The rows are plain data, drawn twice: as text bars here and as SVG in the HTML report (``cli.report``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgpu.cli.output import style, table
+from kgpu.cli.output import headers_wanted, style, table
 
 GPU = "nvidia.com/gpu"
 CPU = "cpu"
@@ -23,8 +31,13 @@ MEMORY = "memory"
 POOL_LABELS = ("karpenter.sh/nodepool", "eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name")
 TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 CAPACITY_LABELS = ("karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType")
+REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 BAR_WIDTH = 10
+COMPACT_BAR = 5
+COLUMNS = 80
 NO_POOL = "(no pool)"
+UNPRICED = "n/a"
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,11 @@ class Pool:
         prices = [g.hourly_price * g.count for g in self.groups if g.hourly_price is not None]
         return round(sum(prices), 4) if prices else None
 
+    @property
+    def unpriced(self) -> int:
+        """Nodes of the pool without a price."""
+        return sum(g.count for g in self.groups if g.hourly_price is None)
+
 
 def _first(labels: Mapping[str, str], keys: Iterable[str]) -> str:
     return next((labels[k] for k in keys if labels.get(k)), "")
@@ -93,16 +111,51 @@ def _cells(u: Usage) -> int:
     return round(u.fraction * BAR_WIDTH)
 
 
+PriceOf = Callable[[str, str, Mapping[str, str]], "float | None"]
+
+
+def region_of(labels: Mapping[str, str]) -> str:
+    """A node's region: its region label, else its zone's name less the zone letter (us-west-2a)."""
+    region = _first(labels, REGION_LABELS)
+    if region:
+        return region
+    zone = _first(labels, ZONE_LABELS)
+    return zone.rstrip("abcdefghijklmnopqrstuvwxyz") if zone and zone[-1].isalpha() else ""
+
+
+def catalog_price(instance_type: str, capacity: str, labels: Mapping[str, str]) -> float | None:
+    """What an existing node costs per hour: its type's price in its region from the AWS catalog, spot
+    (the region's median) or on-demand as its capacity-type label says (on-demand when it has none)."""
+    region = region_of(labels)
+    if not instance_type or not region:
+        return None
+    from kgpu.catalog import aws_catalog
+    from kgpu.errors import InputError
+
+    try:
+        pricing = aws_catalog().pricing(instance_type, region)
+    except InputError:  # a type the catalog does not know
+        return None
+    if pricing is None:
+        return None
+    return pricing.spot if capacity == "spot" else pricing.on_demand
+
+
 def pools(
-    nodes: Sequence[Any], new_nodes: Sequence[Any] = (), pool_of: Mapping[str, str] | None = None
+    nodes: Sequence[Any],
+    new_nodes: Sequence[Any] = (),
+    pool_of: Mapping[str, str] | None = None,
+    price_of: PriceOf | None = catalog_price,
 ) -> list[Pool]:
     """Group the simulation's nodes (``NodeState``) into pools of alike lines, pools in first-seen order.
 
     ``new_nodes`` (provisioned ``NewNode``) give pool, instance type, capacity type and price of the nodes
-    the simulation created; ``pool_of`` names the pool of nodes no label places (the profile's static pools).
+    the simulation created; ``pool_of`` names the pool of nodes no label places (the profile's static pools);
+    ``price_of`` prices the others (default: the AWS catalog, from the node's labels).
     """
     new = {n.name: n for n in new_nodes}
     pool_of = pool_of or {}
+    prices: dict[tuple[str, str, str], float | None] = {}
     out: dict[str, Pool] = {}
     index: dict[tuple[Any, ...], NodeGroup] = {}
     for state in nodes:
@@ -122,7 +175,15 @@ def pools(
         gpu = Usage(req.get(GPU, 0), alloc.get(GPU, 0))
         cpu = Usage(req.get(CPU, 0), alloc.get(CPU, 0))
         mem = Usage(req.get(MEMORY, 0), alloc.get(MEMORY, 0))
-        price = made.hourly_price if made else None
+        if made is not None:
+            price = made.hourly_price
+        elif price_of is None:
+            price = None
+        else:
+            key3 = (itype, capacity, region_of(labels))
+            if key3 not in prices:
+                prices[key3] = price_of(itype, capacity, labels)
+            price = prices[key3]
         key = (pool, itype, capacity, made is not None, gpu, _cells(cpu), _cells(mem), state.pod_count, price)
         group = index.get(key)
         if group is not None:
@@ -149,12 +210,12 @@ def color_for(fraction: float) -> str:
     return "red"
 
 
-def bar(u: Usage, *, count: bool = False) -> str:
+def bar(u: Usage, *, count: bool = False, width: int = BAR_WIDTH) -> str:
     """``██████░░░░ 60%`` (``1/1`` for GPUs); blank for a resource the node does not have."""
     if u.total <= 0:
         return ""
-    filled = _cells(u)
-    text = "█" * filled + "░" * (BAR_WIDTH - filled)
+    filled = int(u.fraction * width + 0.5)  # half up: 50 % of five cells is three, not round()'s two
+    text = "█" * filled + "░" * (width - filled)
     figure = f"{u.used}/{u.total}" if count else f"{round(u.fraction * 100)}%"
     return f"{style(text, fg=color_for(u.fraction))} {figure}"
 
@@ -163,45 +224,126 @@ def _money(v: float | None) -> str:
     return "" if v is None else f"${v:,.4f}/h"
 
 
-def render(view: list[Pool], *, title: str = "Nodes by pool (requests / allocatable)") -> str:
-    rows: list[tuple[str, ...]] = []
+def _short_money(v: float | None) -> str:
+    if v is None:
+        return UNPRICED
+    return f"${v:,.2f}" if v >= 100 else f"${v:.3f}"
+
+
+def _pool_nodes(pool: Pool) -> str:
+    """``15 node(s)``, and how many of them have no price (the pool's total leaves them out)."""
+    text = f"{pool.nodes} node(s)"
+    return f"{text}, {pool.unpriced} {UNPRICED}" if pool.unpriced and pool.hourly_price is not None else text
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def legend(*, compact: bool = True) -> list[str]:
+    """What the colours and marks of the view mean (two lines, within 80 columns)."""
+    marks = "+ new node, (xN) N alike nodes, od on-demand" if compact else "(xN) N alike nodes"
+    return [
+        "Bars: requests / allocatable; "
+        + ", ".join(style(f"{w} {r}", fg=c) for w, r, c in (("green", "≥ 80 %", "green"), ("yellow", "≥ 30 %", "yellow"), ("red", "< 30 %", "red")))
+        + " used",
+        f"{marks}; {UNPRICED}: no price in the catalog",
+    ]
+
+
+def render(
+    view: list[Pool], *, title: str = "Nodes by pool (requests / allocatable)", compact: bool = True
+) -> str:
+    """The view as a table and its legend: within 80 columns by default; ``compact=False`` for -o wide."""
+    from kgpu.catalog.prices import caption
+
+    width = COMPACT_BAR if compact else BAR_WIDTH
+    money = _short_money if compact else (lambda v: _money(v) or UNPRICED)
+    rows: list[list[str]] = []
+    names: list[tuple[int, str, NodeGroup]] = []  # rows whose first cell is a node group's label
     for pool in view:
         rows.append(
-            (
+            [
                 style(pool.name, bold=True),
-                f"{pool.nodes} node(s)",
-                bar(pool.total("gpu"), count=True),
-                bar(pool.total("cpu")),
-                bar(pool.total("memory")),
-                _money(pool.hourly_price),
-            )
+                _pool_nodes(pool),
+                bar(pool.total("gpu"), count=True, width=width),
+                bar(pool.total("cpu"), width=width),
+                bar(pool.total("memory"), width=width),
+                money(pool.hourly_price),
+            ]
         )
         for g in pool.groups:
-            kind = " ".join(x for x in (g.instance_type, g.capacity_type, "new" if g.new else "") if x)
+            if compact:
+                capacity = "od" if g.capacity_type in ("on-demand", "on_demand") else g.capacity_type
+                kind = " ".join(x for x in (g.instance_type, capacity) if x)
+                mark = "+" if g.new else " "
+            else:
+                kind = " ".join(x for x in (g.instance_type, g.capacity_type, "new" if g.new else "") if x)
+                mark = ""
+            names.append((len(rows), mark, g))
             rows.append(
-                (
-                    f"  {g.label}",
+                [
+                    f" {mark}{g.label}",
                     kind,
-                    bar(g.gpu, count=True),
-                    bar(g.cpu),
-                    bar(g.memory),
-                    _money(None if g.hourly_price is None else g.hourly_price),
-                )
+                    bar(g.gpu, count=True, width=width),
+                    bar(g.cpu, width=width),
+                    bar(g.memory, width=width),
+                    money(g.hourly_price),
+                ]
             )
-    return table(("POOL / NODE", "TYPE", "GPU", "CPU", "MEMORY", "PRICE EACH"), rows, title=title)
+    headers = ["POOL / NODE", "TYPE", "GPU", "CPU", "MEMORY", "$/H EACH" if compact else "PRICE EACH"]
+    if compact:
+        # the name column takes what the others leave of 80 columns (never under 10)
+        others = sum(max(_visible(r[i]) for r in [headers, *rows]) + 2 for i in range(1, len(headers)))
+        room = max(10, COLUMNS - others)
+        for i, mark, g in names:  # shorten the node's name, keep its (xN)
+            if _visible(rows[i][0]) > room:
+                suffix = "" if g.count == 1 else f" (x{g.count})"
+                rows[i][0] = f" {mark}{_cut(g.name, room - 2 - len(suffix))}{suffix}"
+        for r in rows:
+            if _visible(r[0]) > room:
+                r[0] = _cut(click_unstyle(r[0]), room)
+    text = table(headers, rows, title=title)
+    return "\n".join([text, *legend(compact=compact), caption()]) if headers_wanted() else text
 
 
-def cost_bars(items: Sequence[tuple[str, float | None]], *, width: int = 30) -> list[str]:
-    """One bar per (label, $/h), the longest for the most expensive; ``-`` where there is no price."""
-    top = max((v for _, v in items if v), default=0.0)
+def _visible(text: str) -> int:
+    return len(click_unstyle(text))
+
+
+def click_unstyle(text: str) -> str:
+    import click
+
+    return click.unstyle(text) if "\x1b" in text else text
+
+
+def cost_bars(
+    items: Sequence[tuple[str, float | None]],
+    *,
+    width: int = 30,
+    notes: Mapping[str, str] | None = None,
+) -> list[str]:
+    """One bar per (label, $/h), the longest for the most expensive, with the monthly figure.
+
+    A label in ``notes`` (a template that cannot run every pod, or has nodes without a price) gets its note
+    and no bar: its figure is not the cost of the same thing, and a short bar would read as cheapest."""
+    from kgpu.catalog.prices import monthly
+
+    notes = notes or {}
+    top = max((v for k, v in items if v and k not in notes), default=0.0)
     label_w = max((len(k) for k, _ in items), default=0)
     lines = []
     for label, value in items:
+        if label in notes:
+            seen = "" if value is None else f" (${value:,.4f}/h counted)"
+            lines.append(f"{label.ljust(label_w)}  {style('no bar: ' + notes[label], fg='yellow')}{seen}")
+            continue
         if value is None:
             lines.append(f"{label.ljust(label_w)}  -")
             continue
         cells = max(1, round(value / top * width)) if top and value > 0 else 0
         lines.append(
-            f"{label.ljust(label_w)}  {style('█' * cells, fg='cyan')}{' ' * (width - cells)}  ${value:,.4f}/h"
+            f"{label.ljust(label_w)}  {style('█' * cells, fg='cyan')}{' ' * (width - cells)}  "
+            f"${value:,.4f}/h (${monthly(value):,.2f}/mo)"
         )
     return lines

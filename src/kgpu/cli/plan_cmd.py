@@ -17,6 +17,7 @@ from kgpu.cli.output import (
     headers_wanted,
     output_option,
     phase,
+    style,
     summary_line,
     table,
     warning_codes,
@@ -59,7 +60,11 @@ from kgpu.cli.report import compare_report, plan_report
     "profile follows (no profile: every guide's examples but TKE's).",
 )
 @click.option(
-    "--compare", is_flag=True, help="Plan the same workloads on every built-in template, side by side."
+    "--compare",
+    is_flag=True,
+    help="Plan the same workloads on every built-in template, side by side: those that run every pod and "
+    "are fully priced first, cheapest first; then those with nodes kgpu cannot price; then those where "
+    "some pod cannot run; then any that could not be planned.",
 )
 @click.option(
     "--report",
@@ -86,6 +91,7 @@ def command(
     from kgpu.cli.files import load_objects
     from kgpu.cli.profile_io import load_profile_file
     from kgpu.sim import plan as planner
+    from kgpu.sim.cost import with_monthly
 
     if profile is None and not compare and Path("kgpu.yaml").is_file():
         profile = "kgpu.yaml"
@@ -107,7 +113,7 @@ def command(
         # the GPU labels they all select). A profile file plans its own guide's examples (kgpu.sim.plan).
         work = example_workloads()
     if compare:
-        rows = planner.compare(work)
+        rows = compare_rows(planner.compare(work))
         if report is not None:
             _write_report(report, compare_report(rows))
         emit(
@@ -120,11 +126,15 @@ def command(
         raise SystemExit(ExitCode.FINDINGS if failing else ExitCode.OK)
     result = planner.plan(prof, work)
     data = result.as_dict()
+    data["cost"] = with_monthly(data["cost"])  # baseline and with_baseline too
+    unpriced_own = _unpriced_static_nodes(prof)
+    if unpriced_own:
+        data["cost"]["unpriced_baseline_nodes"] = unpriced_own
     data["profile_file"] = profile  # None: the built-in template
     sim = result.simulation
     view = []
     if report is not None or (output in ("table", "wide") and headers_wanted()):
-        view = nodeview.pools(sim.nodes, sim.new_nodes, nodeview.profile_pools(prof))
+        view = nodeview.pools(sim.nodes, sim.new_nodes, nodeview.profile_pools(prof), _baseline_pricer(prof))
     if report is not None:
         grouped, reasons = placement_rows(data)
         _write_report(report, plan_report(data, view, grouped, reasons, warnings_footer(data["pods"])))
@@ -138,6 +148,34 @@ def command(
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
 
 
+def _baseline_pricer(prof: Any) -> nodeview.PriceOf:
+    """Prices of the profile's own nodes as the plan's baseline cost counts them: a static node's
+    ``hourlyPrice`` (none: n/a), a node group's nodes at its capacity type (an unmanaged spot group's nodes
+    carry no capacity label); anything else from its labels."""
+    from kgpu.model.profile import PoolKind
+    from kgpu.render import group_names
+    from kgpu.sim.autoscaler import capacity_type
+
+    static: dict[str, float | None] = {
+        n.name: n.hourly_price for p in prof.pools if p.kind == PoolKind.STATIC for n in p.nodes
+    }
+    caps = {
+        g: capacity_type(p)
+        for p in prof.pools
+        if p.kind == PoolKind.NODE_GROUP
+        for g in group_names(prof, p)
+    }
+
+    def price_of(itype: str, capacity: str, labels: Any) -> float | None:
+        name = str(labels.get("kubernetes.io/hostname", ""))
+        if name in static:
+            return static[name]
+        group = next((labels[k] for k in nodeview.POOL_LABELS if labels.get(k) in caps), None)
+        return nodeview.catalog_price(itype, caps[group] if group else capacity, labels)
+
+    return price_of
+
+
 def _write_report(path: Path, html: str) -> None:
     from kgpu.cli.files import write_atomic
 
@@ -147,6 +185,13 @@ def _write_report(path: Path, html: str) -> None:
 
 def _money(v: Any) -> str:
     return "-" if v is None else f"${v:,.4f}/h"
+
+
+def _both(v: Any) -> str:
+    """``$1.4494/h ($1,058.06/mo)``: the hourly figure and the 730-hour month beside it."""
+    from kgpu.catalog.prices import monthly
+
+    return "-" if v is None else f"${v:,.4f}/h (${monthly(v):,.2f}/mo)"
 
 
 def _group(pod: dict[str, Any]) -> str:
@@ -260,23 +305,26 @@ def _new_nodes(data: dict[str, Any]) -> list[str]:
 
 
 def _cost(data: dict[str, Any]) -> list[str]:
+    from kgpu.catalog.prices import caption
+
     out: list[str] = []
     cost = data.get("cost", {})
     out.append("")
     out.append("Cost")
+    out.append(f"  new nodes        {_both(cost.get('total', 0.0))}")
     out.append(
-        f"  new nodes        {_money(cost.get('total', 0.0))}"
-        f"  (spot {_money(cost.get('spot', 0.0))}, on-demand {_money(cost.get('on_demand', 0.0))})"
-    )
-    out.append(
-        f"  all on-demand    {_money(cost.get('all_on_demand', 0.0))}  (spot saves {_money(cost.get('savings', 0.0))})"
+        f"    spot {_money(cost.get('spot', 0.0))}, on-demand {_money(cost.get('on_demand', 0.0))};"
+        f" all on-demand {_money(cost.get('all_on_demand', 0.0))} (spot saves {_money(cost.get('savings', 0.0))})"
     )
     if cost.get("baseline"):
-        out.append(
-            f"  baseline nodes   {_money(cost.get('baseline'))}  (node groups at desired size, static nodes)"
-        )
+        out.append(f"  baseline nodes   {_both(cost.get('baseline'))}  (node groups, static nodes)")
+        out.append(f"  with baseline    {_both(cost.get('with_baseline'))}")
     if cost.get("unpriced_nodes"):
-        out.append(f"  unpriced nodes   {cost['unpriced_nodes']} (no price data in the catalog)")
+        out.append(
+            f"  unpriced nodes   {cost['unpriced_nodes']} new node(s) with no price in the catalog: "
+            "not in the totals"
+        )
+    out.append(f"  ({caption()})")
     return out
 
 
@@ -306,19 +354,80 @@ def _footer(data: dict[str, Any]) -> list[str]:
     return out
 
 
+# --compare's order: the rank of a row's status, then its cost (the help says so)
+STATUS_ORDER = ("ok", "unpriced", "cannot-run", "skipped")
+
+
+def _unpriced_static_nodes(prof: Any) -> int:
+    """The profile's own nodes without a price (static nodes with no hourlyPrice): the baseline leaves them
+    out, so a total over them is not the cluster's cost."""
+    from kgpu.model.profile import PoolKind
+
+    return sum(1 for p in prof.pools if p.kind == PoolKind.STATIC for n in p.nodes if n.hourly_price is None)
+
+
+def compare_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every template's row with its ``status`` and monthly cost, in the order the help promises.
+
+    ``status``: ``ok`` (every pod runs, every node priced), ``unpriced`` (some node, new or the template's
+    own, has no price: its total is a floor, not a cost), ``cannot-run`` (some pod cannot run: its cost is
+    for less than the workloads), ``skipped`` (the template could not be planned). Only ``ok`` rows are
+    comparable; ``comparable_cost`` (new nodes + baseline) is null for the others.
+    """
+    from kgpu.catalog.prices import monthly
+    from kgpu.model.profile import builtin_profile
+
+    out = []
+    for r in rows:
+        row = dict(r)
+        if "skipped" in row:
+            row["status"] = "skipped"
+            row["comparable_cost"] = None
+            out.append(row)
+            continue
+        try:
+            own = _unpriced_static_nodes(builtin_profile(row["template"]))
+        except Exception:  # a template that loads for plan loads here; nothing to add otherwise
+            own = 0
+        row["unpriced_nodes"] = int(row.get("unpriced_nodes") or 0) + own
+        total = round(row["hourly_cost"] + row["baseline_cost"], 4)
+        row["total_cost"] = total
+        row["total_cost_monthly"] = monthly(total)
+        if row["unschedulable"]:
+            row["status"] = "cannot-run"
+        elif row["unpriced_nodes"]:
+            row["status"] = "unpriced"
+        else:
+            row["status"] = "ok"
+        row["comparable_cost"] = total if row["status"] == "ok" else None
+        out.append(row)
+    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
+    return sorted(out, key=lambda r: (rank[r["status"]], r.get("total_cost") or 0.0, r["template"]))
+
+
+def _status_text(r: dict[str, Any]) -> str:
+    if r["status"] == "cannot-run":
+        return f"cannot run {r['unschedulable']} pod(s)"
+    if r["status"] == "unpriced":
+        return f"{r['unpriced_nodes']} node(s) without a price"
+    return str(r["status"])
+
+
 def render_compare(data: dict[str, Any]) -> str:
+    from kgpu.catalog.prices import caption
+
     rows: list[dict[str, Any]] = data["compare"]
     body = []
     notes = []
     for r in rows:
-        if "skipped" in r:
+        if r["status"] == "skipped":
             notes.append(f"{r['template']}: skipped: {r['skipped']}")
             continue
         body.append(
             (
                 r["template"],
+                style(_status_text(r), fg=None if r["status"] == "ok" else "red" if r["status"] == "cannot-run" else "yellow"),
                 r["scheduled"],
-                r["unschedulable"],
                 r["new_nodes"],
                 _money(r["hourly_cost"]),
                 _money(r["baseline_cost"]),
@@ -326,17 +435,19 @@ def render_compare(data: dict[str, Any]) -> str:
             )
         )
     text = table(
-        ("TEMPLATE", "RUNNING", "CANNOT RUN", "NEW NODES", "NEW NODES COST", "BASELINE", "ALL ON-DEMAND"),
+        ("TEMPLATE", "STATUS", "RUNNING", "NEW NODES", "NEW NODES COST", "BASELINE", "ALL ON-DEMAND"),
         body,
-        title="Same workloads on every built-in template",
+        title="Same workloads on every built-in template (comparable first, cheapest first)",
     )
     if not headers_wanted():
         return text
-    priced = [r for r in rows if "skipped" not in r]
+    planned = [r for r in rows if r["status"] != "skipped"]
     bars = nodeview.cost_bars(
-        [(r["template"], round(r["hourly_cost"] + r["baseline_cost"], 4)) for r in priced]
+        [(r["template"], r["total_cost"]) for r in planned],
+        notes={r["template"]: _status_text(r) for r in planned if r["status"] != "ok"},
     )
-    text += "\n\nCost per hour: new nodes + baseline\n" + "\n".join(bars)
+    text += "\n\nCost per hour: new nodes + baseline (per month at 730 h)\n" + "\n".join(bars)
+    text += f"\n({caption()})"
     if notes:
         text += "\n\n" + "\n".join(notes)
     return text

@@ -26,11 +26,12 @@ th, td { text-align: left; padding: 3px 10px 3px 0; border-bottom: 1px solid #ee
 th { font-weight: 600; border-bottom: 1px solid #bdbdbd; }
 svg text { font: 12px system-ui, -apple-system, 'Segoe UI', sans-serif; fill: #212121; }
 svg .pool { font-weight: 600; } .num { text-align: right; } code { font-size: 12px; }
+.unpriced { color: #ef6c00; } svg text.unpriced { fill: #ef6c00; }
 """
 
 ROW = 22
 LABEL_W = 260
-TYPE_W = 170
+TYPE_W = 250  # instance type, capacity type, new, and the price each
 BAR_W = 150
 GAP = 70
 
@@ -64,7 +65,10 @@ def node_view_svg(view: Sequence[Pool]) -> str:
         parts.append(f'<text x="{x}" y="15" class="pool">{name}</text>')
     y = ROW
     for pool in view:
-        price = f", ${pool.hourly_price:,.4f}/h" if pool.hourly_price is not None else ""
+        if pool.hourly_price is None:
+            price = ", no price (n/a)"
+        else:
+            price = f", ${pool.hourly_price:,.4f}/h" + (f" + {pool.unpriced} n/a" if pool.unpriced else "")
         parts.append(f'<text x="0" y="{y + 15}" class="pool">{escape(pool.name)}</text>')
         parts.append(f'<text x="{LABEL_W}" y="{y + 15}">{pool.nodes} node(s){escape(price)}</text>')
         parts.append(_bar(cols[0], y, pool.total("gpu"), count=True, css="bar gpu pool-total"))
@@ -73,7 +77,10 @@ def node_view_svg(view: Sequence[Pool]) -> str:
         y += ROW
         for g in pool.groups:
             kind = " ".join(x for x in (g.instance_type, g.capacity_type, "new" if g.new else "") if x)
-            parts.append(f'<text x="12" y="{y + 15}">{escape(g.label)}</text>')
+            each = "n/a" if g.hourly_price is None else f"${g.hourly_price:,.4f}/h"
+            kind = f"{kind}, {each}" if kind else each
+            css = ' class="unpriced"' if g.hourly_price is None else ""
+            parts.append(f'<text x="12" y="{y + 15}"{css}>{escape(g.label)}</text>')
             parts.append(f'<text x="{LABEL_W}" y="{y + 15}">{escape(kind)}</text>')
             parts.append(_bar(cols[0], y, g.gpu, count=True, css="bar gpu"))
             parts.append(_bar(cols[1], y, g.cpu, count=False, css="bar cpu"))
@@ -83,9 +90,13 @@ def node_view_svg(view: Sequence[Pool]) -> str:
     return "".join(parts)
 
 
-def cost_svg(items: Sequence[tuple[str, float | None]]) -> str:
-    """Horizontal cost bars, the longest for the most expensive; no bar where there is no price."""
-    top = max((v for _, v in items if v), default=0.0)
+def cost_svg(items: Sequence[tuple[str, float | None]], notes: dict[str, str] | None = None) -> str:
+    """Horizontal cost bars, the longest for the most expensive, with the monthly figure; no bar where
+    there is no price, nor for a label in ``notes`` (its note instead: not the cost of the same thing)."""
+    from kgpu.catalog.prices import monthly
+
+    notes = notes or {}
+    top = max((v for k, v in items if v and k not in notes), default=0.0)
     width, bar_max = 720, 420
     height = len(items) * ROW + 6
     parts = [
@@ -94,17 +105,28 @@ def cost_svg(items: Sequence[tuple[str, float | None]]) -> str:
     for n, (label, value) in enumerate(items):
         y = n * ROW
         parts.append(f'<text x="0" y="{y + 15}">{escape(label)}</text>')
+        if label in notes:
+            parts.append(f'<text x="200" y="{y + 15}" class="unpriced">no bar: {escape(notes[label])}</text>')
+            continue
         if value is None:
-            parts.append(f'<text x="200" y="{y + 15}">no price</text>')
+            parts.append(f'<text x="200" y="{y + 15}" class="unpriced">no price</text>')
             continue
         w = max(1, round(value / top * bar_max)) if top and value > 0 else 0
         if w:
             parts.append(
                 f'<rect class="bar cost" x="200" y="{y + 3}" width="{w}" height="14" fill="{COLORS["cyan"]}"/>'
             )
-        parts.append(f'<text x="{200 + w + 6}" y="{y + 15}">${value:,.4f}/h</text>')
+        parts.append(f'<text x="{200 + w + 6}" y="{y + 15}">${value:,.4f}/h (${monthly(value):,.2f}/mo)</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _status(r: dict[str, Any]) -> str:
+    if r.get("status") == "cannot-run":
+        return f"cannot run {r['unschedulable']} pod(s)"
+    if r.get("status") == "unpriced":
+        return f"{r['unpriced_nodes']} node(s) without a price"
+    return "ok"
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, css: str = "") -> str:
@@ -161,9 +183,20 @@ def plan_report(
         for ns, w, ph, where, why, codes in placements
     ]
     headers = ("NAMESPACE", "WORKLOAD", "PHASE", "WHERE", "WHY") + (("WARNINGS",) if flagged else ())
+    if cost.get("baseline"):
+        cost_items.append(("with baseline", cost.get("with_baseline")))
+    unpriced = [
+        f"{n} {what} without a price in the catalog: not in the totals"
+        for n, what in (
+            (cost.get("unpriced_nodes"), "new node(s)"),
+            (cost.get("unpriced_baseline_nodes"), "of the profile's own node(s)"),
+        )
+        if n
+    ]
+    caveat = "".join(f'<p class="unpriced">{escape(u)}</p>' for u in unpriced)
     sections = [
-        ("Nodes by pool (requests / allocatable)", node_view_svg(view)),
-        ("Cost per hour", cost_svg(cost_items)),
+        ("Nodes by pool (requests / allocatable)", node_view_svg(view) + _legend()),
+        ("Cost per hour", cost_svg(cost_items) + caveat + _prices_note()),
         ("Placements", _table(headers, rows, css="placements")),
     ]
     if reasons:
@@ -178,12 +211,32 @@ def plan_report(
     return _page(f"Plan for profile {data['profile']}", summary, sections)
 
 
+def _prices_note() -> str:
+    from kgpu.catalog.prices import caption
+
+    return f'<p class="muted">{escape(caption())}</p>'
+
+
+def _legend() -> str:
+    return (
+        '<p class="muted">Bars: requests / allocatable; '
+        f'<span style="color:{COLORS["green"]}">green</span> from 80 % used, '
+        f'<span style="color:{COLORS["yellow"]}">yellow</span> from 30 %, '
+        f'<span style="color:{COLORS["red"]}">red</span> below; (xN) N alike nodes; '
+        "n/a: no price in the catalog.</p>"
+    )
+
+
 def compare_report(rows: Sequence[dict[str, Any]]) -> str:
+    """``rows`` as ``plan_cmd.compare_rows`` orders them, each with its ``status``: only ``ok`` rows get a
+    bar; the others say why not (cannot run some pod, nodes without a price)."""
     priced = [r for r in rows if "skipped" not in r]
     items = [(r["template"], round(r["hourly_cost"] + r["baseline_cost"], 4)) for r in priced]
+    notes = {r["template"]: _status(r) for r in priced if r.get("status", "ok") != "ok"}
     table_rows = [
         (
             r["template"],
+            (_status(r), "#212121" if r.get("status", "ok") == "ok" else "#c62828"),
             r["scheduled"],
             (r["unschedulable"], "#c62828" if r["unschedulable"] else "#212121"),
             r["new_nodes"],
@@ -194,12 +247,13 @@ def compare_report(rows: Sequence[dict[str, Any]]) -> str:
         for r in priced
     ]
     sections = [
-        ("Cost per hour: new nodes + baseline", cost_svg(items)),
+        ("Cost per hour: new nodes + baseline", cost_svg(items, notes) + _prices_note()),
         (
             "Templates",
             _table(
                 (
                     "TEMPLATE",
+                    "STATUS",
                     "RUNNING",
                     "CANNOT RUN",
                     "NEW NODES",

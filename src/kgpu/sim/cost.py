@@ -23,8 +23,26 @@ class Priced(Protocol):
     capacity_type: str
 
 
+MONEY_KEYS = ("total", "spot", "on_demand", "all_on_demand", "savings", "baseline", "with_baseline")
+
+
+def with_monthly(cost: dict[str, Any]) -> dict[str, Any]:
+    """``cost`` with ``<key>_monthly`` beside each hourly figure (730-hour month) and ``prices``: the price
+    snapshot's source and date, so that no figure travels without its age."""
+    from kgpu.catalog.prices import monthly, snapshot
+
+    out = dict(cost)
+    for key in MONEY_KEYS:
+        value = cost.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[f"{key}_monthly"] = monthly(float(value))
+    out["prices"] = snapshot()
+    return out
+
+
 def hourly_cost(nodes: Sequence[Priced]) -> dict[str, Any]:
-    """Total per hour; the spot and on-demand parts; what the same nodes cost all on-demand; unpriced count."""
+    """Total per hour; the spot and on-demand parts; what the same nodes cost all on-demand; unpriced count;
+    each with its monthly figure, and the price snapshot's date (:func:`with_monthly`)."""
     total = spot = on_demand = all_on_demand = 0.0
     unpriced = 0
     for n in nodes:
@@ -46,7 +64,7 @@ def hourly_cost(nodes: Sequence[Priced]) -> dict[str, Any]:
     }
     if unpriced:
         out["unpriced_nodes"] = unpriced
-    return out
+    return with_monthly(out)
 
 
 @dataclass(frozen=True, slots=True)
