@@ -297,3 +297,19 @@ def test_tke_match_file_without_pods_exits_2(tmp_path: Path):
     path.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
     result = run("tke", "match", "-f", str(path))
     assert result.exit_code == 2 and "no Pod or pod template found" in result.stderr
+
+
+def test_catalog_prices_carry_their_date_and_a_monthly_figure():
+    """Every price shown says how old it is; -o wide and JSON add the 730-hour month."""
+    from kgpu.catalog.prices import AS_OF, HOURS_PER_MONTH
+
+    table_out = CliRunner().invoke(cli, ["catalog", "--gpu", "T4", "--region", "us-west-2"]).stdout
+    assert table_out.rstrip().splitlines()[-1].startswith(f"(prices as of {AS_OF} (AWS, USD; month = 730 h)")
+    rows = json.loads(CliRunner().invoke(cli, ["catalog", "--gpu", "T4", "--region", "us-west-2", "-o", "json"]).stdout)
+    first = rows[0]
+    assert first["instance_type"] == "g4dn.xlarge" and first["prices_as_of"] == AS_OF
+    assert first["on_demand_usd_per_month"] == round(first["on_demand_usd_per_hour"] * HOURS_PER_MONTH, 2) == 383.98
+    wide = CliRunner().invoke(cli, ["catalog", "--gpu", "T4", "--region", "us-west-2", "-o", "wide"]).stdout
+    assert "ON-DEMAND $/MO" in wide and "383.98" in wide
+    bare = CliRunner().invoke(cli, ["catalog", "--gpu", "T4", "--no-headers"]).stdout
+    assert "prices as of" not in bare

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kgpu.cli.output import PATH, emit, examples, handle_input_errors, output_option, table
+from kgpu.cli.output import PATH, emit, examples, handle_input_errors, headers_wanted, output_option, table
 from kgpu.errors import InputError, quote
 
 DEFAULT_REGION = "us-east-1"
@@ -106,8 +106,19 @@ def _price(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _dollars(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def _month(value: float | None) -> float | None:
+    from kgpu.catalog.prices import monthly
+
+    return None if value is None else monthly(value)
+
+
 def _aws(gpu: str | None, min_gpus: int, region: str, file: str | None, output: str) -> None:
     from kgpu.catalog import aws_catalog
+    from kgpu.catalog.prices import AS_OF, caption
 
     overrides = None
     if file:
@@ -139,6 +150,9 @@ def _aws(gpu: str | None, min_gpus: int, region: str, file: str | None, output: 
                 "spot_usd_per_hour": pricing.spot,
                 "spot_min_usd_per_hour": pricing.spot_min,
                 "cheapest_usd_per_hour": pricing.cheapest,
+                "on_demand_usd_per_month": _month(pricing.on_demand),
+                "spot_usd_per_month": _month(pricing.spot),
+                "prices_as_of": AS_OF,
                 "zones": list(pricing.zones),
             }
         )
@@ -155,6 +169,7 @@ def _aws(gpu: str | None, min_gpus: int, region: str, file: str | None, output: 
         headers = ["TYPE", "GPU", "GPUS", "GPU MEM", "VCPU", "MEMORY", "SPOT $/H", "ON-DEMAND $/H", "ZONES"]
         if wide:
             headers[7:7] = ["SPOT MIN $/H"]
+            headers[9:9] = ["SPOT $/MO", "ON-DEMAND $/MO"]
             headers += ["ARCH"]
         body = []
         for r in rows:
@@ -171,9 +186,14 @@ def _aws(gpu: str | None, min_gpus: int, region: str, file: str | None, output: 
             ]
             if wide:
                 cells[7:7] = [_price(r["spot_min_usd_per_hour"])]
+                cells[9:9] = [_dollars(r["spot_usd_per_month"]), _dollars(r["on_demand_usd_per_month"])]
                 cells.append(r["arch"])
             body.append(cells)
-        return table(headers, body, title=title)
+        text = table(headers, body, title=title)
+        if not headers_wanted():
+            return text
+        changed = f"; prices from {file} where it gives them" if file else ""
+        return f"{text}\n({caption()}{changed}; -o wide: per month)"
 
     emit(
         rows,
