@@ -190,6 +190,12 @@ def test_a_second_plugin_on_helm_nodes_is_a_duplicate_that_leaves_gfd_alone():
         assert "DaemonSet/nvidia-device-plugin/nvdp-nvidia-device-plugin)" in f.message
         assert "gpu-feature-discovery" not in f.message + f.fix
         assert f.message.startswith("2 device plugins")
+        # the hand-applied manifest goes, the Helm release (with its GFD) stays
+        assert (
+            "# keep one plugin per node: exclude the node from DaemonSet/kube-system/nvidia-device-plugin-daemonset\n"
+            in f.fix
+        )
+        assert "helm upgrade" not in f.fix
 
 
 def test_bottlerocket_with_the_chart_for_gfd_only_is_healthy_and_with_its_plugin_a_duplicate():
@@ -211,7 +217,10 @@ def test_bottlerocket_with_the_chart_for_gfd_only_is_healthy_and_with_its_plugin
     ]
     dup = doctor_report(both).by_check("device-plugin-duplicate")
     assert {f.object for f in dup} == {f"Node/{GPU_A}", f"Node/{GPU_B}"}
-    assert all("aws-k8s-1.31-nvidia" in f.message for f in dup)
+    for f in dup:
+        assert "aws-k8s-1.31-nvidia" in f.message
+        assert "exclude the node from DaemonSet/nvidia-device-plugin/nvdp-nvidia-device-plugin\n" in f.fix
+        assert "--reuse-values --set devicePlugin.enabled=false (GPU Feature Discovery stays)" in f.fix
 
 
 # --- fixes that fit the cluster ---------------------------------------------------------------------------

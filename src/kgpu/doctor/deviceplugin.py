@@ -353,13 +353,7 @@ def check_duplicate(state: ClusterState) -> Iterator[Finding]:
         }
         if builtin:
             exclude["values"] = ["builtin"]  # type: ignore[assignment]
-        fix = (
-            "# keep one plugin per node: exclude these nodes from the extra DaemonSet\n"
-            + (f"kubectl label node {node.name} {LABEL_KGPU_DEVICE_PLUGIN}=builtin\n" if builtin else "")
-            + "# and in its spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-            + ".nodeSelectorTerms[*].matchExpressions add:\n"
-            + snippet([exclude])
-        )
+        fix = _duplicate_fix(node, sorted(sources), {ds.ref: ds for ds in dss}, builtin, exclude)
         if operator and not builtin:
             fix += "\n# (the GPU Operator deploys its own plugin on nodes labelled nvidia.com/gpu.deploy.device-plugin=true)"
         yield Finding(
@@ -370,6 +364,55 @@ def check_duplicate(state: ClusterState) -> Iterator[Finding]:
             "device-plugin socket and the node's nvidia.com/gpu flaps or disappears",
             fix,
         )
+
+
+def _duplicate_fix(
+    node: NodeInfo,
+    sources: list[str],
+    by_ref: dict[str, DaemonSetInfo],
+    builtin: str,
+    exclude: dict[str, Any],
+) -> str:
+    """Which DaemonSet to keep off the node, and how for its maker: the GPU Operator's plugin stays, a Helm
+    release is changed through its values (an edit of the DaemonSet is undone by the next upgrade)."""
+    if builtin:
+        extras = sources
+    else:
+        own = [s for s in sources if s in by_ref and cluster_policy(by_ref[s])]
+        # keep the one a tool manages (the Operator, a Helm release) over one applied by hand
+        managed = sorted(sources, key=lambda s: (not (s in by_ref and helm_release(by_ref[s])), s))
+        extras = [s for s in sources if s not in own] if own else managed[1:]
+    lines = [
+        f"# keep one plugin per node: exclude the node from {', '.join(extras)}",
+        *([f"kubectl label node {node.name} {LABEL_KGPU_DEVICE_PLUGIN}=builtin"] if builtin else []),
+        "# in spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[*].matchExpressions add:",
+        snippet([exclude]),
+    ]
+    for ref in extras:
+        ds = by_ref.get(ref)
+        if ds is None:
+            continue
+        release = helm_release(ds)
+        policy = cluster_policy(ds)
+        if release is not None:
+            name, namespace = release
+            lines.append(
+                f"# {ref} is Helm release {name}'s: put the term in its values (affinity:) and run "
+                f"helm upgrade {name} nvdp/nvidia-device-plugin -n {namespace} --reuse-values -f values.yaml"
+            )
+            if builtin:
+                lines.append(
+                    f"# or, if every node it serves runs the plugin itself: helm upgrade {name} "
+                    f"nvdp/nvidia-device-plugin -n {namespace} --reuse-values --set devicePlugin.enabled=false "
+                    "(GPU Feature Discovery stays)"
+                )
+        elif policy and builtin:
+            lines.append(
+                f"# {ref} is the GPU Operator's (ClusterPolicy {policy}): "
+                f"kubectl label node {node.name} {LABEL_OPERATOR_DEVICE_PLUGIN}=false --overwrite"
+            )
+    return "\n".join(lines)
 
 
 def plugin_version(image: str) -> tuple[int, int, int] | None:
