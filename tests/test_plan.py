@@ -98,7 +98,7 @@ def test_cli_compare_exits_0_when_every_template_runs_everything(monkeypatch) ->
 
     rows = [{"template": "eks-karpenter", "scheduled": 1, "unschedulable": 0, "new_nodes": 1, "hourly_cost": 0.1,
              "baseline_cost": 0.0, "all_on_demand": 0.2, "unpriced_nodes": 0}]
-    monkeypatch.setattr(planner, "compare", lambda work: rows)
+    monkeypatch.setattr(planner, "compare", lambda work, names: [r for r in rows if r["template"] in names])
     res = CliRunner().invoke(cli, ["plan", "--compare", "-o", "json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)["compare"]
@@ -118,7 +118,7 @@ def test_cli_compare_statuses_and_order(monkeypatch) -> None:
 
     rows = [row("eks-eksctl", 0.0, unschedulable=2), row("onprem", 0.0, unpriced=1), row("kuberay", 3.0),
             row("eks-karpenter", 1.0), {"template": "tke-supernode", "skipped": "x: broken"}]
-    monkeypatch.setattr(planner, "compare", lambda work: rows)
+    monkeypatch.setattr(planner, "compare", lambda work, names: [r for r in rows if r["template"] in names])
     out = json.loads(CliRunner().invoke(cli, ["plan", "--compare", "-o", "json"]).output)["compare"]
     assert [(r["template"], r["status"]) for r in out] == [
         ("eks-karpenter", "ok"), ("kuberay", "ok"), ("onprem", "unpriced"), ("eks-eksctl", "cannot-run"),

@@ -23,6 +23,7 @@ from kgpu.cli.output import (
     warning_codes,
     warnings_footer,
 )
+from kgpu.cli.progress import Progress
 from kgpu.cli.report import compare_report, plan_report
 
 
@@ -113,7 +114,14 @@ def command(
         # the GPU labels they all select). A profile file plans its own guide's examples (kgpu.sim.plan).
         work = example_workloads()
     if compare:
-        rows = compare_rows(planner.compare(work))
+        from kgpu.model.profile import TEMPLATES
+
+        raw: list[dict[str, Any]] = []
+        with Progress("planning") as progress:
+            for n, name in enumerate(TEMPLATES, 1):
+                progress.step(f"planning the workloads on template {name} ({n}/{len(TEMPLATES)})")
+                raw += planner.compare(work, (name,))
+        rows = compare_rows(raw)
         if report is not None:
             _write_report(report, compare_report(rows))
         emit(
@@ -124,7 +132,8 @@ def command(
         )
         failing = any(r.get("unschedulable") for r in rows)
         raise SystemExit(ExitCode.FINDINGS if failing else ExitCode.OK)
-    result = planner.plan(prof, work)
+    with Progress(f"planning {prof.metadata.name}: placing pods, provisioning nodes"):
+        result = planner.plan(prof, work)
     data = result.as_dict()
     data["cost"] = with_monthly(data["cost"])  # baseline and with_baseline too
     unpriced_own = _unpriced_static_nodes(prof)
