@@ -84,6 +84,16 @@ EXPECTED: dict[str, set[tuple[str, str, str]]] = {
         ("gpu-exporter-missing", "warning", C),
         ("gpu-exporter-not-ready", "warning", "Pod/kgpu-system/kgpu-exporter-d2503"),
     },
+    "visible-devices": {
+        ("cuda-visible-devices-conflict", "error", "Pod/ml/train-one-r5t4y"),
+        ("cuda-visible-devices-conflict", "warning", "Pod/ml/train-four-q8w7e"),
+        ("cuda-visible-devices-conflict", "info", "Pod/ml/redacted-d3f4g"),
+        ("nvidia-visible-devices-in-spec", "warning", "Pod/ml/sidecar-all-p1a2s"),
+    },
+    "tke-running": {
+        ("tke-cuda-driver", "error", "Pod/default/inference-t4-mini-6f9c8-m2n3b"),
+        ("tke-cuda-driver", "warning", "Pod/default/multi-gpu-training-a10-7xk2p"),
+    },
     "onprem-list": {
         ("device-plugin-outdated", "warning", PLUGIN),
         ("gpu-exporter-missing", "warning", "Node/k8s-node05"),

@@ -199,3 +199,65 @@ def test_prices_on_a_pool_that_is_not_tke_is_exit_2(tmp_path: Path) -> None:
 
 def test_template_profile_has_no_prices() -> None:
     assert builtin_profile("tke-supernode").pools[0].prices is None
+
+
+# --- doctor: CUDA of running super-node pods, *_VISIBLE_DEVICES ----------------------------------------------
+
+
+def _fixture(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(
+        (Path(__file__).parent / "fixtures" / "snapshots" / f"{name}.json").read_text(encoding="utf-8")
+    )
+    return doc
+
+
+def test_doctor_checks_cuda_of_running_super_node_pods_against_the_guides_driver() -> None:
+    """"确保 CUDA 版本匹配": T4 vGPU runs CUDA 11.0, so a CUDA 12.1 image fails; the guide's own example 7
+    image (CUDA 11.7) on A10 PNV4 (11.4) runs by minor-version compatibility only."""
+    from kgpu.doctor import doctor_report
+
+    report = doctor_report(_fixture("tke-running"))
+    found = {f.object: f for f in report.findings if f.check == "tke-cuda-driver"}
+    error = found["Pod/default/inference-t4-mini-6f9c8-m2n3b"]
+    assert error.severity == "error" and "CUDA driver version is insufficient" in error.message
+    assert "1/4*T4 spec runs CUDA 11.0" in error.message
+    warning = found["Pod/default/multi-gpu-training-a10-7xk2p"]
+    assert warning.severity == "warning" and "A10*PNV4 spec runs CUDA 11.4" in warning.message
+    # the complete example: 'T4,V100', CUDA_VISIBLE_DEVICES=0 on one GPU, an image without a CUDA tag
+    assert not [f for f in report.findings if "gpu-inference-service" in f.object]
+
+
+def test_doctor_cli_exit_1_on_the_super_node_cuda_error(tmp_path: Path) -> None:
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(_fixture("tke-running")))
+    res = CliRunner().invoke(cli, ["doctor", "--snapshot", str(path), "-o", "json"])
+    assert res.exit_code == 1, res.output
+    assert "tke-cuda-driver" in res.output
+
+
+def test_visible_devices_findings_follow_the_allocation() -> None:
+    from kgpu.doctor import doctor_report
+
+    report = doctor_report(_fixture("visible-devices"))
+    got = {(f.check, f.severity, f.object.rsplit("/", 1)[-1]): f.message for f in report.findings}
+    assert "no CUDA-capable device is detected" in got[
+        ("cuda-visible-devices-conflict", "error", "train-one-r5t4y")
+    ]
+    assert "the other 3 stay idle" in got[("cuda-visible-devices-conflict", "warning", "train-four-q8w7e")]
+    assert "though it requested none" in got[("nvidia-visible-devices-in-spec", "warning", "sidecar-all-p1a2s")]
+    assert not any("infer-ok" in k[2] for k in got)  # the guide's "0" on one GPU
+
+
+def test_kgpu_snapshot_redacts_the_visible_devices_values_and_doctor_says_so() -> None:
+    """kgpu snapshot replaces every env value, these two included (kgpu.live.snapshot.redact): doctor then
+    reports the variable as set and cannot compare it."""
+    from kgpu.doctor import doctor_report
+    from kgpu.live.snapshot import redact
+
+    doc = _fixture("visible-devices")
+    for item in doc["items"]:
+        redact(item)
+    report = doctor_report(doc)
+    levels = {f.object.rsplit("/", 1)[-1]: f.severity for f in report.findings if "visible" in f.check}
+    assert levels["train-one-r5t4y"] == levels["train-four-q8w7e"] == "info"
+    assert any("redacted by kgpu snapshot" in f.message for f in report.findings)
