@@ -53,6 +53,10 @@ def karpenter_chart_values(profile: Profile) -> list[dict[str, Any]]:
     settings: dict[str, Any] = {"clusterName": profile.cluster.name}
     if profile.spot_interruptions.enabled:
         settings["interruptionQueue"] = queue_name(profile)
+    from kgpu.render.karpenter import overlay_feature_gate
+
+    if overlay_feature_gate(profile):  # NodeOverlays for shared GPUs are off unless the gate is on
+        settings["featureGates"] = {"nodeOverlay": True}
     return [{"settings": settings}]
 
 

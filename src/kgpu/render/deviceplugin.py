@@ -126,11 +126,81 @@ def plugin_config(profile: Profile) -> dict[str, Any] | None:
     return config
 
 
+SHARED_CONFIG_DIR = "/available-configs"
+SHARED_CONFIG_FILE = "/config/config.yaml"
+SERVICE_ACCOUNT = "nvidia-device-plugin"
+
+
+def shared_configs(profile: Profile) -> dict[str, dict[str, Any]] | None:
+    """Per-node configs (the helm chart's ``config.map``): ``default`` plus one key per shared pool, chosen on
+    each node by its ``nvidia.com/device-plugin.config`` label; None when no pool shares its GPUs."""
+    if not any(p.sharing is not None for p in profile.pools):
+        return None
+    from kgpu.model.sharing import configs
+
+    out = {"default": plugin_config(profile) or {"version": "v1", "flags": {"migStrategy": "none"}}}
+    for key, cfg in configs(profile).items():
+        if key != "default":
+            out[key] = cfg.as_plugin_config()
+    return out
+
+
+def _config_manager(name: str, oneshot: bool, image: str) -> dict[str, Any]:
+    """The plugin image's config-manager (the helm chart's init container and sidecar): it copies the key
+    the node's label names into the plugin's config file, and on a label change signals the plugin."""
+    env = [
+        {"name": "ONESHOT", "value": "true" if oneshot else "false"},
+        {"name": "KUBECONFIG", "value": ""},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "NODE_LABEL", "value": "nvidia.com/device-plugin.config"},
+        {"name": "CONFIG_FILE_SRCDIR", "value": SHARED_CONFIG_DIR},
+        {"name": "CONFIG_FILE_DST", "value": SHARED_CONFIG_FILE},
+        {"name": "DEFAULT_CONFIG", "value": "default"},
+        {"name": "FALLBACK_STRATEGIES", "value": "named,single"},
+        {"name": "SEND_SIGNAL", "value": "false" if oneshot else "true"},
+        {"name": "SIGNAL", "value": "" if oneshot else "1"},
+        {"name": "PROCESS_TO_SIGNAL", "value": "" if oneshot else "nvidia-device-plugin"},
+    ]
+    return {
+        "image": image,
+        "name": name,
+        "command": ["config-manager"],
+        "env": env,
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [
+            {"name": "available-configs", "mountPath": SHARED_CONFIG_DIR},
+            {"name": "config", "mountPath": "/config"},
+        ],
+    }
+
+
+def _rbac(labels: dict[str, str]) -> list[dict[str, Any]]:
+    """config-manager reads its node's labels: a service account allowed to get, list and watch nodes."""
+    meta = {"name": SERVICE_ACCOUNT, "labels": dict(labels)}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "namespace": NAMESPACE}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": dict(meta),
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": dict(meta),
+            "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE_ACCOUNT},
+        },
+    ]
+
+
 def render(profile: Profile) -> list[dict[str, Any]]:
     if not gpu_pools_needing_plugin(profile):
         return []
     docs: list[dict[str, Any]] = []
     config = plugin_config(profile)
+    shared = shared_configs(profile)
     labels = {"app.kubernetes.io/name": "nvidia-device-plugin", **MANAGED_BY}
     container: dict[str, Any] = {
         "image": f"nvcr.io/nvidia/k8s-device-plugin:{profile.device_plugin.version}",
@@ -147,7 +217,29 @@ def render(profile: Profile) -> list[dict[str, Any]]:
             "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"},
         }
     ]
-    if config is not None:
+    pod_extra: dict[str, Any] = {}
+    if shared is not None:
+        image = container["image"]
+        docs.extend(_rbac(labels))
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": CONFIG_NAME, "namespace": NAMESPACE, "labels": dict(labels)},
+                "data": {key: yamltext.dump(cfg) for key, cfg in shared.items()},
+            }
+        )
+        container["env"] = [{"name": "CONFIG_FILE", "value": SHARED_CONFIG_FILE}]
+        container["volumeMounts"].append({"name": "config", "mountPath": "/config"})
+        volumes.append({"name": "available-configs", "configMap": {"name": CONFIG_NAME}})
+        volumes.append({"name": "config", "emptyDir": {}})
+        pod_extra = {
+            "serviceAccountName": SERVICE_ACCOUNT,
+            "shareProcessNamespace": True,
+            "initContainers": [_config_manager("nvidia-device-plugin-init", True, image)],
+        }
+        sidecar = _config_manager("nvidia-device-plugin-sidecar", False, image)
+    elif config is not None:
         docs.append(
             {
                 "apiVersion": "v1",
@@ -186,7 +278,8 @@ def render(profile: Profile) -> list[dict[str, Any]]:
                             }
                         },
                         "priorityClassName": "system-node-critical",
-                        "containers": [container],
+                        **pod_extra,
+                        "containers": [container, sidecar] if shared is not None else [container],
                         "volumes": volumes,
                     },
                 },

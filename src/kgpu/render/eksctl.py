@@ -69,8 +69,22 @@ def _tags(profile: Profile, pool: Pool) -> dict[str, str]:
             # the selector adds the eksctl group-name label when workloads can only select the group by it
             labels = {**pool_selector(pool), **node_labels(pool)}
             tags.update(node_template_tags(labels, taints(pool)))
+    if profile.autoscaler == Autoscaler.CLUSTER_AUTOSCALER and pool.sharing is not None:
+        tags.update(_shared_resource_tags(profile, pool))
     tags.update(pool.asg_tags)
     return dict(sorted(tags.items()))
+
+
+def _shared_resource_tags(profile: Profile, pool: Pool) -> dict[str, str]:
+    """``node-template/resources/<name>`` tags: what a shared group's nodes advertise, for scale from zero
+    (cluster-autoscaler otherwise counts the type's physical GPUs)."""
+    from kgpu.sim.pools import catalog_for, first_known_type
+    from kgpu.sim.sharing import resource_tags
+
+    catalog = catalog_for(profile)
+    if catalog is None:
+        return {}
+    return resource_tags(pool, catalog.get(first_known_type(catalog, pool)))
 
 
 # What eksctl attaches to a node role by default; listing attachPolicyARNs replaces them, so they come first.

@@ -46,7 +46,46 @@ def render(profile: Profile) -> list[dict[str, Any]]:
             continue
         docs.append(nodeclass(profile, pool))
         docs.append(nodepool(profile, pool))
+        docs.extend(nodeoverlays(profile, pool))
     return docs
+
+
+OVERLAY_API = "karpenter.sh/v1alpha1"
+
+
+def nodeoverlays(profile: Profile, pool: Pool) -> list[dict[str, Any]]:
+    """NodeOverlays (karpenter.sh/v1alpha1) for a shared pool: per group of its instance types, the capacity
+    the device plugin will advertise, merged over the type's when Karpenter simulates (feature gate
+    ``NodeOverlay``, which the chart values turn on); without one Karpenter counts physical GPUs."""
+    if pool.sharing is None or not pool.sharing.node_overlay:
+        return []
+    from kgpu.sim.pools import catalog_for
+    from kgpu.sim.sharing import overlay_groups
+
+    groups = overlay_groups(pool, catalog_for(profile))
+    out = []
+    for i, (capacity, types) in enumerate(groups):
+        name = f"{pool.name}-gpu-sharing" + (f"-{i + 1}" if len(groups) > 1 else "")
+        out.append(
+            {
+                "apiVersion": OVERLAY_API,
+                "kind": "NodeOverlay",
+                "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+                "spec": {
+                    "requirements": [
+                        {"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool.name]},
+                        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+                    ],
+                    "capacity": {k: str(v) for k, v in sorted(capacity.items())},
+                },
+            }
+        )
+    return out
+
+
+def overlay_feature_gate(profile: Profile) -> bool:
+    """Whether a pool renders NodeOverlays: the Karpenter chart then needs ``settings.featureGates.nodeOverlay``."""
+    return any(p.kind == PoolKind.KARPENTER and p.sharing is not None and p.sharing.node_overlay for p in profile.pools)
 
 
 def requirements(profile: Profile, pool: Pool) -> list[dict[str, Any]]:

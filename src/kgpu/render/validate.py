@@ -50,6 +50,7 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 CRDS: dict[tuple[str, str], tuple[str, str]] = {
     ("karpenter.sh/v1", "NodePool"): ("karpenter.sh_nodepools.yaml", "v1"),
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): ("karpenter.k8s.aws_ec2nodeclasses.yaml", "v1"),
+    ("karpenter.sh/v1alpha1", "NodeOverlay"): ("karpenter.sh_nodeoverlays.yaml", "v1alpha1"),
     ("ray.io/v1", "RayCluster"): ("ray.io_rayclusters.yaml", "v1"),
 }
 EKSCTL = ("eksctl.io/v1alpha5", "ClusterConfig")
@@ -229,6 +230,13 @@ CEL_RULES: dict[str, Callable[[Any, str], bool]] = {
     'label "karpenter.sh/nodepool" is restricted': _not_key("karpenter.sh/nodepool"),
     'label "kubernetes.io/hostname" is restricted': _not_key("kubernetes.io/hostname"),
     "requirements with operator 'In' must have a value defined": _req_in,
+    # NodeOverlay
+    "requirements with operator 'NotIn' must have a value defined": lambda v, r: all(
+        x.get("operator") != "NotIn" or x.get("values") for x in v
+    ),
+    "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value": _req_numeric,
+    "invalid resource restricted": lambda v, r: all(k not in ("cpu", "memory", "ephemeral-storage", "pods") for k in v),
+    "cannot set both 'price' and 'priceAdjustment'": lambda v, r: not _has(v, "price") or not _has(v, "priceAdjustment"),
     "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value": _req_numeric,
     "requirements with 'minValues' must have at least that many values specified in the 'values' field": _req_min_values,
     "'schedule' must be set with 'duration'": lambda v, r: all(

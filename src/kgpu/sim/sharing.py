@@ -96,16 +96,14 @@ def overlay_capacity(pool: Pool, itype: InstanceType) -> dict[str, int]:
     return out
 
 
-def pool_gpus(pool: Pool, catalog: Any) -> list[tuple[str, str]]:
-    """(GPU model, where it comes from) for every GPU the pool's nodes may have: its instance types, the
-    catalog types its Karpenter requirements allow, or its static nodes' ``gpuName``."""
-    if pool.kind == PoolKind.STATIC:
-        return sorted({(n.gpu_name, f"node {n.name}") for n in pool.nodes if n.gpus and n.gpu_name})
-    if catalog is None:
+def pool_types(pool: Pool, catalog: Any) -> list[InstanceType]:
+    """The GPU instance types a Karpenter or node-group pool may launch: its instance types, or the catalog
+    types its requirements allow."""
+    if catalog is None or pool.kind == PoolKind.STATIC:
         return []
     from kgpu.sim.requirements import matches, pool_requirements, well_known
 
-    types = []
+    types: list[InstanceType] = []
     if pool.instance_types:
         for name in pool.instance_types:
             try:
@@ -113,18 +111,23 @@ def pool_gpus(pool: Pool, catalog: Any) -> list[tuple[str, str]]:
             except InputError:
                 continue
     else:
-        reqs = [r for r in well_known(pool_requirements(pool)) if r.key != "topology.kubernetes.io/zone"]
+        skip = ("topology.kubernetes.io/zone", "karpenter.sh/capacity-type")
+        reqs = [r for r in well_known(pool_requirements(pool)) if r.key not in skip]
         region = catalog.region if isinstance(getattr(catalog, "region", None), str) else "us-west-2"
         for t in catalog.types():
-            if not t.gpu_count:
-                continue
-            probe = t.labels(region, "", "on-demand")
-            if all(matches(r, probe) for r in reqs if r.key != "karpenter.sh/capacity-type"):
+            if t.gpu_count and all(matches(r, t.labels(region, "", "on-demand")) for r in reqs):
                 types.append(t)
+    return [t for t in types if t.gpu_count]
+
+
+def pool_gpus(pool: Pool, catalog: Any) -> list[tuple[str, str]]:
+    """(GPU model, where it comes from) for every GPU the pool's nodes may have: its types' (the first type
+    of each GPU model) or its static nodes' ``gpuName``."""
+    if pool.kind == PoolKind.STATIC:
+        return sorted({(n.gpu_name, f"node {n.name}") for n in pool.nodes if n.gpus and n.gpu_name})
     seen: dict[str, str] = {}
-    for t in types:
-        if t.gpu_count:
-            seen.setdefault(t.gpu_display_name or t.gpu_name, t.name)
+    for t in pool_types(pool, catalog):
+        seen.setdefault(t.gpu_display_name or t.gpu_name, t.name)
     return sorted(seen.items())
 
 
@@ -150,6 +153,18 @@ def check_pool(index: int, pool: Pool, catalog: Any) -> None:
                     + (", ".join(mig_resource(p) for p in layout) or "none"),
                     where=f"pools[{index}].sharing.{field}.resources[{j}].name",
                 )
+
+
+def overlay_groups(pool: Pool, catalog: Any) -> list[tuple[dict[str, int], list[str]]]:
+    """The pool's GPU instance types grouped by the NodeOverlay capacity they need, for ``kgpu render``."""
+    if pool.sharing is None:
+        return []
+    groups: dict[tuple[tuple[str, int], ...], list[str]] = {}
+    for t in pool_types(pool, catalog):
+        cap = overlay_capacity(pool, t)
+        if cap:
+            groups.setdefault(tuple(sorted(cap.items())), []).append(t.name)
+    return [(dict(k), sorted(v)) for k, v in sorted(groups.items(), key=lambda kv: sorted(kv[1]))]
 
 
 RESOURCE_TAG = "k8s.io/cluster-autoscaler/node-template/resources/"
