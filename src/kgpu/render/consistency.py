@@ -407,6 +407,56 @@ def _check_ray_workers(profile: Profile) -> list[Problem]:
     return out
 
 
+def _check_ray_head_pool(profile: Profile, stack: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
+    """``kuberay.headPool`` set to a GPU pool (seed 004: "通常，避免在 Ray head 上运行 GPU 工作负载"): the head takes
+    room on the pool's nodes. The RayCluster is planned on the profile with every worker group at its
+    maxReplicas (node groups scaled to their maxSize, Karpenter within its limits): a worker that can never be
+    placed is an error with the scheduler's reason; when all fit, a warning that the head keeps a GPU node up."""
+    cfg = profile.kuberay
+    if cfg is None or not cfg.head_pool or not profile.pool(cfg.head_pool).is_gpu:
+        return []
+    head = profile.pool(cfg.head_pool)
+    docs = []
+    for doc in stack.get("kuberay", []):
+        if doc.get("kind") != "RayCluster":
+            continue
+        doc = dict(doc)
+        spec = dict(doc.get("spec") or {})
+        spec["workerGroupSpecs"] = [
+            {**g, "replicas": g.get("maxReplicas", g.get("replicas", 0))} for g in spec.get("workerGroupSpecs") or []
+        ]
+        doc["spec"] = spec
+        docs.append(doc)
+    if not docs:
+        return []
+    from kgpu.sim.plan import plan
+    from kgpu.sim.simulate import UNSCHEDULABLE
+
+    field = "kuberay.headPool"
+    subject = f"pool {head.name}"
+    result = plan(profile, parse_documents(docs, "rendered RayCluster"))
+    stuck = [p for p in result.simulation.placements if p.phase == UNSCHEDULABLE and "head" not in p.pod.name]
+    if stuck:
+        return [
+            Problem(
+                ERROR,
+                subject,
+                field,
+                f"the Ray head runs on GPU pool {head.name}, and {len(stuck)} Ray GPU worker(s) at maxReplicas can "
+                f"never be placed: {stuck[0].pod.name}: {stuck[0].reason}; put the head on a CPU pool",
+            )
+        ]
+    return [
+        Problem(
+            WARNING,
+            subject,
+            field,
+            f"the Ray head runs on GPU pool {head.name}: it keeps a GPU node up and takes room from the GPU "
+            "workers (the guide keeps the head on a CPU node group); put the head on a CPU pool",
+        )
+    ]
+
+
 def check(profile: Profile, stack: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
     """Every problem and warning, errors first, each naming its pool/workload and field."""
     pods = _workload_pods(stack)
@@ -414,6 +464,7 @@ def check(profile: Profile, stack: Mapping[str, list[dict[str, Any]]]) -> list[P
         _check_catalog(profile)
         + _check_spot_interruptions(profile)
         + _check_ray_workers(profile)
+        + _check_ray_head_pool(profile, stack)
         + _check_workloads(profile, pods)
         + _check_device_plugin(profile, stack)
         + _check_autoscaler_tags(profile, stack, pods)
