@@ -1,0 +1,149 @@
+"""Documented JSON (docs/json.md): the real `-o json` output of plan, plan --compare, catalog, node-check and
+tke match, validated against the JSON Schemas packaged in kgpu/cli/schemas/ (jsonschema, draft 2020-12,
+formats checked). The inputs cover each verb's shapes: new nodes and consolidation, unpriced nodes, skipped
+and failing templates, both catalog providers, a failing host, a match error and a list of matches."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from fakes.fake_nvml import FakeGpu, FakeNvml
+from kgpu.cli.main import cli
+from kgpu.exporter import nodecheck
+from kgpu.exporter.nvml import Nvml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = str(ROOT / "tests" / "fixtures" / "plan" / "vector-add-and-web.yaml")
+HOSTS = ROOT / "tests" / "fixtures" / "nodecheck"
+SCHEMAS = ("plan", "plan-compare", "catalog", "node-check", "tke-match")
+
+
+def schema(name: str) -> dict[str, Any]:
+    text = resources.files("kgpu.cli").joinpath("schemas", f"{name}.schema.json").read_text()
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def validate(name: str, instance: Any) -> None:
+    jsonschema.Draft202012Validator(
+        schema(name), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    ).validate(instance)
+
+
+def kgpu_json(*args: str, codes: tuple[int, ...] = (0, 1)) -> Any:
+    res = CliRunner().invoke(cli, list(args))
+    assert res.exit_code in codes, res.output
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_schemas_are_valid_and_documented(name: str):
+    jsonschema.Draft202012Validator.check_schema(schema(name))
+    assert f"`{name}.schema.json`" in (ROOT / "docs" / "json.md").read_text()
+
+
+def test_plan(tmp_path: Path):
+    for args in (("plan",), ("plan", "-w", WORK)):
+        data = kgpu_json(*args, "-o", "json")
+        validate("plan", data)
+        assert data["new_nodes"] and data["cost"]["prices"]["as_of"]
+    prof = tmp_path / "kgpu.yaml"
+    assert CliRunner().invoke(cli, ["init", "-t", "onprem", "-f", str(prof)]).exit_code == 0
+    data = kgpu_json("plan", "-f", str(prof), "-w", WORK, "-o", "json")
+    validate("plan", data)
+    assert data["cost"]["unpriced_baseline_nodes"] == 2 and data["summary"]["unschedulable"] > 0
+
+
+def test_plan_compare(monkeypatch):
+    data = kgpu_json("plan", "-w", WORK, "--compare", "-o", "json")
+    validate("plan-compare", data)
+    assert {r["status"] for r in data["compare"]} == {"ok", "cannot-run"}
+    from kgpu.sim import plan as planner
+
+    real = planner.compare
+
+    def with_a_broken_template(work: Any, names: tuple[str, ...]) -> list[dict[str, Any]]:
+        if names == ("kuberay",):
+            return [{"template": "kuberay", "skipped": "kuberay: pools[0]: broken"}]
+        return real(work, names)
+
+    monkeypatch.setattr(planner, "compare", with_a_broken_template)
+    data = kgpu_json("plan", "--compare", "-o", "json")
+    validate("plan-compare", data)
+    assert data["compare"][-1] == {"template": "kuberay", "skipped": "kuberay: pools[0]: broken",
+                                   "status": "skipped", "comparable_cost": None}
+    bad = dict(data["compare"][0], status="cheap")
+    with pytest.raises(jsonschema.ValidationError):
+        validate("plan-compare", {"compare": [bad]})
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("catalog",),
+        ("catalog", "--region", "eu-west-1", "--gpu", "A10G"),
+        ("catalog", "--region", "us-west-2", "--min-gpus", "8"),
+        ("catalog", "--provider", "tke"),
+        ("catalog", "--provider", "tke", "--gpu", "T4"),
+    ],
+)
+def test_catalog(args: tuple[str, ...]):
+    rows = kgpu_json(*args, "-o", "json")
+    assert rows
+    validate("catalog", rows)
+
+
+def test_catalog_schema_rejects_a_row_without_its_price_date():
+    rows = kgpu_json("catalog", "--gpu", "T4", "-o", "json")
+    del rows[0]["prices_as_of"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate("catalog", rows)
+
+
+@pytest.mark.parametrize("host", ["good-containerd", "good-docker", "broken-runc-default", "broken-docker"])
+@pytest.mark.parametrize("with_gpu", [True, False])
+def test_node_check(monkeypatch, host: str, with_gpu: bool):
+    """With the fake NVML (an H100) and without one (NVML cannot start, as on this machine)."""
+    if with_gpu:
+        monkeypatch.setattr(nodecheck, "Nvml", lambda: Nvml(FakeNvml([FakeGpu()])))  # type: ignore[arg-type]
+    data = kgpu_json("node-check", "--root", str(HOSTS / host), "-o", "json")
+    validate("node-check", data)
+    assert data["ok"] is (with_gpu and host.startswith("good"))
+
+
+def test_tke_match(tmp_path: Path):
+    validate("tke-match", kgpu_json("tke", "match", "--gpu-type", "T4,V100", "--gpus", "1", "--cpu", "6",
+                                    "--memory", "32Gi", "-o", "json"))
+    validate("tke-match", kgpu_json("tke", "match", "--gpu-type", "V100", "--gpus", "1", "--cpu", "8",
+                                    "--memory", "40Gi", "--explicit", "-o", "json"))
+    failed = kgpu_json("tke", "match", "--gpu-type", "T4", "--gpus", "9", "--cpu", "6", "--memory", "32Gi", "-o", "json")
+    validate("tke-match", failed)
+    assert failed["error"]["code"] == "no_matching_spec"
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(
+        "\n---\n".join(
+            f"""apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  annotations: {{eks.tke.cloud.tencent.com/gpu-type: {gpu}}}
+spec:
+  containers:
+  - name: main
+    image: nvidia/cuda:11.4.3-base-ubuntu20.04
+    resources: {{limits: {{nvidia.com/gpu: {n}}}, requests: {{cpu: "4", memory: 16Gi}}}}"""
+            for name, gpu, n in (("one", "T4", 1), ("too-many", "T4", 9))
+        )
+    )
+    many = kgpu_json("tke", "match", "-f", str(pods), "-o", "json")
+    validate("tke-match", many)
+    assert [("error" in r, r["object"]) for r in many] == [(False, "Pod default/one"), (True, "Pod default/too-many")]
+    with pytest.raises(jsonschema.ValidationError):
+        validate("tke-match", {"gpu_type": "T4", "error": {"code": "x", "message": "y"}})
