@@ -382,7 +382,8 @@ def _timed(args: list[str], names: str, *fragments: str) -> None:
     ],
 )
 def test_replica_counts_are_bounded(doc: dict[str, object], field: str, tmp_path: Path) -> None:
-    doc = {"apiVersion": "apps/v1", "metadata": {"name": "big"}, **doc}
+    api = "batch/v1" if doc["kind"] in ("Job", "CronJob") else "apps/v1"
+    doc = {"apiVersion": api, "metadata": {"name": "big"}, **doc}
     f = write(tmp_path / "w.yaml", doc)
     _timed(["simulate", "-c", str(EXAMPLES / "002-vector-add-pod.yaml"), "-w", f], f, field, "150000 pods")
 
@@ -563,16 +564,24 @@ def test_list_items_not_a_list(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "suggestion"), [("Deplyment", "Deployment"), ("pod", "Pod"), ("Widget", None)]
+    ("kind", "suggestion"),
+    [("Deplyment", "Deployment (apiVersion apps/v1)"), ("pod", "Pod"), ("Widget", None)],
 )
 def test_unknown_kinds_are_named(kind: str, suggestion: str | None, tmp_path: Path) -> None:
+    """A kind the core group (apiVersion v1) does not serve is what the API server rejects: exit 2."""
     docs = [NODE, {**pod(), "kind": kind}]
     f = write(tmp_path / "w.yaml", docs)
-    result = invoke(["simulate", "-c", f])
-    check_result(result, names=f, what=kind)
-    assert f"unknown kind '{kind}'" in result.stderr
+    line = input_error(["simulate", "-c", f], f, "kind", f"no matches for kind '{kind}' in version 'v1'")
     if suggestion:
-        assert f"did you mean {suggestion}?" in result.stderr
+        assert line.endswith(f"(did you mean {suggestion}?)")
+
+
+def test_unknown_kinds_of_custom_resources_are_named(tmp_path: Path) -> None:
+    docs = [NODE, {**pod(), "apiVersion": "example.com/v1", "kind": "Widget"}]
+    f = write(tmp_path / "w.yaml", docs)
+    result = invoke(["simulate", "-c", f])
+    check_result(result, names=f, what="Widget")
+    assert "unknown kind 'Widget'" in result.stderr
 
 
 def test_quiet_kinds_are_not_reported(tmp_path: Path) -> None:

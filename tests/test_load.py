@@ -34,7 +34,8 @@ def template(spec_extra: dict | None = None) -> dict:
     ],
 )
 def test_workloads_expand_to_their_pods(kind, spec, expected):
-    doc = {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "w", "namespace": "ml"}, "spec": spec}
+    api = {"Job": "batch/v1", "CronJob": "batch/v1"}.get(kind, "apps/v1")
+    doc = {"apiVersion": api, "kind": kind, "metadata": {"name": "w", "namespace": "ml"}, "spec": spec}
     objects = parse_documents([doc], "w.yaml")
     assert names(objects) == expected
     assert all(p.namespace == "ml" and p.owner_kind == kind and p.spec.gpus == 1 for p in objects.pods)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +23,12 @@ from kgpu.cli.output import (
     warning_codes,
     warnings_footer,
 )
+from kgpu.errors import quote
+
+if TYPE_CHECKING:
+    from kgpu.model.load import Objects
+
+REGION_LABEL = "topology.kubernetes.io/region"
 
 
 @click.command(
@@ -32,8 +39,8 @@ from kgpu.cli.output import (
             "kgpu simulate -c examples/cluster -w examples/workloads",
         ),
         (
-            "a live cluster's nodes and pods, plus a new job, as JSON",
-            "kubectl get nodes,pods -A -o json > snap.json && kgpu simulate -c snap.json -w train.yaml -o json",
+            "a live cluster's nodes, pods and DaemonSets, plus a new job, as JSON",
+            "kubectl get nodes,pods,ds -A -o json > snap.json && kgpu simulate -c snap.json -w train.yaml -o json",
         ),
         (
             "let a profile's pools provision nodes for what does not fit",
@@ -48,8 +55,9 @@ from kgpu.cli.output import (
     multiple=True,
     metavar="PATH",
     type=PATH,
-    help="Nodes and running pods: YAML/JSON files, directories, or `kubectl get nodes,pods -A -o json`; "
-    "Karpenter NodePools and EC2NodeClasses there provision nodes.",
+    help="Nodes and running pods: YAML/JSON files, directories, or `kubectl get nodes,pods,ds -A -o json` "
+    "(running DaemonSet pods are not created again); Karpenter NodePools and EC2NodeClasses there provision "
+    "nodes.",
 )
 @click.option(
     "--workload",
@@ -85,10 +93,17 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
     from kgpu.cli.files import load_objects
     from kgpu.sim.simulate import simulate
 
+    notes: list[str] = []
     if not cluster and not profile and not workload:
         raise click.UsageError("give --cluster PATH (nodes and pods) and/or --profile kgpu.yaml")
     objects = load_objects(cluster)
     work = load_objects(workload)
+    if cluster and not objects.nodes:
+        # A valid cluster (Karpenter scaled to zero, a cluster being built): said, not refused.
+        notes.append(
+            f"{', '.join(cluster)}: no nodes: an empty cluster, where pods run only on nodes that NodePools "
+            "in the input or --profile provision"
+        )
     nodepools = objects.nodepools + work.nodepools
     if not cluster and not profile and not nodepools:
         raise click.UsageError(
@@ -96,25 +111,27 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
         )
     provisioner = None
     prof = None
-    notes: list[str] = []
     if profile:
         from kgpu.cli.profile_io import load_profile_file
 
         prof = load_profile_file(profile)
-    if nodepools:
+    region = _nodes_region(objects)
+    if nodepools and prof is None and region is not None and not _priced(region):
+        # A real region the price catalog lacks: the cluster is fine, only prices (and the offerings
+        # Karpenter would choose from) are unknown. Placement on the nodes goes on; nothing is provisioned
+        # at a made-up price.
+        names = ", ".join(sorted({str(doc.get("metadata", {}).get("name")) for doc, _ in nodepools}))
+        notes.append(
+            f"region {quote(region)} (the nodes' topology.kubernetes.io/region) is not in kgpu's price catalog: "
+            f"prices and offerings there are unknown, so NodePool(s) {names} provision nothing in this "
+            f"simulation; pods that fit no existing node stay pending (priced regions: {', '.join(_priced_regions())})"
+        )
+    elif nodepools:
         # The cluster's own Karpenter NodePools (and EC2NodeClasses) provision too.
         from kgpu.model.profile import profile_with_nodepools
 
-        regions = sorted(
-            {
-                n.labels["topology.kubernetes.io/region"]
-                for n in objects.nodes
-                if "topology.kubernetes.io/region" in n.labels
-            }
-        )
-        prof, notes = profile_with_nodepools(
-            nodepools, {**objects.nodeclasses, **work.nodeclasses}, prof, regions[0] if regions else None
-        )
+        prof, pool_notes = profile_with_nodepools(nodepools, {**objects.nodeclasses, **work.nodeclasses}, prof, region)
+        notes.extend(pool_notes)
     if prof is not None:
         from kgpu.sim.provision import baseline_nodes, provisioner_for
 
@@ -129,10 +146,11 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
     if output in ("table", "wide") and headers_wanted():
         pool_of = nodeview.profile_pools(prof) if prof is not None else {}
         view = nodeview.pools(result.nodes, result.new_nodes, pool_of)
+    owners = [p.pod.owner_name for p in result.placements]
     emit(
         data,
         output,
-        lambda d: render_table(d, view),
+        lambda d: render_table(d, view, owners),
         wide=lambda d: render_wide(d, view),
         names=pod_names,
     )
@@ -140,6 +158,22 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
         for warning in result.warnings:
             warn(warning)
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
+
+
+def _nodes_region(objects: Objects) -> str | None:
+    """The cluster's region, from its nodes' topology.kubernetes.io/region (the first, sorted)."""
+    regions = sorted({n.labels[REGION_LABEL] for n in objects.nodes if REGION_LABEL in n.labels})
+    return regions[0] if regions else None
+
+
+def _priced_regions() -> tuple[str, ...]:
+    from kgpu.catalog.aws import aws_catalog
+
+    return aws_catalog().regions
+
+
+def _priced(region: str) -> bool:
+    return region in _priced_regions()
 
 
 def pod_names(data: dict[str, Any]) -> list[str]:
@@ -176,38 +210,46 @@ def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -
     return "\n".join(out)
 
 
-def _group_name(pod: dict[str, Any]) -> str:
-    """deploy-0, deploy-1 ... group as deploy-[0-1] when they share node and phase."""
+def _group_name(pod: dict[str, Any], owner: str = "") -> str:
+    """The name a group of alike pods is shown by: their controller's (``web-7d9f8b6c5`` for the pods
+    ``web-7d9f8b6c5-x2x4z``), else the name without a numeric suffix (deploy-0, deploy-1 ... as deploy)."""
+    if owner:
+        return owner
     name: str = pod["name"]
     base, _, idx = name.rpartition("-")
     return base if idx.isdigit() else name
 
 
-def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
-    """Pods grouped when identical (same controller, phase, node, reason and warnings), then the reasons in
-    full, and what the warning codes mean."""
-    groups: dict[tuple[str, str, str, str | None, str | None, str], list[str]] = {}
-    for pod in data["pods"]:
+def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None, owners: Sequence[str] = ()) -> str:
+    """Pods grouped when alike (same controller, phase, node, reason and warnings), then the reasons in
+    full, and what the warning codes mean. ``owners``: each pod's controller name ("" for none), in the
+    order of ``data["pods"]``.
+
+    One pass over the pods: each group keeps its first pod, so the table takes time linear in the pods
+    however many groups there are (40,000 pending pods of one ReplicaSet, each its own name)."""
+    groups: dict[tuple[str, str, str, str | None, str | None, str], tuple[dict[str, Any], list[str]]] = {}
+    for n, pod in enumerate(data["pods"]):
         key = (
             pod["namespace"],
-            _group_name(pod),
+            _group_name(pod, owners[n] if n < len(owners) else ""),
             pod["phase"],
             pod["node"],
             pod["reason"],
             warning_codes(pod),
         )
-        groups.setdefault(key, []).append(pod["name"])
+        group = groups.get(key)
+        if group is None:
+            groups[key] = (pod, [pod["name"]])
+        else:
+            group[1].append(pod["name"])
     flagged = any(codes for *_, codes in groups)
     rows = []
     reasons: dict[str, int] = {}
-    for (ns, base, ph, node, reason, codes), names in groups.items():
+    for (ns, base, ph, node, reason, codes), (extra, names) in groups.items():
         label = names[0] if len(names) == 1 else f"{base} (x{len(names)})"
         note = ""
         if reason:
             note = f"[{reasons.setdefault(reason, len(reasons) + 1)}]"
-        extra: dict[str, Any] = next(
-            (p for p in data["pods"] if p["name"] == names[0] and p["namespace"] == ns), {}
-        )
         where = node or "-"
         if extra.get("instance_type"):
             where = f"{node} ({extra['instance_type']} {extra.get('capacity_type', '')})".replace(" )", ")")

@@ -22,6 +22,7 @@ import msgspec
 
 from kgpu.errors import InputError, quote
 from kgpu.model import wire
+from kgpu.model.kinds import unknown_builtin_kind
 from kgpu.model.objects import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
@@ -53,6 +54,7 @@ REPLICATED_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "ReplicationContr
 JOB_KINDS = {"Job", "CronJob"}
 # `kgpu snapshot`'s document (docs/live.md): its items are read like a List's.
 SNAPSHOT_KIND = "ClusterSnapshot"
+LIST_KINDS = {"List", SNAPSHOT_KIND}
 # Karpenter objects kept as read: `kgpu simulate` provisions from the NodePools (kgpu.model.nodepool).
 KARPENTER_KINDS = {"NodePool": "karpenter.sh/v1", "EC2NodeClass": "karpenter.k8s.aws/v1"}
 KNOWN_KINDS = (
@@ -93,8 +95,10 @@ class Objects:
     # Pods whose priority comes from a PriorityClass (by name, or the global default): resolved again when
     # inputs are combined, because a cluster's PriorityClasses apply to workloads read from other files.
     priority_pending: list[tuple[Pod, str]] = field(default_factory=list)
-    # Read from a `kgpu snapshot` (kind ClusterSnapshot): the pods that controllers created are in it
-    # already, so DaemonSets and RayClusters are kept as objects but not expanded into pods.
+    # The cluster as the API server has it: a `kgpu snapshot` (kind ClusterSnapshot), or a List holding
+    # Nodes (`kubectl get nodes,pods,ds -A -o json`). The pods controllers created are in it already, so
+    # RayClusters are kept as objects but not expanded into pods; DaemonSets, from any input, get pods
+    # only on eligible nodes without one of theirs (kgpu.sim.simulate.DaemonPodIndex).
     observed: bool = False
     # PriorityClass.preemptionPolicy by class name, and the global default class's (appended: positional
     # construction elsewhere keeps working)
@@ -184,6 +188,8 @@ class Parser:
         self._spec_cache: dict[bytes, tuple[PodSpecInfo, Resources]] = {}
         self._pending_priority: list[tuple[Pod, str]] = []
         self._unknown: Counter[str] = Counter()
+        self._listed_nodes = False
+        self._listed_rays: list[tuple[wire.RayCluster, str, str]] = []
 
     # JSON: decode straight into Structs; pod specs stay raw so identical ones decode once.
     def feed_json(self, data: bytes) -> None:
@@ -199,22 +205,25 @@ class Parser:
             raise InputError(f"nested deeper than the reader allows (depth limit: {MAX_DEPTH})", where=self.source) from None
         except UnicodeDecodeError as exc:  # msgspec checks strings' UTF-8 as it decodes them
             raise InputError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", where=self.source) from None
-        if head.items is not None:
+        if head.items is not msgspec.UNSET:
             if head.kind == SNAPSHOT_KIND:
                 self.out.observed = True
-            for n, item in enumerate(head.items):
+            for n, item in enumerate(head.items or ()):
                 self._feed_raw(item, f"items[{n}]")
         else:
+            self._no_items(head.kind, "document 1")
             self._feed_raw(msgspec.Raw(data), "document 1")
 
     def _feed_raw(self, raw: msgspec.Raw, label: str) -> None:
         try:
             head = _HEAD.decode(raw)
             kind = head.kind
-            if head.items is not None:
-                for n, item in enumerate(head.items):
+            if head.items is not msgspec.UNSET:
+                for n, item in enumerate(head.items or ()):
                     self._feed_raw(item, f"{label}.items[{n}]")
                 return
+            self._no_items(kind, label)
+            self._check_kind(head.api_version, kind, raw, label)
             if kind == "Pod":
                 self._add_raw_pod(_RAW_POD.decode(raw), label)
                 return
@@ -245,6 +254,8 @@ class Parser:
         kind = doc.get("kind")
         if not isinstance(kind, str) or not kind:
             raise InputError("object without kind", where=f"{self.source}: {label}")
+        if kind in LIST_KINDS and "items" not in doc:
+            self._no_items(kind, label)
         if (kind.endswith("List") or kind == SNAPSHOT_KIND) and "items" in doc:
             items = doc["items"]
             if items is None:
@@ -256,6 +267,7 @@ class Parser:
             for n, item in enumerate(items):
                 self.feed_object(item, f"{label}.items[{n}]")
             return
+        self._check_kind(doc.get("apiVersion"), kind, doc, label)
         if kind in KARPENTER_KINDS:
             self._add_karpenter(kind, doc, label)
             return
@@ -287,6 +299,28 @@ class Parser:
         else:
             self.out.nodeclasses[name] = doc
 
+    def _no_items(self, kind: str, label: str) -> None:
+        """A List or a snapshot without an ``items`` field: ``kubectl get -o json`` and ``kgpu snapshot``
+        always write one (``[]`` for an empty cluster), so the file was cut short or hand-edited. Read
+        on, it would be an empty cluster that looks like a real one."""
+        if kind in LIST_KINDS:
+            what = "`kgpu snapshot`" if kind == SNAPSHOT_KIND else "`kubectl get -o json`"
+            where = f"{self.source}: {kind}" if label == "document 1" else f"{self.source}: {label}: {kind}"
+            raise InputError(
+                f"missing: {what} always writes it (\"items\": [] for an empty cluster)",
+                where=f"{where}: items",
+                hint="was the file cut short? save it again",
+            )
+
+    def _check_kind(self, api_version: object, kind: str, doc: Any, label: str) -> None:
+        """A kind its built-in API group does not serve is what the API server rejects: an input error (a
+        custom resource's kind is only skipped, with a warning, in :meth:`finish`)."""
+        unknown = unknown_builtin_kind(api_version, kind) if kind else None
+        if unknown is not None:
+            message, hint = unknown
+            obj = _identity(doc) if isinstance(doc, msgspec.Raw) else doc
+            raise InputError(message, where=f"{self.source}: {_describe(obj, label)}: kind", hint=hint)
+
     def _ignore(self, kind: str, label: str) -> None:
         if not kind:
             raise InputError("object without kind", where=f"{self.source}: {label}")
@@ -317,6 +351,7 @@ class Parser:
         where = self._where(kind, meta, label)
         if kind == "Node":
             self.out.nodes.append(node_from_wire(obj, name, where, self.source))
+            self._listed_nodes = self._listed_nodes or _listed(label)
         elif kind == "PriorityClass":
             self.out.priority_classes[name] = obj.value
             policy = _preemption_policy(obj.preemption_policy, f"{where}: preemptionPolicy") or PREEMPT_LOWER
@@ -325,7 +360,9 @@ class Parser:
                 self.out.default_priority = obj.value
                 self.out.default_preemption_policy = policy
         elif kind == "RayCluster":
-            if not self.out.observed:
+            if _listed(label):  # a List is the cluster's state when it holds Nodes: known once it is read
+                self._listed_rays.append((obj, name, where))
+            elif not self.out.observed:
                 self._expand_ray(obj, name, where)
         elif kind == "DaemonSet":
             template = obj.spec.template
@@ -334,7 +371,10 @@ class Parser:
             info, limits = spec_info(template.spec, f"{where}: spec.template.spec")
             tmeta = template.metadata or wire.ObjectMeta()
             self.out.daemonsets.append(
-                DaemonSet(meta.namespace or "default", name, info, tmeta.labels or {}, tmeta.annotations or {}, limits, self.source)
+                DaemonSet(
+                    meta.namespace or "default", name, info, tmeta.labels or {}, tmeta.annotations or {}, limits,
+                    self.source, meta.uid,
+                )
             )
         else:
             self._expand_workload(kind, obj, name, where)
@@ -418,14 +458,14 @@ class Parser:
         self, meta: wire.ObjectMeta, name: str, cached: tuple[PodSpecInfo, Resources], status: wire.PodStatus | None, label: str
     ) -> None:
         info, limits = cached
-        owner_kind = owner_name = ""
+        owner_kind = owner_name = owner_uid = ""
         for ref in meta.owner_references or ():
             if ref.controller:
-                owner_kind, owner_name = ref.kind, ref.name
+                owner_kind, owner_name, owner_uid = ref.kind, ref.name, ref.uid
         pod = Pod(
             meta.namespace or "default", name, info, meta.labels or {}, meta.annotations or {},
             phase=(status.phase if status and status.phase else "Pending"),
-            owner_kind=owner_kind, owner_name=owner_name, source=self.source, limits=limits,
+            owner_kind=owner_kind, owner_name=owner_name, source=self.source, limits=limits, owner_uid=owner_uid,
         )
         if status is not None and status.start_time:
             pod.start_time = parse_time(status.start_time, f"{self._where('Pod', meta, label)}: status.startTime")
@@ -443,6 +483,12 @@ class Parser:
     def finish(self) -> None:
         """Resolve priorityClassName once every PriorityClass of this input is known (again, with the
         other inputs, in ``resolve_priorities``)."""
+        if self._listed_nodes:
+            self.out.observed = True
+        for obj, name, where in self._listed_rays:
+            if not self.out.observed:
+                self._expand_ray(obj, name, where)
+        self._listed_rays.clear()
         self.out.priority_pending.extend(self._pending_priority)
         self._pending_priority.clear()
         resolve_priorities(self.out)
@@ -467,6 +513,11 @@ class Parser:
                 "(Kubernetes' scalability limit of pods per cluster)",
                 where=f"{where}: {field}",
             )
+
+
+def _listed(label: str) -> bool:
+    """Whether an object was read from the items of a List or snapshot (its label says where)."""
+    return label.startswith("items[") or ".items[" in label
 
 
 def resolve_priorities(*inputs: Objects) -> list[str]:

@@ -185,6 +185,7 @@ class Pod:
     # resolved as the Priority admission plugin does: the PriorityClass's, else the pod's, else the default
     preemption_policy: str = "PreemptLowerPriority"
     start_time: float | None = None  # status.startTime (Unix seconds) of a running pod, when given
+    owner_uid: str = ""  # the controller's metadata.uid from ownerReferences, when given
 
     @property
     def key(self) -> str:
@@ -221,3 +222,4 @@ class DaemonSet:
     annotations: Mapping[str, str] = field(default_factory=dict)
     limits: Resources = ()
     source: str = ""
+    uid: str = ""  # metadata.uid, when read from a cluster: its pods' ownerReferences name it

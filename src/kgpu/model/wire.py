@@ -19,8 +19,10 @@ class _S(msgspec.Struct, rename="camel", omit_defaults=True):
 
 
 class OwnerReference(_S):
+    api_version: str = ""
     kind: str = ""
     name: str = ""
+    uid: str = ""
     controller: bool | None = None
 
 
@@ -28,6 +30,7 @@ class ObjectMeta(_S):
     name: str = ""
     generate_name: str = ""
     namespace: str = ""
+    uid: str = ""
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     owner_references: list[OwnerReference] | None = None
@@ -284,4 +287,5 @@ class Head(_S):
 
     api_version: str = ""
     kind: str = ""
-    items: list[msgspec.Raw] | None = None
+    # UNSET: no items field at all (a List or snapshot cut short); null reads as no items
+    items: list[msgspec.Raw] | msgspec.UnsetType | None = msgspec.UNSET

@@ -14,7 +14,7 @@ the autoscalers see a pod as unschedulable, and Karpenter leaves nominated pods 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace_pod
 from typing import Any, Protocol
@@ -130,13 +130,15 @@ class Provisioner(Protocol):
     def provision(self, pending: Sequence[Pod], scheduler: Scheduler) -> dict[str, Any]: ...
 
 
-def daemon_pods(ds: DaemonSet, nodes: Sequence[Node]) -> list[Pod]:
+def daemon_pods(ds: DaemonSet, nodes: Sequence[Node], present: DaemonPodIndex | None = None) -> list[Pod]:
     """One pod per node the DaemonSet controller finds eligible (taints with its added tolerations, and
-    the template's node affinity/selector), pinned to its node with matchFields metadata.name."""
+    the template's node affinity/selector), pinned to its node with matchFields metadata.name; none on a
+    node where a pod the DaemonSet owns is already (``present``: the pods read with the cluster)."""
     template = _daemon_template(ds.template)
+    has = present.nodes_of(ds) if present is not None else frozenset()
     pods = []
     for node in nodes:
-        if static_reasons(template, node):
+        if node.name in has or static_reasons(template, node):
             continue
         pinned = _replace(
             template,
@@ -147,6 +149,49 @@ def daemon_pods(ds: DaemonSet, nodes: Sequence[Node]) -> list[Pod]:
                 owner_kind="DaemonSet", owner_name=ds.name, source=ds.source, limits=ds.limits)
         )
     return pods
+
+
+class DaemonPodIndex:
+    """Where the DaemonSets' own pods already are, from the pods given (terminated ones left out: the
+    controller replaces a Failed daemon pod).
+
+    The DaemonSet controller creates a pod for an eligible node unless one it owns is there already (its
+    ownerReference with ``controller: true``, kind DaemonSet). A pod is on the node it is bound to
+    (spec.nodeName), or, still pending, on the node the controller pinned it to (the single-value
+    ``metadata.name`` matchFields requirement it writes into the pod's node affinity). Ownership is by uid
+    where both the DaemonSet and the reference carry one (a DaemonSet deleted and created again under the
+    same name owns none of the old pods), else by namespace and name (hand-written manifests).
+
+    This one rule serves a ``kubectl get nodes,pods,ds -A -o json`` List and a ``kgpu snapshot`` alike:
+    both hold the pods the controller created, so neither gets them twice.
+    """
+
+    def __init__(self, pods: Iterable[Pod]) -> None:
+        self._by_name: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for pod in pods:
+            if pod.owner_kind != "DaemonSet" or pod.terminated:
+                continue
+            node = pod.node_name or _pinned_node(pod.spec)
+            if node:
+                self._by_name.setdefault((pod.namespace, pod.owner_name), []).append((pod.owner_uid, node))
+
+    def nodes_of(self, ds: DaemonSet) -> frozenset[str]:
+        return frozenset(
+            node
+            for uid, node in self._by_name.get((ds.namespace, ds.name), ())
+            if not (uid and ds.uid and uid != ds.uid)
+        )
+
+
+def _pinned_node(spec: PodSpecInfo) -> str:
+    """The node a pending daemon pod is meant for: its one required term's ``metadata.name In [node]``."""
+    if spec.affinity is None:
+        return ""
+    for term in spec.affinity.terms:
+        for req in term.match_fields:
+            if req.key == "metadata.name" and req.operator == "In" and len(req.values) == 1:
+                return req.values[0]
+    return ""
 
 
 _DAEMON_TEMPLATES: dict[int, tuple[PodSpecInfo, PodSpecInfo]] = {}
@@ -195,9 +240,10 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     bound = [p for p in cluster.pods if p.node_name and not p.terminated]
     sched = Scheduler(nodes, bound)
     pending: list[Pod] = []
-    # A snapshot's DaemonSet pods are among its pods already; only new DaemonSets are expanded.
-    for ds in ([] if cluster.observed else cluster.daemonsets) + workloads.daemonsets:
-        pending.extend(daemon_pods(ds, nodes))
+    # Daemon pods the cluster files hold already (a List's or a snapshot's) are not created again.
+    present = DaemonPodIndex(cluster.pods + workloads.pods)
+    for ds in cluster.daemonsets + workloads.daemonsets:
+        pending.extend(daemon_pods(ds, nodes, present))
     pending.extend(p for p in cluster.pods if not p.node_name and not p.terminated)
     pending.extend(p for p in workloads.pods if not p.terminated)
     placements: dict[int, Placement] = {}
@@ -270,8 +316,8 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
         by_name = {st.node.name: st.node for st in sched.states}
         result.warnings.extend(admission_warnings(result.placements, by_name, profile))
         result.warnings.extend(overlay_warnings(profile, result.new_nodes))
-        new = {n.name: n for n in result.new_nodes}
-        report = shared_nodes_report(sched.states, new, profile, getattr(provisioner, "catalog", None))
+        new_by_name = {n.name: n for n in result.new_nodes}
+        report = shared_nodes_report(sched.states, new_by_name, profile, getattr(provisioner, "catalog", None))
         if report:
             result.extra["shared_gpus"] = report
     return result
