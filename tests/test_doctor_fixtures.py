@@ -148,6 +148,13 @@ def test_every_check_id_fires_on_some_fixture():
         "gpu-node-not-ready",
         "gpu-request-without-limit",
         "cuda-driver-unknown",
+        # shared GPUs: tests/test_sharing_doctor.py
+        "sharing-config-missing",
+        "mig-config-state",
+        "mig-strategy-labels",
+        "shared-request-gt-one",
+        "nodepool-overlay",
+        "shared-memory-isolation",
     }
     all_ids = {c for ids in CHECK_IDS.values() for c in ids}
     assert all_ids - fired == unit_tested

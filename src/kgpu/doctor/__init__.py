@@ -12,7 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kgpu.doctor import cuda, deviceplugin, monitoring, nodes, pending, tke_cuda, visible_devices, workloads
+from kgpu.doctor import (
+    cuda,
+    deviceplugin,
+    monitoring,
+    nodes,
+    pending,
+    sharing,
+    tke_cuda,
+    visible_devices,
+    workloads,
+)
 from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding, Report
 from kgpu.doctor.state import ClusterState, cluster_state
 from kgpu.model.profile import Profile
@@ -28,12 +38,13 @@ CHECK_IDS: dict[str, tuple[str, ...]] = {
     "CUDA vs driver": tuple(cuda.CHECKS) + tuple(tke_cuda.CHECKS),
     "visible devices": tuple(visible_devices.CHECKS),
     "monitoring": tuple(monitoring.CHECKS),
+    "shared GPUs": tuple(sharing.CHECKS),
 }
 
 
 def _functions() -> list[Check]:
     out: list[Check] = []
-    for module in (deviceplugin, nodes, workloads, cuda, tke_cuda, visible_devices, monitoring):
+    for module in (deviceplugin, nodes, workloads, cuda, tke_cuda, visible_devices, monitoring, sharing):
         for fn in module.CHECKS.values():
             if fn not in out:
                 out.append(fn)

@@ -180,6 +180,8 @@ class ClusterState:
     nodepools: list[dict[str, Any]] = field(default_factory=list)
     nodeclaims: list[dict[str, Any]] = field(default_factory=list)
     rayclusters: list[dict[str, Any]] = field(default_factory=list)
+    configmaps: list[dict[str, Any]] = field(default_factory=list)  # device-plugin configs (kgpu.doctor.sharing)
+    nodeoverlays: list[dict[str, Any]] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     objects: Objects = field(default_factory=Objects)  # the scheduling model (nodes, pods, PriorityClasses)
     node_by_name: dict[str, NodeInfo] = field(default_factory=dict)
@@ -454,6 +456,10 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
             state.nodeclaims.append(item)
         elif ikind == "RayCluster":
             state.rayclusters.append(item)
+        elif ikind == "ConfigMap":
+            state.configmaps.append(item)
+        elif ikind == "NodeOverlay":
+            state.nodeoverlays.append(item)
     models = _PodModels(parser, source)
     for item, label in pods_raw:
         state.pods.append(_pod_info(item, label, models))
