@@ -141,7 +141,8 @@ def _requests(pod: Any) -> dict[str, int]:
 def check_shared_requests(state: ClusterState) -> Iterator[Finding]:
     for pod in state.pods:
         ref = obj_ref("Pod", pod.name, pod.namespace)
-        status = pod.raw.get("status") if isinstance(pod.raw.get("status"), dict) else {}
+        raw_status = pod.raw.get("status")
+        status: dict[str, Any] = raw_status if isinstance(raw_status, dict) else {}
         if status.get("reason") == "UnexpectedAdmissionError" and ADMISSION_WORDS in str(status.get("message", "")):
             yield Finding(
                 "shared-request-gt-one",
@@ -180,7 +181,8 @@ def _overlay_pools(state: ClusterState) -> tuple[set[str], bool]:
     named: set[str] = set()
     every = False
     for ov in state.nodeoverlays:
-        spec = ov.get("spec") if isinstance(ov.get("spec"), dict) else {}
+        raw_spec = ov.get("spec")
+        spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
         reqs = [r for r in spec.get("requirements") or [] if isinstance(r, dict)]
         if not spec.get("capacity"):
             continue

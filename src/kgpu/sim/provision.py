@@ -167,7 +167,7 @@ def baseline_nodes(profile: Profile, catalog: Catalog | None = None) -> list[Nod
                     for k, v in catalog.get(n.instance_type).allocatable().items():
                         alloc.setdefault(k, v)
                 if n.gpus and pool.sharing is not None:  # what the plugin advertises, GFD's labels
-                    alloc, labels = map(dict, pool_node(pool, n.gpu_name or "", n.gpus, alloc, labels))
+                    alloc, labels = pool_node(pool, n.gpu_name or "", n.gpus, alloc, labels)
                 nodes.append(Node(n.name, labels, alloc, node_taints(pool), source="<profile>"))
         elif pool.kind == PoolKind.NODE_GROUP and catalog is not None:
             size = pool.desired_size if pool.desired_size is not None else pool.min_size

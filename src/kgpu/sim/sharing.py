@@ -45,19 +45,19 @@ MIG_READY = "success"
 
 
 def new_node(pool: Pool, itype: InstanceType, allocatable: Mapping[str, int], labels: Mapping[str, str]
-             ) -> tuple[Mapping[str, int], Mapping[str, str]]:
+             ) -> tuple[dict[str, int], dict[str, str]]:
     """The allocatable and labels a new node of ``pool`` has once the plugin and GFD run on it."""
     if not itype.gpu_count or itype.gpu_resource != "nvidia.com/gpu":
-        return allocatable, labels
+        return dict(allocatable), dict(labels)
     return pool_node(pool, itype.gpu_display_name or itype.gpu_name, itype.gpu_count, allocatable, labels)
 
 
 def pool_node(pool: Pool, gpu: str, gpus: int, allocatable: Mapping[str, int], labels: Mapping[str, str]
-              ) -> tuple[Mapping[str, int], Mapping[str, str]]:
+              ) -> tuple[dict[str, int], dict[str, str]]:
     """``new_node`` for a node of ``gpus`` GPUs named ``gpu`` (static nodes give them in the profile)."""
     cfg = pool_config(pool)
     if cfg is None or not gpus:
-        return allocatable, labels
+        return dict(allocatable), dict(labels)
     try:
         alloc = apply(allocatable, cfg, gpu, gpus)
         gfd = cfg.gfd_labels(gpu, gpus)
