@@ -56,22 +56,115 @@ def _open_silent(srv: ExporterHTTPServer, n: int, first_bytes: bytes = b"") -> l
     return socks
 
 
-def test_slowloris_connections_are_shut_and_metrics_recover(strict: ExporterHTTPServer) -> None:
-    """Clients that never finish their headers hold a slot for header_timeout at most, then are shut."""
+def _wait_idle(srv: ExporterHTTPServer, deadline_s: float = 3.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while srv.active_connections and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_slowloris_connections_cannot_lock_a_scrape_out(strict: ExporterHTTPServer) -> None:
+    """Clients that never finish their headers take every slot: a scrape still gets 200 at once (the
+    longest-idle connection makes room), and the rest are shut after header_timeout."""
     socks = _open_silent(strict, 8, b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # every slot, headers unfinished
     time.sleep(0.2)
     status, body, _ = _metrics(strict)
-    assert status == 503 and body == b"too many connections"  # refused at once, not queued forever
+    assert status == 200 and b"nvidia_smi_gpu_info" in body
+    assert strict.evicted_connections >= 1
     for s in socks:  # the server shuts each of them
         s.settimeout(3)
         assert s.recv(100) == b""
         s.close()
-    deadline = time.monotonic() + 3
-    while strict.active_connections and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _wait_idle(strict)
     assert strict.active_connections == 0
-    status, body, _ = _metrics(strict)
-    assert status == 200 and b"nvidia_smi_gpu_info" in body
+
+
+@pytest.mark.parametrize("rounds", [3])
+def test_idle_connections_refilled_in_a_loop_never_fail_a_scrape(strict: ExporterHTTPServer, rounds: int) -> None:
+    """An attacker who keeps every slot filled with silent connections (opening new ones as fast as the
+    server shuts them): every real scrape in between succeeds."""
+    held: list[socket.socket] = []
+    try:
+        for _ in range(rounds):
+            held += _open_silent(strict, 12)  # more than the 8 slots, nothing sent
+            time.sleep(0.1)
+            for _ in range(3):
+                status, body, _ = _metrics(strict)
+                assert status == 200 and b"nvidia_smi_gpu_info" in body
+    finally:
+        for s in held:
+            s.close()
+
+
+class _Hung(FakeNvml):
+    """Every collection blocks in its first NVML read until ``gate`` opens (a hung driver call)."""
+
+    def __init__(self) -> None:
+        super().__init__(make_gpus(1))
+        self.gate = threading.Event()
+
+    def nvmlDeviceGetTemperature(self, h, sensor):  # type: ignore[no-untyped-def]
+        self.gate.wait(10)
+        return super().nvmlDeviceGetTemperature(h, sensor)
+
+
+def test_connections_busy_in_scrapes_are_not_evicted() -> None:
+    """Slots held by scrapes in progress (a hung NVML call) are not taken away for newcomers: the next
+    connection is refused with 503 at once, and the held scrapes end with the scrape timeout (503)."""
+    fake = _Hung()
+    scraper = Scraper(GpuCollector(Nvml(fake), hostname="h"), timeout=1.5, max_age=0)
+    srv = ExporterHTTPServer(("127.0.0.1", 0), scraper, header_timeout=0.5, max_connections=4)
+    serve_in_thread(srv)
+    try:
+        results: list[int] = []
+        threads = [threading.Thread(target=lambda: results.append(_metrics(srv)[0])) for _ in range(4)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 3
+        while scraper.waiting < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        status, body, _ = _metrics(srv)
+        assert status == 503 and body == b"too many connections"
+        assert srv.evicted_connections == 0
+        for t in threads:
+            t.join()
+        assert results == [503] * 4
+        fake.gate.set()
+        assert _metrics(srv)[0] == 200
+    finally:
+        fake.gate.set()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_max_requests_bounds_concurrent_scrapes() -> None:
+    """--web.max-requests: with one scrape running (hung), a second scrape of the metrics path is answered
+    503 at once; /-/healthy and /-/ready still answer 200."""
+    fake = _Hung()
+    scraper = Scraper(GpuCollector(Nvml(fake), hostname="h"), timeout=1.5, max_age=0)
+    srv = ExporterHTTPServer(("127.0.0.1", 0), scraper, max_requests=1)
+    serve_in_thread(srv)
+    try:
+        first: list[int] = []
+        t = threading.Thread(target=lambda: first.append(_metrics(srv)[0]))
+        t.start()
+        deadline = time.monotonic() + 3
+        while scraper.waiting < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        status, body, _ = _metrics(srv)
+        assert status == 503 and b"too many concurrent scrapes (limit 1)" in body
+        host, port = srv.server_address[:2]
+        for path in ("/-/healthy", "/-/ready", "/healthz"):
+            conn = http.client.HTTPConnection(str(host), int(port), timeout=5)
+            conn.request("GET", path)
+            assert conn.getresponse().status == 200, path
+            conn.close()
+        t.join()
+        fake.gate.set()
+        assert _metrics(srv)[0] == 200
+    finally:
+        fake.gate.set()
+        srv.shutdown()
+        srv.server_close()
 
 
 def test_header_trickle_cannot_extend_the_deadline(strict: ExporterHTTPServer) -> None:

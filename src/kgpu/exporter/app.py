@@ -16,7 +16,13 @@ from typing import Any
 from kgpu.exporter.collector import CollectorOptions, GpuCollector
 from kgpu.exporter.nvml import Nvml
 from kgpu.exporter.podresources import DEFAULT_SOCKET, PodResources
-from kgpu.exporter.server import DEFAULT_MAX_AGE, DEFAULT_TELEMETRY_PATH, ExporterHTTPServer, make_server
+from kgpu.exporter.server import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_AGE,
+    DEFAULT_TELEMETRY_PATH,
+    ExporterHTTPServer,
+    make_server,
+)
 from kgpu.exporter.webconfig import WebConfig
 from kgpu.exporter.xid import XidWatcher
 
@@ -33,6 +39,8 @@ class ExporterConfig:
     pod_resources_socket: str = DEFAULT_SOCKET
     telemetry_path: str = DEFAULT_TELEMETRY_PATH
     web: WebConfig | None = None
+    max_requests: int = 40  # concurrent scrapes (nvidia_gpu_exporter's --web.max-requests default)
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
 
 
 def build(config: ExporterConfig, *, lib: Any | None = None) -> tuple[ExporterHTTPServer, XidWatcher | None]:
@@ -48,6 +56,8 @@ def build(config: ExporterConfig, *, lib: Any | None = None) -> tuple[ExporterHT
         max_age=config.max_age,
         telemetry_path=config.telemetry_path,
         web=config.web,
+        max_requests=config.max_requests,
+        header_timeout=config.header_timeout,
     )
     return server, xid
 
@@ -73,7 +83,7 @@ def run(
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-    log.info("kgpu exporter serving %s%s", server.url, server.telemetry_path)
+    log.info("kgpu exporter listening on %s, metrics at %s", server.listening, server.telemetry_path)
     if ready is not None:
         ready(server)
     try:

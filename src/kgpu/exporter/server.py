@@ -33,6 +33,13 @@ Decisions:
   after the same time (a client that stops reading); at most ``max_connections`` are served at once, and
   the next ones get an immediate 503. A client going away mid-response is logged at debug level, without a
   traceback. HEAD is answered like GET, without the body.
+- Idle connections cannot lock scrapers out: when every slot is taken, the connection that has waited
+  longest without a request (idle keep-alive, headers never sent, a TLS handshake never finished or finished
+  and followed by nothing) is shut to make room, so a scraper that sends its request at once is always
+  served; only connections doing work count against the limit. At most ``max_requests`` scrapes of the
+  metrics path run at once (nvidia_gpu_exporter's ``--web.max-requests``); the next get 503 at once.
+- ``/-/ready`` answers like ``/-/healthy``: both are process-level, as in nvidia_gpu_exporter, so a host
+  whose NVML fails stays scrapeable and the failure stays visible in the health metrics.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 from kgpu.errors import quote
 from kgpu.exporter.collector import GpuCollector
 from kgpu.exporter.exposition import CONTENT_TYPE, TextWriter
+from kgpu.exporter.webconfig import BUSY
 
 if TYPE_CHECKING:
     from kgpu.exporter.webconfig import WebConfig
@@ -187,6 +195,8 @@ class Scraper:
 
 
 DEFAULT_HEADER_TIMEOUT = 10.0  # seconds for a request line and headers; a scrape sends them at once
+HEALTH_PATHS = ("/healthz", "/-/healthy", "/-/ready")
+MAX_CLOSING = 256  # connections shut to make room whose threads have not ended yet, beyond max_connections
 DEFAULT_MAX_CONNECTIONS = 512  # concurrent connections; Prometheus HA pairs and agents need a handful
 
 
@@ -244,34 +254,30 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         web = self.server.web
-        if web is not None and not web.authorized(self.headers.get("Authorization")):
-            self._send(
-                401,
-                b"Unauthorized\n",
-                "text/plain; charset=utf-8",
-                {"WWW-Authenticate": 'Basic realm="kgpu exporter"'},
-            )
-            return
-        if path == self.server.telemetry_path:
-            try:
-                body = self.server.scraper.scrape()
-            except ScrapeTimeout as exc:
-                self._send(503, f"scrape failed: {exc}\n".encode(), "text/plain; charset=utf-8")
-                return
-            except Exception as exc:
-                log.exception("scrape failed")
-                self._send(500, f"scrape failed: {exc}\n".encode(), "text/plain; charset=utf-8")
-                return
-            if accepts_gzip(self.headers.get("Accept-Encoding")):
+        if web is not None:
+            verdict = web.check(self.headers.get("Authorization"))
+            if verdict is not True:
+                busy = verdict == BUSY
                 self._send(
-                    200,
-                    self.server.gzipped(body),
-                    CONTENT_TYPE,
-                    {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"},
+                    429 if busy else 401,
+                    b"Too many authentication attempts, retry\n" if busy else b"Unauthorized\n",
+                    "text/plain; charset=utf-8",
+                    {"Retry-After": "1"} if busy else {"WWW-Authenticate": 'Basic realm="kgpu exporter"'},
                 )
-            else:
-                self._send(200, body, CONTENT_TYPE, {"Vary": "Accept-Encoding"})
-        elif path in ("/healthz", "/-/healthy"):
+                return
+        if path == self.server.telemetry_path:
+            if not self.server.begin_scrape():
+                self._send(
+                    503,
+                    f"too many concurrent scrapes (limit {self.server.max_requests})\n".encode(),
+                    "text/plain; charset=utf-8",
+                )
+                return
+            try:
+                self._metrics()
+            finally:
+                self.server.end_scrape()
+        elif path in HEALTH_PATHS:
             self._health()
         elif path == "/":
             target = self.server.telemetry_path
@@ -281,6 +287,26 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, page, "text/html")
         else:
             self._send(404, b"not found\n", "text/plain; charset=utf-8")
+
+    def _metrics(self) -> None:
+        try:
+            body = self.server.scraper.scrape()
+        except ScrapeTimeout as exc:
+            self._send(503, f"scrape failed: {exc}\n".encode(), "text/plain; charset=utf-8")
+            return
+        except Exception as exc:
+            log.exception("scrape failed")
+            self._send(500, f"scrape failed: {exc}\n".encode(), "text/plain; charset=utf-8")
+            return
+        if accepts_gzip(self.headers.get("Accept-Encoding")):
+            self._send(
+                200,
+                self.server.gzipped(body),
+                CONTENT_TYPE,
+                {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"},
+            )
+        else:
+            self._send(200, body, CONTENT_TYPE, {"Vary": "Accept-Encoding"})
 
     def _health(self) -> None:
         """200 while the server runs, whatever NVML says; 503 once the running collection is hung."""
@@ -335,6 +361,7 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         telemetry_path: str = DEFAULT_TELEMETRY_PATH,
         web: WebConfig | None = None,
+        max_requests: int = 0,
     ) -> None:
         host = address[0]
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -343,8 +370,13 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         self.max_connections = max(1, max_connections)
         self._conn_lock = threading.Lock()
         self._active = 0
-        self._waiting_for_headers: dict[socket.socket, float] = {}  # socket -> deadline
+        # connections with no request in progress: socket -> (since, deadline)
+        self._waiting_for_headers: dict[socket.socket, tuple[float, float]] = {}
         self.refused_connections = 0
+        self.evicted_connections = 0
+        self._closing: set[socket.socket] = set()  # shut to make room, their threads not ended yet
+        self.max_requests = max(0, max_requests)  # concurrent scrapes of the metrics path; 0: no limit
+        self._scrapes = 0
         self.telemetry_path = telemetry_path
         self.web = web
         self._gz: tuple[bytes, bytes] | None = None  # (body, its gzip) of the last compressed scrape
@@ -352,13 +384,29 @@ class ExporterHTTPServer(ThreadingHTTPServer):
 
     # --- bounds on connections -----------------------------------------------------------------------
 
-    def watch(self, conn: socket.socket) -> None:
+    def watch(self, conn: socket.socket, timeout: float | None = None) -> None:
+        """``conn`` waits for a request (or a TLS handshake): it is shut after ``timeout`` (default
+        ``header_timeout``) seconds, or earlier to make room when every slot is taken."""
+        now = time.monotonic()
         with self._conn_lock:
-            self._waiting_for_headers[conn] = time.monotonic() + self.header_timeout
+            since = self._waiting_for_headers.get(conn, (now, now))[0]  # idle since it was accepted
+            self._waiting_for_headers[conn] = (since, now + (self.header_timeout if timeout is None else timeout))
 
     def unwatch(self, conn: socket.socket) -> None:
         with self._conn_lock:
             self._waiting_for_headers.pop(conn, None)
+
+    def begin_scrape(self) -> bool:
+        """Count a scrape of the metrics path in; False when ``max_requests`` are already running."""
+        with self._conn_lock:
+            if self.max_requests and self._scrapes >= self.max_requests:
+                return False
+            self._scrapes += 1
+            return True
+
+    def end_scrape(self) -> None:
+        with self._conn_lock:
+            self._scrapes -= 1
 
     @property
     def active_connections(self) -> int:
@@ -369,7 +417,7 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         """Called by serve_forever on every poll: shut connections whose request is overdue."""
         now = time.monotonic()
         with self._conn_lock:
-            overdue = [c for c, deadline in self._waiting_for_headers.items() if deadline < now]
+            overdue = [c for c, (_, deadline) in self._waiting_for_headers.items() if deadline < now]
             for c in overdue:
                 del self._waiting_for_headers[c]
         for c in overdue:
@@ -377,10 +425,26 @@ class ExporterHTTPServer(ThreadingHTTPServer):
                 c.shutdown(socket.SHUT_RDWR)  # the handler's blocked read returns; it closes the socket
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        victim: socket.socket | None = None
+        now = time.monotonic()
         with self._conn_lock:
-            full = self._active >= self.max_connections
+            working = self._active - len(self._closing)
+            full = working >= self.max_connections
+            if full and self._waiting_for_headers and self._active < self.max_connections + MAX_CLOSING:
+                # every slot taken: the connection idle longest makes room; until its thread has ended it
+                # counts in _closing, not against the limit
+                victim = min(self._waiting_for_headers, key=lambda c: self._waiting_for_headers[c][0])
+                del self._waiting_for_headers[victim]
+                self._closing.add(victim)
+                full = False
             if not full:
                 self._active += 1
+                # idle from the start: until its request (or TLS handshake) is in, it may make room too
+                self._waiting_for_headers[request] = (now, now + self.header_timeout)
+        if victim is not None:
+            self.evicted_connections += 1
+            with contextlib.suppress(OSError):
+                victim.shutdown(socket.SHUT_RDWR)  # its handler's blocked read returns; it closes the socket
         if full:
             self.refused_connections += 1
             with contextlib.suppress(OSError):
@@ -396,14 +460,16 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         except BaseException:
             with self._conn_lock:
                 self._active -= 1
+                self._waiting_for_headers.pop(request, None)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.unwatch(request)
             with self._conn_lock:
+                self._waiting_for_headers.pop(request, None)
+                self._closing.discard(request)
                 self._active -= 1
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -430,11 +496,14 @@ class ExporterHTTPServer(ThreadingHTTPServer):
             super().finish_request(request, client_address)
             return
         request.settimeout(HANDSHAKE_TIMEOUT)
+        self.watch(request, HANDSHAKE_TIMEOUT)  # a handshake never finished is idle too
         try:
             tls = ctx.wrap_socket(request, server_side=True)
         except (ssl.SSLError, OSError) as exc:
             log.debug("TLS handshake with %s failed: %s", client_address, exc)
             return
+        finally:
+            self.unwatch(request)
         try:
             tls.settimeout(None)
             super().finish_request(tls, client_address)
@@ -442,7 +511,21 @@ class ExporterHTTPServer(ThreadingHTTPServer):
             tls.close()
 
     @property
+    def listening(self) -> str:
+        """Where the server really listens, for the start-up log line: the bound address, and in words
+        which interfaces that is (``0.0.0.0``: every IPv4 interface; ``::``: every interface)."""
+        host, port = str(self.server_address[0]), int(self.server_address[1])
+        scheme = "https" if self.web is not None and self.web.ssl_context is not None else "http"
+        shown = f"[{host}]" if ":" in host else host
+        where = {
+            "0.0.0.0": "every IPv4 interface",
+            "::": "every interface, IPv6 and IPv4",
+        }.get(host, "this address only")
+        return f"{scheme}://{shown}:{port} ({where})"
+
+    @property
     def url(self) -> str:
+        """A URL a client on this host can use (the wildcard addresses become loopback)."""
         host, port = str(self.server_address[0]), int(self.server_address[1])
         if host in ("", "0.0.0.0", "::"):
             host = "127.0.0.1"
@@ -459,11 +542,20 @@ def make_server(
     max_age: float = DEFAULT_MAX_AGE,
     telemetry_path: str = DEFAULT_TELEMETRY_PATH,
     web: WebConfig | None = None,
+    max_requests: int = 0,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
 ) -> ExporterHTTPServer:
     """A bound server; ``max_age=0`` collects afresh on every scrape (concurrent ones still share one)."""
     host, port = parse_listen(listen)
     scraper = Scraper(collector, timeout=timeout, max_age=max_age)
-    return ExporterHTTPServer((host, port), scraper, telemetry_path=telemetry_path, web=web)
+    return ExporterHTTPServer(
+        (host, port),
+        scraper,
+        telemetry_path=telemetry_path,
+        web=web,
+        max_requests=max_requests,
+        header_timeout=header_timeout,
+    )
 
 
 def serve_in_thread(server: ExporterHTTPServer) -> threading.Thread:

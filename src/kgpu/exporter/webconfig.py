@@ -15,8 +15,17 @@ The same file node_exporter and nvidia_gpu_exporter read, so a drop-in replaceme
 
 Unknown fields are errors, as in exporter-toolkit. Go-specific settings (cipher_suites, curve_preferences,
 prefer_server_cipher_suites, http2) have no OpenSSL equivalent here and are refused rather than ignored.
+Response headers are exporter-toolkit's allow-list (``Strict-Transport-Security``, ``X-Content-Type-Options:
+nosniff``, ``X-Frame-Options: deny|sameorigin``, ``X-XSS-Protection``, ``Content-Security-Policy``), and a
+value with a control character (CR or LF would end the header and start another, or the body) is refused.
+The file is read with kgpu's bounded YAML reader (aliases that expand beyond its limit are an error).
+A passphrase-protected key is refused with a message instead of OpenSSL's prompt on the terminal.
+
 Checking a bcrypt hash costs tens of milliseconds by design, so a successful (user, password) pair is
-remembered by its SHA-256, as exporter-toolkit does, and a scrape every few seconds costs nothing.
+remembered by its SHA-256, as exporter-toolkit does, and a scrape every few seconds costs nothing. Checks
+that do need bcrypt run one at a time (exporter-toolkit's bcrypt mutex), and only a few requests may wait
+for one; the rest are told to retry (429) at once, so that a flood of wrong passwords holds neither the CPU
+nor the connection slots that scrapers with remembered credentials need.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import ssl
 import threading
 from dataclasses import dataclass, field
@@ -51,6 +61,20 @@ UNSUPPORTED = {
 }
 
 
+# exporter-toolkit's configurable response headers, with the values it allows where it restricts them
+HEADERS: dict[str, tuple[str, ...]] = {
+    "Strict-Transport-Security": (),
+    "X-Content-Type-Options": ("nosniff",),
+    "X-Frame-Options": ("deny", "sameorigin"),
+    "X-XSS-Protection": (),
+    "Content-Security-Policy": (),
+}
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # control characters but HTAB
+BUSY = "busy"  # check(): the password checks are saturated, retry
+BCRYPT_WAITERS = 4  # requests that may wait for the bcrypt check; more are answered 429 at once
+BCRYPT_WAIT = 2.0  # seconds one may wait
+
+
 class WebConfigError(ValueError):
     """The web configuration file is unusable; the message names the file and the field."""
 
@@ -63,8 +87,18 @@ class WebConfig:
     _good: set[bytes] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    _bcrypt: threading.Lock = field(default_factory=threading.Lock)
+    _waiters: threading.BoundedSemaphore = field(
+        default_factory=lambda: threading.BoundedSemaphore(BCRYPT_WAITERS)
+    )
+
     def authorized(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header passes; always true without ``basic_auth_users``."""
+        return self.check(header) is True
+
+    def check(self, header: str | None) -> bool | str:
+        """True when the header passes, False when not, :data:`BUSY` when the password could not be
+        checked now because other checks hold the bcrypt slot (the client should retry)."""
         if not self.users:
             return True
         if not header or header[:6].lower() != "basic ":
@@ -82,16 +116,30 @@ class WebConfig:
         with self._lock:
             if any(hmac.compare_digest(key, k) for k in self._good):
                 return True
-        import bcrypt
-
+        if not self._waiters.acquire(blocking=False):
+            return BUSY
         try:
-            ok = bcrypt.checkpw(password.encode("utf-8"), hashed)
-        except ValueError:  # not a bcrypt hash
-            return False
+            if not self._bcrypt.acquire(timeout=BCRYPT_WAIT):
+                return BUSY
+            try:
+                ok = _checkpw(password, hashed)
+            finally:
+                self._bcrypt.release()
+        finally:
+            self._waiters.release()
         if ok:
             with self._lock:
                 self._good.add(key)
         return ok
+
+
+def _checkpw(password: str, hashed: bytes) -> bool:
+    import bcrypt
+
+    try:
+        return bool(bcrypt.checkpw(password.encode("utf-8"), hashed))
+    except ValueError:  # not a bcrypt hash
+        return False
 
 
 def _mapping(value: Any, where: str) -> dict[str, Any]:
@@ -104,15 +152,16 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
 
 def load_web_config(path: str) -> WebConfig:
     """Read and check ``path``; every problem is a WebConfigError naming the file and field."""
-    import yaml
+    from kgpu.errors import InputError
+    from kgpu.model.safeyaml import load_document
 
     file = Path(path)
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = load_document(file.read_bytes(), path)
     except OSError as exc:
         raise WebConfigError(f"{path}: {exc.strerror or exc}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise WebConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    except InputError as exc:
+        raise WebConfigError(exc.line().replace("error: ", "", 1)) from None
     top = _mapping(data, path)
     unknown = set(top) - {"tls_server_config", "http_server_config", "basic_auth_users"}
     if unknown:
@@ -126,7 +175,22 @@ def load_web_config(path: str) -> WebConfig:
         if key != "headers":
             raise WebConfigError(f"{path}: http_server_config.{key}: not supported by kgpu exporter")
     for name, value in _mapping(http.get("headers"), f"{path}: http_server_config.headers").items():
-        config.headers[str(name)] = str(value)
+        where = f"{path}: http_server_config.headers"
+        allowed = HEADERS.get(name) if isinstance(name, str) else None
+        if allowed is None:
+            raise WebConfigError(
+                f"{where}: header {str(name)[:80]!r} can not be configured (one of: {', '.join(HEADERS)})"
+            )
+        if not isinstance(value, str):
+            raise WebConfigError(f"{where}.{name}: must be a string, got {type(value).__name__}")
+        if _BAD_VALUE.search(value) or len(value) > 4096:
+            raise WebConfigError(
+                f"{where}.{name}: a header value must be one line of at most 4096 characters "
+                "without control characters (CR and LF would break the response)"
+            )
+        if allowed and value not in allowed:
+            raise WebConfigError(f"{where}.{name}: {value[:80]!r} is not one of {', '.join(allowed)}")
+        config.headers[name] = value
     users = _mapping(top.get("basic_auth_users"), f"{path}: basic_auth_users")
     for user, hashed in users.items():
         if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")):
@@ -140,6 +204,14 @@ def load_web_config(path: str) -> WebConfig:
                 f"{path}: basic_auth_users needs bcrypt: pip install 'kgpu[exporter]'"
             ) from None
     return config
+
+
+class _Encrypted(Exception):
+    """The key file wants a passphrase."""
+
+
+def _no_passphrase() -> bytes:
+    raise _Encrypted
 
 
 def _ssl_context(tls: dict[str, Any], base: Path, where: str) -> ssl.SSLContext:
@@ -160,7 +232,14 @@ def _ssl_context(tls: dict[str, Any], base: Path, where: str) -> ssl.SSLContext:
             setattr(ctx, attr, version)
     cert, key_file = base / str(tls["cert_file"]), base / str(tls["key_file"])
     try:
-        ctx.load_cert_chain(cert, key_file)
+        # a passphrase-protected key calls the password callback instead of prompting on the terminal
+        ctx.load_cert_chain(cert, key_file, password=_no_passphrase)
+    except _Encrypted:
+        raise WebConfigError(
+            f"{where}.key_file: {key_file} is protected by a passphrase, which exporter-toolkit's web "
+            "config cannot give: store the key unencrypted (openssl pkey -in KEY -out KEY.plain), "
+            "readable by the exporter only"
+        ) from None
     except (OSError, ssl.SSLError) as exc:
         raise WebConfigError(f"{where}: cert_file {cert} / key_file {key_file}: {exc}") from None
     auth = str(tls.get("client_auth_type", "NoClientCert"))
