@@ -22,7 +22,7 @@ from kgpu.exporter.nvml import Nvml
 ROOT = Path(__file__).resolve().parent.parent
 WORK = str(ROOT / "tests" / "fixtures" / "plan" / "vector-add-and-web.yaml")
 HOSTS = ROOT / "tests" / "fixtures" / "nodecheck"
-SCHEMAS = ("plan", "plan-compare", "catalog", "node-check", "tke-match")
+SCHEMAS = ("plan", "plan-compare", "catalog", "node-check", "tke-match", "profile-validate")
 
 
 def schema(name: str) -> dict[str, Any]:
@@ -147,3 +147,18 @@ spec:
     assert [("error" in r, r["object"]) for r in many] == [(False, "Pod default/one"), (True, "Pod default/too-many")]
     with pytest.raises(jsonschema.ValidationError):
         validate("tke-match", {"gpu_type": "T4", "error": {"code": "x", "message": "y"}})
+
+
+def test_profile_validate(tmp_path: Path):
+    good = tmp_path / "kgpu.yaml"
+    assert CliRunner().invoke(cli, ["init", "-t", "eks-eksctl", "-f", str(good)]).exit_code == 0
+    data = kgpu_json("profile", "validate", "-f", str(good), "-o", "json", codes=(0,))
+    validate("profile-validate", data)
+    assert data["valid"] and data["profile"] and data["gpu_pools"] >= 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("kind: nodegroup", "kind: bogus", 1))
+    res = CliRunner().invoke(cli, ["profile", "validate", "-f", str(bad), "-o", "json"])
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: {bad}: pools[")
+    data = json.loads(res.stdout)
+    validate("profile-validate", data)
+    assert not data["valid"] and any("'bogus' is not one of" in e for e in data["errors"])

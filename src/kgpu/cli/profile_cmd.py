@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -55,9 +56,14 @@ def read_profile_file(path: str) -> str:
 @click.option(
     "-f", "--file", "path", type=PATH, default="kgpu.yaml", show_default=True, help="Profile to check."
 )
+@output_option("table", "json", "yaml")
 @handle_input_errors
-def validate(path: str) -> None:
-    """Check a profile and print every error with its field path (exit 2 if any)."""
+def validate(path: str, output: str) -> None:
+    """Check a profile and print every error with its field path (exit 2 if any).
+
+    With -o json or yaml the verdict is also printed as data: {file, valid, profile, pools, gpu_pools,
+    errors, warnings}; the errors still go to stderr, one line each, and the exit status is the same.
+    """
     from pydantic import ValidationError
 
     from kgpu.model.profile import Profile, all_validation_errors
@@ -68,15 +74,25 @@ def validate(path: str) -> None:
         raise InputError(
             "a profile is a mapping (apiVersion, kind, metadata, provider, pools, ...)", where=path
         )
+    verdict: dict[str, Any] = {"file": path, "valid": False, "profile": None, "pools": 0, "gpu_pools": 0,
+                               "errors": [], "warnings": []}
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
         for line in all_validation_errors(exc):
             click.echo(f"error: {one_line(f'{path}: {line}', 1000)}", err=True)
+            verdict["errors"].append(one_line(line, 1000))
+        if output != "table":
+            emit(verdict, output, str)
         raise SystemExit(ExitCode.INPUT) from None
     from kgpu.cli.profile_io import check_catalog_names
 
     for warning in check_catalog_names(profile, path):
         click.echo(f"warning: {path}: {warning}", err=True)
+        verdict["warnings"].append(warning)
     gpu = len(profile.gpu_pools)
+    verdict.update(valid=True, profile=profile.metadata.name, pools=len(profile.pools), gpu_pools=gpu)
+    if output != "table":
+        emit(verdict, output, str)
+        return
     click.echo(f"ok: {path}: profile {profile.metadata.name}, {len(profile.pools)} pools ({gpu} GPU)")
