@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import sys
 import threading
 import time
 import urllib.request
+
+import pytest
 
 from fakes.fake_nvml import FakeNvml, make_gpus
 from kgpu.cli.exporter_cmd import command
@@ -58,3 +61,46 @@ def test_library_and_cli_share_the_default_reuse_window() -> None:
     assert ExporterConfig().max_age == DEFAULT_MAX_AGE
     (option,) = [p for p in command.params if p.name == "max_age"]
     assert option.default == DEFAULT_MAX_AGE
+
+
+def _started(
+    listen: str, caplog: pytest.LogCaptureFixture
+) -> tuple[ExporterHTTPServer, threading.Thread, str]:
+    started = threading.Event()
+    holder: list[ExporterHTTPServer] = []
+
+    def ready(server: ExporterHTTPServer) -> None:
+        holder.append(server)
+        started.set()
+
+    caplog.set_level(logging.INFO, logger="kgpu.exporter.app")
+    config = ExporterConfig(listen=listen, xid=False, options=CollectorOptions(pods=False))
+    thread = threading.Thread(
+        target=run, args=(config,), kwargs={"lib": FakeNvml(make_gpus(1)), "ready": ready}, daemon=True
+    )
+    thread.start()
+    assert started.wait(5)
+    (line,) = [r.getMessage() for r in caplog.records if "listening on" in r.getMessage()]
+    return holder[0], thread, line
+
+
+@pytest.mark.parametrize(
+    ("listen", "shown"),
+    [
+        (":0", "http://0.0.0.0:{port} (every IPv4 interface)"),
+        ("127.0.0.1:0", "http://127.0.0.1:{port} (this address only)"),
+    ],
+)
+def test_start_up_line_says_where_it_really_listens(
+    listen: str, shown: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`--web.listen-address :9835` binds every interface and the log line says so (it used to name
+    127.0.0.1); a loopback address is named as such; a scrape reaches it there."""
+    server, thread, line = _started(listen, caplog)
+    try:
+        port = int(server.server_address[1])
+        assert line == f"kgpu exporter listening on {shown.format(port=port)}, metrics at /metrics"
+        assert "nvidia_smi_gpu_info" in scrape(f"http://127.0.0.1:{port}")
+    finally:
+        server.shutdown()
+        thread.join(5)
