@@ -334,3 +334,22 @@ def test_static_node_advertises_shared_capacity() -> None:
     result = plan(prof, workloads(*(gpu_pod(f"p{i}") for i in range(9)))).simulation
     assert sum(1 for p in result.placements if p.phase == "Scheduled") == 8
     assert sum(1 for p in result.placements if p.phase == "Unschedulable") == 1
+
+
+def test_renamed_pool_and_a_pod_asking_the_old_name() -> None:
+    """renameByDefault: nvidia.com/gpu is gone from the node; the pod stays pending and a warning says why."""
+    prof = parse_profile(
+        profile_dict(karpenter_pool("infer", ["g5.xlarge"], time_slicing(4, renameByDefault=True)))
+    )
+    result = plan(prof, workloads(gpu_pod("old")))
+    assert placement(result.simulation, "old").phase == "Unschedulable"
+    assert any("nvidia.com/gpu.shared" in w and "renameByDefault" in w for w in result.warnings)
+
+
+def test_mig_profile_typo_is_named() -> None:
+    prof = parse_profile(
+        profile_dict(karpenter_pool("mig", ["p4d.24xlarge"], {"mig": {"strategy": "mixed", "config": "all-1g.5gb"}}))
+    )
+    result = plan(prof, workloads(gpu_pod("typo", "nvidia.com/mig-1g.5gbb")))
+    assert placement(result.simulation, "typo").phase == "Unschedulable"
+    assert any("did you mean nvidia.com/mig-1g.5gb?" in w for w in result.warnings)

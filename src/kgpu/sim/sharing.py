@@ -28,10 +28,13 @@ from kgpu.errors import InputError
 from kgpu.model.objects import Node
 from kgpu.model.profile import Pool, PoolKind, Profile
 from kgpu.model.sharing import (
+    GPU,
     LABEL_MIG_STATE,
     MIG_PREFIX,
+    SHARED_SUFFIX,
     DeviceConfig,
     apply,
+    default_config,
     is_gpu_resource,
     mig_resource,
     node_config,
@@ -234,6 +237,56 @@ def gpu_cost_split(
         cost = sum((per_gpu * n * shares.get(r, Fraction(0)) for r, n in requests.items()), Fraction(0))
         out[key] = out.get(key, Fraction(0)) + cost
     return out, price - sum(out.values(), Fraction(0))
+
+
+def resource_hints(placements: Sequence[Any], profile: Profile, catalog: Any) -> list[str]:
+    """Pods that cannot run because they ask a GPU resource no config advertises under that name: the old
+    name of a renamed one, a MIG profile no pool's mig-parted config makes (a typo, or the wrong GPU)."""
+    from difflib import get_close_matches
+
+    made: set[str] = set()
+    renamed: list[str] = []
+    for pool in profile.pools:
+        cfg = pool_config(pool)
+        if cfg is None:
+            if pool.is_gpu:
+                made.add(GPU)
+            continue
+        for gpu in _pool_gpu_names(pool, catalog):
+            try:
+                made.update(cfg.advertised(gpu, 1))
+            except ValueError:
+                continue
+        if cfg.rename:
+            renamed.append(pool.name)
+    default = default_config(profile)
+    if default is not None and not default.rename:
+        made.add(GPU)
+    out: list[str] = []
+    seen: set[str] = set()
+    for p in placements:
+        if p.phase != "Unschedulable":
+            continue
+        for name, _ in p.pod.spec.requests:
+            if (not is_gpu_resource(name) and not name.startswith(GPU + ".")) or name in made or name in seen:
+                continue
+            if name == GPU and renamed:
+                seen.add(name)
+                out.append(
+                    f"{p.pod.key} asks {GPU}, but pool(s) {', '.join(renamed)} advertise {GPU}{SHARED_SUFFIX} "
+                    "(renameByDefault): ask for that, or drop renameByDefault"
+                )
+            elif name.startswith(MIG_PREFIX):
+                seen.add(name)
+                close = get_close_matches(name, sorted(r for r in made if r.startswith(MIG_PREFIX)), n=2)
+                hint = f"; did you mean {' or '.join(close)}?" if close else ""
+                out.append(f"{p.pod.key} asks {name}: no pool's MIG config makes it{hint}")
+    return out
+
+
+def _pool_gpu_names(pool: Pool, catalog: Any) -> list[str]:
+    """GPU models of a pool's nodes, for what its config advertises (catalog types, else static nodes)."""
+    return [gpu for gpu, _ in pool_gpus(pool, catalog)]
 
 
 def overlay_warnings(profile: Profile, new_nodes: Sequence[Any]) -> list[str]:

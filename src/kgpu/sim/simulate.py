@@ -28,6 +28,7 @@ from kgpu.sim.sharing import (
     admission_warnings,
     existing_node,
     overlay_warnings,
+    resource_hints,
     shared_nodes_report,
     shared_profile,
 )
@@ -316,6 +317,7 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
         by_name = {st.node.name: st.node for st in sched.states}
         result.warnings.extend(admission_warnings(result.placements, by_name, profile))
         result.warnings.extend(overlay_warnings(profile, result.new_nodes))
+        result.warnings.extend(resource_hints(result.placements, profile, getattr(provisioner, "catalog", None)))
         new_by_name = {n.name: n for n in result.new_nodes}
         report = shared_nodes_report(sched.states, new_by_name, profile, getattr(provisioner, "catalog", None))
         if report:
