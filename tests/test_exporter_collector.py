@@ -312,7 +312,8 @@ def test_mig_devices() -> None:
 
 
 def test_xid_counts_and_last_timestamp() -> None:
-    """The watcher's counts per (uuid, xid) and the last event's time are exported."""
+    """The watcher's counts per (uuid, xid) and the last event's time per (uuid, xid), labelled by code as
+    nvidia_gpu_exporter labels them (its recommended alert selects codes)."""
     fake = FakeNvml()
     nvml = Nvml(fake)
     xid = XidWatcher(nvml)
@@ -323,7 +324,8 @@ def test_xid_counts_and_last_timestamp() -> None:
     s = scrape(collector)
     assert value(s, "nvidia_smi_xid_errors_total", xid="79") == 2
     assert value(s, "nvidia_smi_xid_errors_total", xid="13") == 1
-    assert value(s, "nvidia_smi_xid_last_timestamp_seconds") == 1_700_000_050.0
+    assert value(s, "nvidia_smi_xid_last_timestamp_seconds", xid="79") == 1_700_000_100.0
+    assert value(s, "nvidia_smi_xid_last_timestamp_seconds", xid="13") == 1_700_000_050.0
 
 
 def test_xid_thread_counts_nvml_events() -> None:
@@ -353,7 +355,8 @@ def test_dcgm_name_set() -> None:
     """--metrics dcgm: dashboard 12239's names, DCGM units (MHz, MiB, %), dcgm-exporter's labels."""
     _, collector = make(metrics="dcgm", pods=False)
     s = scrape(collector)
-    health = {"nvidia_smi_command_exit_code"}  # exporter-wide health, served with every name set
+    # exporter-wide health, served with every name set
+    health = {"nvidia_smi_command_exit_code", "nvidia_smi_nvml_return_code"}
     assert not [
         n
         for n in s

@@ -34,7 +34,7 @@ from prometheus_client.samples import Sample
 from kgpu.exporter.gpm import GpmSampler, GpmValues
 from kgpu.exporter.nvml import Nvml, NvmlUnavailable, as_text, strip_uuid
 from kgpu.exporter.podresources import PodResources
-from kgpu.exporter.xid import XidWatcher
+from kgpu.exporter.xid import XID_TEXT, XidWatcher
 
 log = logging.getLogger(__name__)
 
@@ -338,7 +338,32 @@ class ExporterStats:
     last_success: bool = True
     last_error: str = ""
     last_duration: float = 0.0
+    last_success_time: float = 0.0  # unix time of the last successful collection (0: none yet)
+    last_return_code: int = 0  # NVML's return code of the last collection (0 success, -1 no NVML status)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+# NVML's return codes (nvmlReturn_t in nvml.h) by the name pynvml's NVMLError_* classes carry, for
+# nvidia_smi_nvml_return_code as nvidia_gpu_exporter's NVML backend reports it
+NVML_RETURN = {
+    "Uninitialized": 1, "InvalidArgument": 2, "NotSupported": 3, "NoPermission": 4, "AlreadyInitialized": 5,
+    "NotFound": 6, "InsufficientSize": 7, "InsufficientPower": 8, "DriverNotLoaded": 9, "Timeout": 10,
+    "IrqIssue": 11, "LibraryNotFound": 12, "FunctionNotFound": 13, "CorruptedInforom": 14, "GpuIsLost": 15,
+    "ResetRequired": 16, "OperatingSystem": 17, "LibRmVersionMismatch": 18, "InUse": 19, "Memory": 20,
+    "NoData": 21, "VgpuEccNotSupported": 22, "InsufficientResources": 23, "FreqNotSupported": 24,
+    "ArgumentVersionMismatch": 25, "Deprecated": 26, "NotReady": 27, "GpuNotFound": 28, "InvalidState": 29,
+    "Unknown": 999,
+}  # fmt: skip
+
+
+def nvml_return_code(error: BaseException | None) -> int:
+    """0 for success; NVML's code for an NVML failure (999 for one it does not name); -1 for a failure
+    that carries no NVML status (kgpu could not read an answer), as nvidia_gpu_exporter reports it."""
+    if error is None:
+        return 0
+    if isinstance(error, NvmlUnavailable):
+        return NVML_RETURN.get(error.kind, 999) if error.kind else -1
+    return -1
 
 
 @dataclass
@@ -480,6 +505,9 @@ class GpuCollector:
                 self.stats.last_success = error is None
                 self.stats.last_error = "" if error is None else str(error)
                 self.stats.last_duration = duration
+                self.stats.last_return_code = nvml_return_code(error)
+                if error is None:
+                    self.stats.last_success_time = time.time()
                 if error is not None:
                     self.stats.failed_collections += 1
             families = self._families(readings)
@@ -1042,11 +1070,11 @@ class GpuCollector:
             total.add_metric([uuid, str(xid)], float(n))
         last = GaugeMetricFamily(
             P + "xid_last_timestamp_seconds",
-            "Unix time of the most recent XID error on the GPU.",
-            labels=["uuid"],
+            "Unix time of the most recent XID error on the GPU, by XID code.",
+            labels=["uuid", "xid"],
         )
-        for uuid, ts in sorted(snap.last_timestamp.items()):
-            last.add_metric([uuid], ts)
+        for (uuid, xid), ts in sorted(snap.last_timestamp.items()):
+            last.add_metric([uuid, str(xid)], ts)
         return [total, last]
 
     def _pod_families(self, readings: list[GpuReading]) -> list[Metric]:
@@ -1072,11 +1100,13 @@ class GpuCollector:
     def _health_families(self) -> list[Metric]:
         s = self.stats
         with s.lock:
-            success, failed, timeouts, duration = (
+            success, failed, timeouts, duration, success_time, code = (
                 s.last_success,
                 s.failed_collections,
                 s.scrape_timeouts,
                 s.last_duration,
+                s.last_success_time,
+                s.last_return_code,
             )
         return [
             GaugeMetricFamily(
@@ -1091,6 +1121,20 @@ class GpuCollector:
                 value=0.0 if success else 1.0,
             ),
             CounterMetricFamily(P + "failed_scrapes", "Number of failed collections", value=float(failed)),
+            # nvidia_gpu_exporter's collection health (docs/METRICS.md there), its NVML backend's status code
+            GaugeMetricFamily(
+                P + "last_collect_success_timestamp_seconds",
+                "Unix timestamp of the most recent successful collection",
+                value=success_time,
+            ),
+            GaugeMetricFamily(
+                P + "last_collect_duration_seconds", "Duration of the most recent collection", value=duration
+            ),
+            GaugeMetricFamily(
+                P + "nvml_return_code",
+                "NVML's return code of the most recent collection: 0 succeeded, -1 no NVML status",
+                value=float(code),
+            ),
             CounterMetricFamily(
                 "kgpu_exporter_scrape_timeouts",
                 "Scrapes answered 503 because collection exceeded the per-scrape timeout",
@@ -1117,8 +1161,12 @@ class GpuCollector:
             "Total energy consumption since boot (in mJ).",
             labels=labels,
         )
+        # dcgm-exporter labels the last XID with its code and meaning (err_code, err_msg), which its users'
+        # alerts select on: DCGM_FI_DEV_XID_ERRORS{err_code=~"48|79|..."} (NVIDIA/dcgm-exporter#309)
         xid_gauge = GaugeMetricFamily(
-            "DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", labels=labels
+            "DCGM_FI_DEV_XID_ERRORS",
+            "Value of the last XID error encountered.",
+            labels=[*labels, "err_code", "err_msg"],
         )
         # Profiling (GPM) series of MIG GPU instances carry dcgm-exporter's GPU_I_PROFILE/GPU_I_ID; whole-GPU
         # series leave them empty, which Prometheus reads as absent, as dcgm-exporter has them.
@@ -1155,7 +1203,8 @@ class GpuCollector:
                     gauges[name].add_metric(vals, r.values[key] * factor)
             if "energy_joules_total" in r.values:
                 energy.add_metric(vals, r.values["energy_joules_total"] * 1000.0)
-            xid_gauge.add_metric(vals, float(last_xid.get(d.uuid, 0)))
+            code = last_xid.get(d.uuid, 0)
+            xid_gauge.add_metric([*vals, str(code), XID_TEXT.get(code, "")], float(code))
             gpu_vals = ident + (["", ""] if with_gi else []) + pod_values(d.uuid)
             for name, (key, _) in DCGM_PROF_GAUGES.items():
                 if key in r.activity.gpu:

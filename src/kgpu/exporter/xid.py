@@ -20,13 +20,38 @@ from kgpu.exporter.nvml import Nvml, NvmlUnavailable, as_text, strip_uuid
 
 log = logging.getLogger(__name__)
 
+# What an XID code means, from NVIDIA's XID catalog (docs.nvidia.com/deploy/xid-errors): dcgm-exporter labels
+# DCGM_FI_DEV_XID_ERRORS with it as err_msg (NVIDIA/dcgm-exporter#309), beside err_code.
+XID_TEXT: dict[int, str] = {
+    13: "Graphics Engine Exception",
+    31: "GPU memory page fault",
+    32: "Invalid or corrupted push buffer stream",
+    38: "Driver firmware error",
+    43: "GPU stopped processing",
+    45: "Preemptive cleanup, due to previous errors",
+    48: "Double Bit ECC Error",
+    61: "Internal micro-controller breakpoint/warning",
+    62: "Internal micro-controller halt",
+    63: "ECC page retirement or row remapping recording event",
+    64: "ECC page retirement or row remapper recording failure",
+    74: "NVLINK Error",
+    79: "GPU has fallen off the bus",
+    92: "High single-bit ECC error rate",
+    94: "Contained ECC error",
+    95: "Uncontained ECC error",
+    119: "GSP RPC Timeout",
+    120: "GSP Error",
+}
+
 
 @dataclass
 class XidCounts:
     """A consistent copy of the counters, for one scrape."""
 
     counts: dict[tuple[str, int], int] = field(default_factory=dict)  # (uuid, xid) -> events
-    last_timestamp: dict[str, float] = field(default_factory=dict)  # uuid -> unix time of the latest event
+    # (uuid, xid) -> unix time of the latest event: labelled by code as nvidia_gpu_exporter's
+    # nvidia_smi_xid_last_timestamp_seconds{uuid, xid}, whose recommended alert selects codes (xid=~"48|79|...")
+    last_timestamp: dict[tuple[str, int], float] = field(default_factory=dict)
     last_xid: dict[str, int] = field(default_factory=dict)  # uuid -> code of the latest event
 
 
@@ -66,7 +91,7 @@ class XidWatcher:
         with self._lock:
             key = (uuid, xid)
             self._counts.counts[key] = self._counts.counts.get(key, 0) + 1
-            self._counts.last_timestamp[uuid] = time.time() if when is None else when
+            self._counts.last_timestamp[key] = time.time() if when is None else when
             self._counts.last_xid[uuid] = xid
 
     # -- the thread -----------------------------------------------------------------------------------
