@@ -303,3 +303,85 @@ def test_table_reads_the_pods_a_fixed_number_of_times(pods) -> None:
     assert f"web-7d9f8b6c5 (x{pods - 1})" in text
     assert lines[2].split()[:3] == ["prod", "web-7d9f8b6c5-00000", "Scheduled"]
     assert "[1] 0/20 nodes are available: 20 Insufficient nvidia.com/gpu." in lines
+
+
+# --- workload controllers in a List: `kubectl get all -A -o json` ----------------------------------------
+
+
+def _coredns(replicas: int = 2, rs_replicas: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The coredns Deployment and its ReplicaSet as the API server returns them (pod-template-hash label,
+    the ReplicaSet owned by the Deployment's uid)."""
+    from snapshot_builders import uid
+
+    template = {
+        "metadata": {"labels": {"k8s-app": "kube-dns", "pod-template-hash": "789f8477df"}},
+        "spec": {"containers": [{"name": "coredns", "image": "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/coredns:v1.11.3-eksbuild.2",
+                                 "resources": {"requests": {"cpu": "100m", "memory": "70Mi"}}}]},
+    }
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "coredns", "namespace": "kube-system", "uid": uid("Deployment", "kube-system", "coredns"),
+                        "labels": {"eks.amazonaws.com/component": "coredns", "k8s-app": "kube-dns"}},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"k8s-app": "kube-dns"}}, "template": template},
+           "status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "observedGeneration": 1}}
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+          "metadata": {"name": "coredns-789f8477df", "namespace": "kube-system",
+                       "uid": uid("ReplicaSet", "kube-system", "coredns-789f8477df"),
+                       "labels": {"k8s-app": "kube-dns", "pod-template-hash": "789f8477df"},
+                       "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "coredns",
+                                            "uid": dep["metadata"]["uid"], "controller": True,
+                                            "blockOwnerDeletion": True}]},
+          "spec": {"replicas": replicas if rs_replicas is None else rs_replicas,
+                   "selector": {"matchLabels": {"k8s-app": "kube-dns", "pod-template-hash": "789f8477df"}},
+                   "template": template},
+          "status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "observedGeneration": 1}}
+    return dep, rs
+
+
+def _cluster_with_coredns(*extra: dict[str, Any], pods: bool = True) -> list[dict[str, Any]]:
+    items = [i for i in eks_items(pending=0) if pods or not i["metadata"]["name"].startswith("coredns-")]
+    for item in items:
+        if item["metadata"]["name"].startswith("coredns-"):
+            item["metadata"]["labels"]["pod-template-hash"] = "789f8477df"
+    return [*items, *extra]
+
+
+def _created(result) -> list[str]:
+    return [p.pod.name for p in result.placements if p.pod.created]
+
+
+def test_kubectl_get_all_deployment_replicaset_and_pods_create_nothing() -> None:
+    """Deployment, ReplicaSet and the two running pods: the cluster as it is, nothing to create (it was
+    four new coredns pods besides the two running)."""
+    dep, rs = _coredns()
+    assert _created(run(as_list(_cluster_with_coredns(dep, rs)))) == []
+    assert _created(run(as_list(_cluster_with_coredns(dep)))) == []  # pods matched by pod-template-hash
+
+
+def test_replicaset_creates_what_it_lacks_and_stands_for_its_deployment() -> None:
+    dep, rs = _coredns(replicas=3)
+    assert _created(run(as_list(_cluster_with_coredns(dep, rs)))) == ["coredns-789f8477df-0"]
+    dep, rs = _coredns()
+    assert _created(run(as_list(_cluster_with_coredns(dep, rs, pods=False)))) == [
+        "coredns-789f8477df-0", "coredns-789f8477df-1"]
+
+
+def test_statefulset_creates_only_the_ordinals_not_running() -> None:
+    from snapshot_builders import pod, uid
+
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+           "metadata": {"name": "etcd", "namespace": "db", "uid": uid("StatefulSet", "db", "etcd")},
+           "spec": {"replicas": 3, "serviceName": "etcd", "selector": {"matchLabels": {"app": "etcd"}},
+                    "template": {"metadata": {"labels": {"app": "etcd"}},
+                                 "spec": {"containers": [{"name": "etcd", "image": "quay.io/coreos/etcd:v3.5.17"}]}}}}
+    running = [pod(f"etcd-{n}", "db", node_name=SYSTEM_NODES[n], owner=("StatefulSet", "etcd"), labels={"app": "etcd"})
+               for n in (0, 1)]
+    running[1]["metadata"]["name"] = "etcd-2"  # ordinals 0 and 2 run; 1 is missing
+    result = run(as_list([*eks_items(pending=0), sts, *running]))
+    assert _created(result) == ["etcd-1"]
+
+
+def test_workload_with_pods_of_another_uid_creates_them_all() -> None:
+    """Pods owned by an earlier object of the same name (another uid) are not this Deployment's."""
+    _, rs = _coredns()
+    rs["metadata"]["uid"] = "0badc0de-0000-4000-8000-000000000002"
+    assert _created(run(as_list(_cluster_with_coredns(rs)))) == ["coredns-789f8477df-0", "coredns-789f8477df-1"]

@@ -107,8 +107,12 @@ class Objects:
     # Karpenter NodePools (with where they were read, for errors) and EC2NodeClasses by name, as read
     nodepools: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     nodeclasses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Workloads read that a controller owns, (kind, namespace, name) -> the controller's (kind, name, uid):
+    # a Deployment's ReplicaSets, a CronJob's Jobs (kgpu.sim.simulate.controller_pods)
+    owned: dict[tuple[str, str, str], tuple[str, str, str]] = field(default_factory=dict)
 
     def extend(self, other: Objects) -> None:
+        self.owned.update(other.owned)
         self.nodepools.extend(other.nodepools)
         self.nodeclasses.update(other.nodeclasses)
         self.nodes.extend(other.nodes)
@@ -405,10 +409,14 @@ class Parser:
             info = replace(info, volume_claims=info.volume_claims + claims)
         tmeta = template.metadata or wire.ObjectMeta()
         ns = obj.metadata.namespace or "default"
+        for ref in obj.metadata.owner_references or ():
+            if ref.controller:
+                self.out.owned[(kind, ns, name)] = (ref.kind, ref.name, ref.uid)
         for n in range(count):
             pod = Pod(
                 ns, f"{name}-{n}", info, tmeta.labels or {}, tmeta.annotations or {},
                 owner_kind=kind, owner_name=name, source=self.source, limits=limits,
+                owner_uid=obj.metadata.uid, created=True,
             )
             self._priority(pod, f"{where}: {path}.spec")
             self.out.pods.append(pod)
@@ -429,7 +437,8 @@ class Parser:
             tmeta = g.template.metadata or wire.ObjectMeta()
             for n in range(count):
                 pod = Pod(ns, f"{prefix}-{n}", info, tmeta.labels or {}, tmeta.annotations or {},
-                          owner_kind="RayCluster", owner_name=name, source=self.source, limits=limits)
+                          owner_kind="RayCluster", owner_name=name, source=self.source, limits=limits,
+                          owner_uid=obj.metadata.uid, created=True)
                 self._priority(pod, f"{where}: {path}.template.spec")
                 self.out.pods.append(pod)
 

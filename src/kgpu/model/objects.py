@@ -186,6 +186,8 @@ class Pod:
     preemption_policy: str = "PreemptLowerPriority"
     start_time: float | None = None  # status.startTime (Unix seconds) of a running pod, when given
     owner_uid: str = ""  # the controller's metadata.uid from ownerReferences, when given
+    # made by kgpu from a workload (what its controller would create), not read as a Pod object
+    created: bool = False
 
     @property
     def key(self) -> str:

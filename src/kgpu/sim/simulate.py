@@ -14,7 +14,7 @@ the autoscalers see a pod as unschedulable, and Karpenter leaves nominated pods 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace_pod
 from typing import Any, Protocol
@@ -184,6 +184,56 @@ class DaemonPodIndex:
         )
 
 
+WORKLOAD_CHAINS = {"ReplicaSet": "Deployment", "Job": "CronJob"}  # a workload kind -> the kind that makes it
+
+
+def controller_pods(pods: Sequence[Pod], owned: Mapping[tuple[str, str, str], tuple[str, str, str]]) -> list[Pod]:
+    """``pods`` less the ones kgpu made for a workload whose controller has them already.
+
+    A workload read with the cluster (``kubectl get all -A -o json``: Deployments, their ReplicaSets and
+    the pods) expands to what its controller would create, which is what it has not yet: its count less
+    the pods it owns and that have not terminated. A Deployment owns the pods of its ReplicaSets (named
+    ``<deployment>-<pod-template-hash>``, or owned by it in ``owned``); a Deployment or CronJob whose
+    ReplicaSet or Job is in the input makes nothing itself: that ReplicaSet or Job stands for it. Ownership
+    is by uid where both sides carry one, else by namespace and name, as for DaemonSets. A StatefulSet's
+    pods keep their names, so the ordinals already running are the ones not made again.
+    """
+    made = [p for p in pods if p.created]
+    if not made:
+        return list(pods)
+    have: dict[tuple[str, str, str], list[tuple[str, str]]] = {}  # owner -> (uid, pod key) of live pods
+    for pod in pods:
+        if pod.created or pod.terminated or not pod.owner_kind:
+            continue
+        have.setdefault((pod.owner_kind, pod.namespace, pod.owner_name), []).append((pod.owner_uid, pod.key))
+        hash_ = pod.labels.get("pod-template-hash", "")
+        if pod.owner_kind == "ReplicaSet":
+            parent = owned.get(("ReplicaSet", pod.namespace, pod.owner_name))
+            if parent is not None and parent[0] == "Deployment":
+                have.setdefault(("Deployment", pod.namespace, parent[1]), []).append((parent[2], pod.key))
+            elif hash_ and pod.owner_name.endswith(f"-{hash_}"):
+                deployment = pod.owner_name[: -len(hash_) - 1]
+                have.setdefault(("Deployment", pod.namespace, deployment), []).append(("", pod.key))
+    standing = {(parent_kind, ns, parent) for (kind, ns, _), (parent_kind, parent, _) in owned.items()
+                if WORKLOAD_CHAINS.get(kind) == parent_kind}
+    groups: dict[tuple[str, str, str], list[Pod]] = {}
+    for pod in made:
+        groups.setdefault((pod.owner_kind, pod.namespace, pod.owner_name), []).append(pod)
+    drop: set[int] = set()
+    for key, group in groups.items():
+        if key in standing:
+            drop.update(id(p) for p in group)
+            continue
+        uid = group[0].owner_uid
+        live = {k for u, k in have.get(key, ()) if not (u and uid and u != uid)}
+        if not live:
+            continue
+        # ordinals already running first (a StatefulSet's names are its pods'), then from the end
+        order = [p for p in group if p.key in live] + [p for p in reversed(group) if p.key not in live]
+        drop.update(id(p) for p in order[: len(live)])
+    return [p for p in pods if id(p) not in drop]
+
+
 def _pinned_node(spec: PodSpecInfo) -> str:
     """The node a pending daemon pod is meant for: its one required term's ``metadata.name In [node]``."""
     if spec.affinity is None:
@@ -245,8 +295,12 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     present = DaemonPodIndex(cluster.pods + workloads.pods)
     for ds in cluster.daemonsets + workloads.daemonsets:
         pending.extend(daemon_pods(ds, nodes, present))
-    pending.extend(p for p in cluster.pods if not p.node_name and not p.terminated)
-    pending.extend(p for p in workloads.pods if not p.terminated)
+    # Pods made for a workload whose controller has them already (read with the cluster) are left out.
+    owned = {**cluster.owned, **workloads.owned}
+    cluster_pods = controller_pods(cluster.pods + workloads.pods, owned)
+    work_ids = {id(p) for p in workloads.pods}
+    pending.extend(p for p in cluster_pods if id(p) not in work_ids and not p.node_name and not p.terminated)
+    pending.extend(p for p in cluster_pods if id(p) in work_ids and not p.terminated)
     placements: dict[int, Placement] = {}
     later: list[Pod] = []  # preempted pods of the snapshot, and the pods recreated for evicted ones
     recreated: set[int] = set()
