@@ -60,3 +60,29 @@ def test_missing_extra_line_installs_requirements(capsys):
     err = capsys.readouterr().err
     assert not BARE_INSTALL.search(err), err
     assert "kgpu[exporter]" in err and "'prometheus-client<1,>=0.20'" in err and "pipx inject kgpu 'bcrypt" in err
+
+
+def test_numpy_is_loaded_only_by_the_verbs_that_place_pods():
+    """numpy is 74 of the base install's 108 MB (docs/simulate.md, Performance): render, init, catalog and
+    tke never import it (placement does, and only for the work that needs arrays)."""
+    import subprocess
+    import sys
+
+    probe = """
+import contextlib, io, sys
+from kgpu.cli.main import cli
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        cli.main(sys.argv[1:], standalone_mode=False)
+    except SystemExit:
+        pass
+print("numpy" in sys.modules)
+"""
+    for args, loads in (
+        (["render", "--template", "eks-karpenter"], False),
+        (["init", "-o", "yaml"], False),
+        (["catalog", "--gpu", "T4"], False),
+        (["tke", "match", "--gpu-type", "T4", "--gpus", "1", "--cpu", "4", "--memory", "16Gi"], False),
+    ):
+        res = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120)
+        assert res.stdout.strip() == str(loads), (args, res.stdout, res.stderr[-500:])
