@@ -16,7 +16,7 @@ from kgpu.cli.main import cli
 
 def _profile(tmp_path: Path, template: str, change: Callable[[dict[str, Any]], None]) -> Path:
     path = tmp_path / "kgpu.yaml"
-    res = CliRunner().invoke(cli, ["init", "-t", template, "-f", str(path)])
+    res = CliRunner().invoke(cli, ["init", "-t", template, "-f", str(path), "--force"])
     assert res.exit_code == 0, res.output
     data = yaml.safe_load(path.read_text())
     change(data)
@@ -80,3 +80,126 @@ def test_the_guides_head_on_the_cpu_group_says_nothing(tmp_path: Path) -> None:
     res = _render(_profile(tmp_path, "kuberay", lambda data: None))
     assert res.exit_code == 0, res.output
     assert "kuberay.headPool" not in res.stderr
+
+
+# --- seed 001: eksctl node groups -------------------------------------------------------------------------
+
+# The guide's general group, its types that still exist ("m5.2xlarge, m5.4xlarge, ... c5.2xlarge, c5.4xlarge")
+GUIDE_SPOT_NG = ["m5.2xlarge", "m5.4xlarge", "c5.2xlarge", "c5.4xlarge"]
+# The guide's GPU group "gpu-spot-ng-a": p3 and p2 types
+GUIDE_GPU_NG = ["p3.2xlarge", "p3.8xlarge", "p3.16xlarge", "p2.xlarge", "p2.8xlarge", "p2.16xlarge"]
+
+
+def _plan_json(profile: Path, *args: str) -> dict[str, Any]:
+    import json
+
+    res = CliRunner().invoke(cli, ["plan", "-f", str(profile), "-o", "json", *args])
+    assert res.exit_code in (0, 1), res.output
+    data: dict[str, Any] = json.loads(res.stdout)
+    return data
+
+
+def test_a_group_mixing_2xlarge_and_4xlarge_warns_in_render_and_plan(tmp_path: Path) -> None:
+    def guide_types(data: dict[str, Any]) -> None:
+        _pool(data, "spot-ng")["instanceTypes"] = GUIDE_SPOT_NG
+
+    profile = _profile(tmp_path, "eks-eksctl", guide_types)
+    res = _render(profile)
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stderr.splitlines() if "mixes sizes" in ln)
+    assert "node group spot-ng mixes sizes (m5.2xlarge 8 vCPU 32 GiB; m5.4xlarge 16 vCPU 64 GiB" in line
+    assert "cluster-autoscaler sizes every node of the group by its first type, m5.2xlarge" in line
+    assert any("spot-ng mixes sizes" in w for w in _plan_json(profile)["warnings"])
+
+
+def test_one_size_per_group_says_nothing(tmp_path: Path) -> None:
+    """The eks-eksctl template diversifies spot-ng within one size (m5/m6i/m7i.2xlarge)."""
+    res = _render(_profile(tmp_path, "eks-eksctl", lambda data: None))
+    assert res.exit_code == 0 and "mixes sizes" not in res.stderr
+
+
+def test_the_guides_p2_types_are_named_unsupported(tmp_path: Path) -> None:
+    """Beside p3 types the group is still rendered, one warning per p2 type saying why; a group of p2 only
+    is bad input (exit 2) in render and plan alike."""
+
+    def guide_gpu(data: dict[str, Any]) -> None:
+        _pool(data, "gpu-spot-ng")["instanceTypes"] = GUIDE_GPU_NG
+
+    profile = _profile(tmp_path, "eks-eksctl", guide_gpu)
+    res = _render(profile)
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stderr.splitlines() if "is not supported" in ln]
+    assert len(lines) == 3
+    assert "instance type 'p2.xlarge' (NVIDIA K80, Kepler) is not supported" in lines[0]
+    assert "do not list P2" in lines[0] and "R470" in lines[0]
+
+    def only_p2(data: dict[str, Any]) -> None:
+        _pool(data, "gpu-spot-ng")["instanceTypes"] = ["p2.xlarge", "p2.8xlarge"]
+
+    profile = _profile(tmp_path, "eks-eksctl", only_p2)
+    for verb in ("render", "plan"):
+        res = CliRunner().invoke(cli, [verb, "-f", str(profile)])
+        assert res.exit_code == 2, res.output
+        assert "pools[1].instanceTypes[0]: instance type 'p2.xlarge' (NVIDIA K80, Kepler) is not supported" in (
+            res.output
+        )
+
+
+def test_every_unmanaged_group_is_tagged_with_its_eksctl_group_name(tmp_path: Path) -> None:
+    """eksctl labels nodes alpha.eksctl.io/nodegroup-name=<group>; each group's ASG declares it to
+    cluster-autoscaler, so a pod selecting one zone's GPU group scales exactly that group from zero."""
+    profile = _profile(tmp_path, "eks-eksctl", lambda data: None)
+    res = _render(profile, "--target", "eksctl")
+    assert res.exit_code == 0, res.output
+    config = next(d for d in yaml.safe_load_all(res.stdout) if d and d.get("kind") == "ClusterConfig")
+    tag = "k8s.io/cluster-autoscaler/node-template/label/alpha.eksctl.io/nodegroup-name"
+    assert {g["name"]: g["tags"][tag] for g in config["nodeGroups"]} == {
+        "spot-ng": "spot-ng",
+        "gpu-spot-ng-a": "gpu-spot-ng-a",
+        "gpu-spot-ng-b": "gpu-spot-ng-b",
+        "gpu-spot-ng-c": "gpu-spot-ng-c",
+    }
+    work = tmp_path / "vector-add.yaml"
+    work.write_text(
+        """
+apiVersion: v1
+kind: Pod
+metadata: {name: cuda-vector-add-b}
+spec:
+  nodeSelector: {alpha.eksctl.io/nodegroup-name: gpu-spot-ng-b}
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  containers:
+  - name: cuda-vector-add
+    image: k8s.gcr.io/cuda-vector-add:v0.1
+    resources: {limits: {nvidia.com/gpu: 1}}
+"""
+    )
+    (pod,) = _plan_json(profile, "-w", str(work))["pods"]
+    assert (pod["phase"], pod["pool"], pod["zone"]) == ("Provisioned", "gpu-spot-ng", "us-west-2b")
+
+
+def test_catalog_shows_the_spot_advisors_band_per_gpu_type() -> None:
+    import json
+
+    res = CliRunner().invoke(cli, ["catalog", "--gpu", "v100", "--region", "us-west-2", "-o", "json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["instance_type"]: r["spot_interruption"] for r in json.loads(res.stdout)}
+    assert rows["p3.2xlarge"] == ">20%"
+    table = CliRunner().invoke(cli, ["catalog", "--gpu", "v100", "--region", "us-west-2"]).stdout
+    assert "INTERRUPTION" in table.splitlines()[1]
+    assert "Spot Instance Advisor (spot-advisor-data.json) as of 2025-06-28" in table
+
+
+def test_plan_warns_when_a_spot_only_gpu_pool_picks_types_above_20_percent(tmp_path: Path) -> None:
+    """The guide: "some GPU instance types have >20% interruption frequency; check the Spot Instance
+    Advisor". The template's spot-only p3.2xlarge groups get the warning; with on-demand allowed, none."""
+    data = _plan_json(_profile(tmp_path, "eks-eksctl", lambda data: None))
+    line = next(w for w in data["warnings"] if "interruption frequency" in w)
+    assert line.startswith("pool gpu-spot-ng: spot only, and it picked p3.2xlarge (10 node(s))")
+    assert ">20% in us-west-2 (Spot Instance Advisor (spot-advisor-data.json), 2025-06-28)" in line
+
+    def on_demand_too(data: dict[str, Any]) -> None:
+        _pool(data, "gpu-spot-ng")["capacityTypes"] = ["spot", "on-demand"]
+
+    data = _plan_json(_profile(tmp_path, "eks-eksctl", on_demand_too))
+    assert not any("interruption frequency" in w for w in data["warnings"])

@@ -84,13 +84,22 @@ def test_max_size_reached_in_cluster_autoscaler_words() -> None:
 
 
 def test_missing_node_template_label_tag_is_the_seed_001_trap() -> None:
-    """Nodes get eksctl's nodegroup-name label, but no ASG tag declares it: no scale-up from zero."""
-    result = run(profile(GPU_GROUP), pods('{"alpha.eksctl.io/nodegroup-name": "gpu-ng"}'))
+    """Nodes get eksctl's cluster-name label, but no ASG tag declares it: no scale-up from zero."""
+    result = run(profile(GPU_GROUP), pods('{"alpha.eksctl.io/cluster-name": "gpu-cluster"}'))
     (p,) = result.placements
     assert p.phase == UNSCHEDULABLE
     reason = p.reason or ""
     assert "pod didn't trigger scale-up: 1 node(s) didn't match Pod's node affinity/selector" in reason
-    assert "k8s.io/cluster-autoscaler/node-template/label/alpha.eksctl.io/nodegroup-name" in reason
+    assert "k8s.io/cluster-autoscaler/node-template/label/alpha.eksctl.io/cluster-name" in reason
+
+
+def test_eksctl_group_name_label_is_tagged_so_pods_may_select_a_group_by_it() -> None:
+    """kgpu render tags every unmanaged group with node-template/label/alpha.eksctl.io/nodegroup-name, so a
+    pod selecting the group by eksctl's own label scales it up from zero."""
+    result = run(profile(GPU_GROUP), pods('{"alpha.eksctl.io/nodegroup-name": "gpu-ng"}'))
+    (p,) = result.placements
+    assert p.phase != UNSCHEDULABLE, p.reason
+    assert result.new_nodes[0].pool == "gpu-ng"
 
 
 def test_asg_tag_overriding_a_label_blocks_scale_up() -> None:

@@ -410,13 +410,13 @@ def test_unknown_instance_type_same_verdict_in_render_and_plan(tmp_path: Path) -
     assert render.exit_code == planned.exit_code == 2
     line = next(ln for ln in render.stderr.splitlines() if "p2.xlarge" in ln)
     assert "pools[1].instanceTypes[0]" in line
-    assert "unknown instance type 'p2.xlarge'" in line
-    assert "unknown instance type 'p2.xlarge'" in planned.stderr
+    assert "instance type 'p2.xlarge' (NVIDIA K80, Kepler) is not supported" in line
+    assert "instance type 'p2.xlarge' (NVIDIA K80, Kepler) is not supported" in planned.stderr
     data["pools"][1]["instanceTypes"] = ["p3.2xlarge", "p2.xlarge"]
     profile.write_text(yaml.safe_dump(data, sort_keys=False))
     render = CliRunner().invoke(cli, ["render", "-f", str(profile), "-d", str(tmp_path / "m")])
     assert render.exit_code == 0, render.output
-    assert "warning: profile: pools[1].instanceTypes[1]: unknown instance type 'p2.xlarge'" in render.stderr
+    assert "warning: profile: pools[1].instanceTypes[1]: instance type 'p2.xlarge' (NVIDIA K80" in render.stderr
     planned = CliRunner().invoke(cli, ["plan", "-f", str(profile), "-o", "json"])
     assert planned.exit_code in (0, 1)  # the input is accepted; exit 1 only for example pods elsewhere
-    assert any("unknown instance type 'p2.xlarge'" in w for w in json.loads(planned.stdout)["warnings"])
+    assert any("'p2.xlarge' (NVIDIA K80, Kepler) is not supported" in w for w in json.loads(planned.stdout)["warnings"])

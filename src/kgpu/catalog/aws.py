@@ -41,6 +41,7 @@ from kgpu.catalog.instance import (
     Offering,
     parse_instance_name,
 )
+from kgpu.catalog.spot_advisor import unsupported
 from kgpu.errors import InputError, quote
 
 COLUMNS: tuple[str, ...] = (
@@ -256,6 +257,11 @@ class Catalog:
         """The type called ``name``; an unknown name is an InputError that suggests close names."""
         found = self._types.get(name)
         if found is None:
+            gone = unsupported(name)
+            if gone is not None:  # seed 001's p2 types: say why, not just "unknown"
+                raise InputError(
+                    gone.message(name), hint="use p3 or g4dn (V100, T4) or newer, which those AMIs support"
+                )
             raise InputError(f"unknown instance type {quote(name)}", hint=_suggest(name, self._types))
         return found
 

@@ -116,6 +116,20 @@ def _month(value: float | None) -> float | None:
     return None if value is None else monthly(value)
 
 
+def _interruption(instance_type: str, region: str) -> str | None:
+    """The Spot Instance Advisor's interruption-frequency band (<5% ... >20%); None where it has none."""
+    from kgpu.catalog.spot_advisor import spot_advice
+
+    advice = spot_advice(instance_type, region)
+    return advice.interruption if advice is not None else None
+
+
+def _interruption_caption() -> str:
+    from kgpu.catalog.spot_advisor import SNAPSHOT_DATE, SOURCE
+
+    return f"interruption: spot interruption frequency, {SOURCE} as of {SNAPSHOT_DATE}; GPU types only"
+
+
 def _aws(gpu: str | None, min_gpus: int, region: str, file: str | None, output: str) -> None:
     from kgpu.catalog import aws_catalog
     from kgpu.catalog.prices import AS_OF, caption
@@ -149,6 +163,7 @@ def _aws(gpu: str | None, min_gpus: int, region: str, file: str | None, output: 
                 "on_demand_usd_per_hour": pricing.on_demand,
                 "spot_usd_per_hour": pricing.spot,
                 "spot_min_usd_per_hour": pricing.spot_min,
+                "spot_interruption": _interruption(t.name, region),
                 "cheapest_usd_per_hour": pricing.cheapest,
                 "on_demand_usd_per_month": _month(pricing.on_demand),
                 "spot_usd_per_month": _month(pricing.spot),
@@ -171,6 +186,7 @@ def _aws(gpu: str | None, min_gpus: int, region: str, file: str | None, output: 
             headers[7:7] = ["SPOT MIN $/H"]
             headers[9:9] = ["SPOT $/MO", "ON-DEMAND $/MO"]
             headers += ["ARCH"]
+        headers.insert(headers.index("SPOT $/H") + 1, "INTERRUPTION")
         body = []
         for r in rows:
             cells: list[Any] = [
@@ -188,12 +204,13 @@ def _aws(gpu: str | None, min_gpus: int, region: str, file: str | None, output: 
                 cells[7:7] = [_price(r["spot_min_usd_per_hour"])]
                 cells[9:9] = [_dollars(r["spot_usd_per_month"]), _dollars(r["on_demand_usd_per_month"])]
                 cells.append(r["arch"])
+            cells.insert(headers.index("INTERRUPTION"), r["spot_interruption"] or "-")
             body.append(cells)
         text = table(headers, body, title=title)
         if not headers_wanted():
             return text
         changed = f"; prices from {file} where it gives them" if file else ""
-        return f"{text}\n({caption()}{changed}; -o wide: per month)"
+        return f"{text}\n({_interruption_caption()})\n({caption()}{changed}; -o wide: per month)"
 
     emit(
         rows,

@@ -10,6 +10,9 @@ Decisions:
   node-template/label/<key>: <value>`` and ``.../taint/<key>: <value>:<effect>``. With
   ``propagateAsgTags`` eksctl writes them from labels and taints; otherwise kgpu writes them. Managed node
   groups only reach the ASG through propagation, so they always get ``propagateASGTags: true``.
+- Every unmanaged group under cluster-autoscaler carries the ``node-template/label/alpha.eksctl.io/
+  nodegroup-name: <group>`` tag: eksctl puts that label on its nodes, and pods may select a group by it
+  (propagation derives tags from the declared labels only, so kgpu writes this one itself).
 - Spot: unmanaged groups use a mixed-instances policy (``price-capacity-optimized``), managed groups
   ``spot: true``. A pool listing both spot and on-demand keeps its minimum on-demand and the rest spot.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from kgpu.model.profile import AmiFamily, Autoscaler, CapacityType, Pool, PoolKind, Profile
-from kgpu.render import group_names, node_labels, pool_selector, pool_zones, taints
+from kgpu.render import EKSCTL_GROUP_LABEL, group_names, node_labels, pool_selector, pool_zones, taints
 
 API = "eksctl.io/v1alpha5"
 CA_PREFIX = "k8s.io/cluster-autoscaler"
@@ -151,6 +154,10 @@ def _group(profile: Profile, pool: Pool, name: str, zones: list[str]) -> dict[st
     if _propagates(pool):
         group["propagateASGTags"] = True
     tags = _tags(profile, pool)
+    if profile.autoscaler == Autoscaler.CLUSTER_AUTOSCALER and not pool.managed:
+        # eksctl labels every node of an unmanaged group alpha.eksctl.io/nodegroup-name=<group>; the tag lets
+        # cluster-autoscaler see that label from zero, so pods may select a group by it (asgTags still win)
+        tags = dict(sorted({f"{LABEL_TAG}{EKSCTL_GROUP_LABEL}": name, **tags}.items()))
     if tags:
         group["tags"] = tags
     iam = _iam(profile, pool)

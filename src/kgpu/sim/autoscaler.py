@@ -9,8 +9,9 @@ a pod selecting it does not trigger scale-up (seed 001's warning), and kgpu says
 
 Which tags a group has follows ``kgpu render``: under cluster-autoscaler kgpu writes the node-template tags
 from the pool's labels and taints itself, or eksctl derives them (``propagateAsgTags``, managed groups);
-``asgTags`` entries are added last and win. Labels eksctl and EKS add to nodes on their own
-(``alpha.eksctl.io/nodegroup-name``, ``eks.amazonaws.com/nodegroup``) are never tagged.
+``asgTags`` entries are added last and win. Of the labels eksctl and EKS add to nodes on their own, kgpu
+tags ``alpha.eksctl.io/nodegroup-name`` on every unmanaged group (so pods may select a group by it);
+``eks.amazonaws.com/nodegroup`` of managed groups is never tagged.
 
 Groups: one per pool, or one per zone (``perZone``, named ``<pool>-<zone suffix>``), between minSize and
 maxSize. The expander is **least-waste** (the one kgpu renders): the group whose new nodes leave the smallest
@@ -172,6 +173,8 @@ class ClusterAutoscaler:
                 ]
                 max_size = pool.max_size if pool.max_size is not None else UNBOUNDED_MAX
                 tags = asg_tags(self.profile, pool)
+                if not pool.managed:  # kgpu render tags every unmanaged group with eksctl's group-name label
+                    tags = {f"{LABEL_TAG}{LABEL_EKSCTL_GROUP}": name, **tags}
                 if pool.sharing is not None:  # the resources tags kgpu renders for shared groups
                     itype = self.catalog.get(first_known_type(self.catalog, pool))
                     tags = {**resource_tags(pool, itype), **tags}

@@ -85,6 +85,34 @@ def scale_to_zero_warnings(result: SimulationResult) -> list[str]:
     return out
 
 
+def spot_interruption_warnings(profile: Profile, result: SimulationResult) -> list[str]:
+    """Seed 001: "some GPU-powered EC2 Spot instances have a relatively high interruption frequency (>20% for
+    some GPU instance types)". A spot-only GPU pool whose new nodes are of types the Spot Instance Advisor puts
+    above 20 % in the cluster's region (a dated snapshot: kgpu.catalog.spot_advisor)."""
+    from kgpu.catalog.spot_advisor import SNAPSHOT_DATE, SOURCE, spot_advice
+
+    region = profile.cluster.region
+    out: list[str] = []
+    for pool in profile.gpu_pools:
+        if [str(c) for c in pool.capacity_types] != ["spot"]:
+            continue
+        risky: dict[str, int] = {}
+        for n in result.new_nodes:
+            if n.pool != pool.name or n.capacity_type != "spot" or n.kind == "tke-supernode":
+                continue
+            advice = spot_advice(n.instance_type, region)
+            if advice is not None and advice.above_20:
+                risky[n.instance_type] = risky.get(n.instance_type, 0) + 1
+        if risky:
+            types = ", ".join(f"{t} ({count} node(s))" for t, count in sorted(risky.items()))
+            out.append(
+                f"pool {pool.name}: spot only, and it picked {types}: interruption frequency >20% in {region} "
+                f"({SOURCE}, {SNAPSHOT_DATE}); GPU pods there are reclaimed often: add types of lower bands "
+                "(kgpu catalog shows them), spread groups over zones, or allow on-demand for work that cannot restart"
+            )
+    return out
+
+
 def tke_price_warnings(profile: Profile, result: SimulationResult) -> list[str]:
     """TKE super-node pods without a price (kgpu packages none: the pool's ``prices`` give them), and what
     each vGPU slice type saves against the same specs on whole cards (the guide: 1/4 T4 可节省 75% GPU 成本)."""
@@ -141,6 +169,7 @@ def plan(
     result = simulate(cluster, work, provisioner=prov)
     warnings = profile_warnings(profile) + list(prov.warnings) + list(result.warnings)
     warnings += scale_to_zero_warnings(result) + workload_warnings(result) + tke_price_warnings(profile, result)
+    warnings += spot_interruption_warnings(profile, result)
     return PlanResult(profile.metadata.name, result, warnings, baseline)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kgpu.catalog import Catalog, aws_catalog
+from kgpu.catalog import Catalog, InstanceType, aws_catalog
 from kgpu.errors import InputError
 from kgpu.model.objects import (
     CPU,
@@ -303,10 +303,13 @@ def validate(profile: Profile, catalog: Catalog | None) -> list[str]:
                 except InputError as exc:
                     if pool.kind == PoolKind.KARPENTER or not known_types:
                         raise exc.within(f"pools[{i}].instanceTypes[{j}]") from None
+                    where = "" if "is not supported" in exc.message else " in the catalog"
                     warnings.append(
-                        f"pools[{i}].instanceTypes[{j}]: {exc.message} in the catalog ({exc.hint}); "
+                        f"pools[{i}].instanceTypes[{j}]: {exc.message}{where} ({exc.hint}); "
                         f"node group {pool.name} is sized by {known_types[0]}"
                     )
+            if pool.kind == PoolKind.NODE_GROUP and len(known_types) > 1 and str(profile.autoscaler) == "cluster-autoscaler":
+                warnings += _mixed_sizes(i, pool, [catalog.get(t) for t in known_types])
         if pool.kind == PoolKind.KARPENTER:
             from kgpu.model.nodepool import CATALOG_MISSING_LABELS, normalize
 
@@ -335,6 +338,25 @@ def validate(profile: Profile, catalog: Catalog | None) -> list[str]:
         except InputError as exc:
             raise InputError(exc.message, where=f"pools[{i}].limits", hint=exc.hint) from None
     return warnings
+
+
+def _mixed_sizes(i: int, pool: Pool, types: Sequence[InstanceType]) -> list[str]:
+    """A node group's instance types of different sizes (seed 001's spot-ng: m4.2xlarge with m4.4xlarge):
+    cluster-autoscaler builds the group's node template from one type (its first) and sizes every node by it."""
+    first = types[0]
+
+    def size(t: InstanceType) -> str:
+        return f"{t.name} {t.vcpus} vCPU {t.memory_mib / 1024:g} GiB" + (f" {t.gpu_count} GPU" if t.gpu_count else "")
+
+    other = [t for t in types[1:] if (t.vcpus, t.memory_mib, t.gpu_count) != (first.vcpus, first.memory_mib, first.gpu_count)]
+    if not other:
+        return []
+    return [
+        f"pools[{i}].instanceTypes: node group {pool.name} mixes sizes ({size(first)}; "
+        + "; ".join(size(t) for t in other)
+        + f"): cluster-autoscaler sizes every node of the group by its first type, {first.name}: a pod bigger than "
+        f"{first.name} never scales it up, and bigger nodes are counted as {first.name}; keep one size per group"
+    ]
 
 
 def karpenter_order(pending: Sequence[Pod]) -> list[Pod]:
