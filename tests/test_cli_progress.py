@@ -100,3 +100,35 @@ def test_switches_and_delay(monkeypatch):
         time.sleep(0.1)
     text = slow.getvalue()
     assert "first (0s)" in text and "second (0s)" in text and text.endswith(ERASE)
+
+
+def test_simulate_on_a_terminal_erases_the_line_before_its_table():
+    """stdout and stderr on one terminal, as in an interactive shell: the progress line is drawn while
+    pods are placed and erased before the table, so no table line carries progress text."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kgpu.cli.main", "simulate", "-c", "examples/cluster", "-w", "examples/workloads",
+         "--color", "never"],
+        stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "KGPU_PROGRESS_DELAY": "0", "TERM": "xterm"},
+    )
+    os.close(slave)
+    screen = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        screen += chunk
+    assert proc.wait(timeout=60) == 0
+    os.close(master)
+    text = screen.decode(errors="replace").replace("\r\n", "\n")
+    assert "simulating: reading the cluster and the workloads, placing pods" in text
+    drawn, _, table = text.rpartition(ERASE)
+    assert "simulating" in drawn and "simulating" not in table
+    assert table.lstrip().startswith("NAMESPACE") and "14 scheduled, 0 unschedulable" in table

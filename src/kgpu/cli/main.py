@@ -7,6 +7,7 @@ Verbs are loaded lazily from ``kgpu.cli.<module>``: each module exposes a click 
 from __future__ import annotations
 
 import errno
+import functools
 import importlib
 import importlib.util
 import os
@@ -38,6 +39,26 @@ VERBS: dict[str, tuple[str, str]] = {
     "run": ("kgpu.cli.run_cmd", "Run a GPU smoke test (vector-add, nvidia-smi, torch) on the cluster; pass or fail."),
     "completion": ("kgpu.cli.completion_cmd", "Shell completion script for bash, zsh or fish."),
 }
+
+# Verbs drawn with one progress line on a terminal's stderr while they run, whole (kgpu.cli.progress): a
+# 50,000-pod simulate takes a while and has no steps of its own to report; its printers erase the line first.
+PROGRESS = {"simulate": "simulating: reading the cluster and the workloads, placing pods"}
+
+
+def _with_progress(name: str, command: click.Command) -> None:
+    if name not in PROGRESS or command.callback is None or getattr(command, "_kgpu_progress", False):
+        return
+    original = command.callback
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from kgpu.cli.progress import Progress
+
+        with Progress(PROGRESS[name]):
+            return original(*args, **kwargs)
+
+    command.callback = functools.update_wrapper(run, original)
+    setattr(command, "_kgpu_progress", True)  # noqa: B010 - click.Command has no such attribute to type
+
 
 # How kubectl runs a plugin: argv[0] is the path of `kubectl-gpu`; usage and examples then say `kubectl gpu`.
 PLUGIN_NAMES = ("kubectl-gpu", "kubectl_gpu", "kubectl_complete-gpu")
@@ -97,6 +118,7 @@ class LazyGroup(click.Group):
             raise
         command: click.Command = module.command
         _as_prog(command, ctx.find_root().info_name or "kgpu")
+        _with_progress(cmd_name, command)
         return command
 
     def invoke(self, ctx: click.Context) -> Any:

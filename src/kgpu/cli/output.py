@@ -147,12 +147,21 @@ def phase(text: str) -> str:
     return style(text, fg=PHASE_COLORS.get(text))
 
 
+def _quiet_progress() -> None:
+    """Erase a progress line before printing (kgpu.cli.progress), so the two never share a line."""
+    from kgpu.cli.progress import stop_active
+
+    stop_active()
+
+
 def echo(text: str = "", err: bool = False, nl: bool = True) -> None:
     """click.echo that keeps colour when --color=always sends it into a pipe."""
+    _quiet_progress()
     click.echo(text, err=err, nl=nl, color=color_enabled(err))
 
 
 def warn(message: str) -> None:
+    _quiet_progress()
     click.echo(f"warning: {message}", err=True)
 
 
@@ -192,6 +201,7 @@ def format_or_old_path(
 
 
 def fail_input(exc: InputError) -> NoReturn:
+    _quiet_progress()
     click.echo(f"error: {exc.line()}", err=True)
     sys.exit(ExitCode.INPUT)
 
@@ -443,6 +453,7 @@ def emit(
     names: Callable[[Any], Iterable[str]] | None = None,
 ) -> None:
     """Print a result in the chosen format: JSON or YAML for scripts, the verb's table for people."""
+    _quiet_progress()
     output = output.lower()
     if output == "json":
         emit_json(data)

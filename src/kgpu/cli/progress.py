@@ -9,6 +9,10 @@ appears only after ``KGPU_PROGRESS_DELAY`` seconds (default 1): quick commands d
     with Progress("simulating 50,000 pods") as progress:
         ...
         progress.step("writing the result")
+
+The CLI's printers (``output.emit``, ``output.echo``, error lines) call :func:`stop_active` first, so a
+verb wrapped whole (``kgpu simulate``, see ``cli.main``) erases the line before its result is printed and
+the two never share a line of the terminal.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import IO
 
 SPINNER = "|/-\\"
 ERASE = "\r\x1b[K"
+_active: list[Progress] = []  # the one being drawn, if any
 
 
 def enabled(stream: IO[str] | None = None) -> bool:
@@ -77,9 +82,28 @@ class Progress:
     def __enter__(self) -> Progress:
         self._start = time.monotonic()
         if self.on:
+            stop_active()
             self._thread = threading.Thread(target=self._run, name="kgpu-progress", daemon=True)
             self._thread.start()
+            _active.append(self)
         return self
+
+    def stop(self) -> None:
+        """Stop drawing and erase the line (idempotent)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            with self._lock:
+                if self._drawn:
+                    self._drawn = False
+                    try:
+                        self.stream.write(ERASE)
+                        self.stream.flush()
+                    except (OSError, ValueError):
+                        pass
+        if self in _active:
+            _active.remove(self)
 
     def __exit__(
         self,
@@ -87,13 +111,10 @@ class Progress:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            with self._lock:
-                if self._drawn:
-                    try:
-                        self.stream.write(ERASE)
-                        self.stream.flush()
-                    except (OSError, ValueError):
-                        pass
+        self.stop()
+
+
+def stop_active() -> None:
+    """Erase the progress line being drawn, before anything else is printed."""
+    for progress in list(_active):
+        progress.stop()
