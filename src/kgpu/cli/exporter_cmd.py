@@ -1,17 +1,31 @@
 """``kgpu exporter``: serve NVML GPU metrics under nvidia_gpu_exporter's names.
 
 Flags follow nvidia_gpu_exporter and the Prometheus exporters it is deployed beside: ``--web.listen-address``,
-``--web.telemetry-path``, ``--web.config.file`` (exporter-toolkit's TLS / basic-auth file), ``--log.level``
-and ``--log.format``; the earlier spellings (``--listen``, ``--log-level``, ``--log-format``) are kept. Every
-flag can also come from the environment as ``KGPU_EXPORTER_<FLAG>`` (``--web.listen-address`` is
-``KGPU_EXPORTER_WEB_LISTEN_ADDRESS``), which is how a DaemonSet sets them; a flag on the command line wins.
+``--web.telemetry-path``, ``--web.config.file`` (exporter-toolkit's TLS / basic-auth file),
+``--web.max-requests``, ``--log.level`` and ``--log.format``; the earlier spellings (``--listen``,
+``--log-level``, ``--log-format``) are kept. Every flag can also come from the environment as
+``KGPU_EXPORTER_<FLAG>`` (``--web.listen-address`` is ``KGPU_EXPORTER_WEB_LISTEN_ADDRESS``), which is how a
+DaemonSet sets them; a flag on the command line wins.
+
+Drop-in: the DaemonSets of nvidia_gpu_exporter (its Helm chart) and dcgm-exporter run unchanged with kgpu's
+image. Their other flags are read before click parses (:func:`translate`): those with a kgpu meaning are
+mapped (``--collect.interval 15s`` is ``--max-age 15``, dcgm-exporter's ``-a :9400`` is the listen address,
+``-c 30000`` milliseconds the reuse window, ``-k`` pod labels), those without one (``--nvidia-smi-command``,
+``--query-field-names``, dcgm-exporter's ``-f`` counters file, ...) are accepted and named in one log line;
+an unknown flag is still a usage error. dcgm-exporter's flags or ``DCGM_EXPORTER_*`` variables switch the
+defaults to dcgm-exporter's: DCGM names on ``:9400``. Flag lists: nvidia_gpu_exporter's docs/CONFIGURE.md,
+dcgm-exporter's pkg/cmd/app.go.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -46,15 +60,38 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+class LogfmtFormatter(logging.Formatter):
+    """promlog's default ``logfmt``: ``ts=... level=info caller=... msg="..."`` on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        fields = [("ts", ts), ("level", record.levelname.lower()), ("caller", record.name)]
+        fields.append(("msg", record.getMessage()))
+        if record.exc_info:
+            fields.append(("error", self.formatException(record.exc_info)))
+        return " ".join(f"{k}={_logfmt_value(v)}" for k, v in fields)
+
+
+def _logfmt_value(value: str) -> str:
+    if value and not re.search(r'[\s="\\]', value):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+LOG_LEVELS = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "warning": "WARNING", "error": "ERROR"}
+
+
 def configure_logging(level: str, fmt: str) -> None:
     handler = logging.StreamHandler()
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
+    elif fmt == "logfmt":
+        handler.setFormatter(LogfmtFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(LOG_LEVELS.get(level, level.upper()))
 
 
 def _finite(value: float, param: click.Parameter) -> float:
@@ -64,8 +101,239 @@ def _finite(value: float, param: click.Parameter) -> float:
     return value
 
 
+# --- other exporters' flags -------------------------------------------------------------------------
+
+
+def go_duration(text: str) -> float:
+    """Go's time.ParseDuration, in seconds: ``15s``, ``500ms``, ``1m30s``, ``0``."""
+    value = text.strip()
+    if value in ("0", "+0", "-0"):
+        return 0.0
+    parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", value)
+    if not parts or "".join(n + u for n, u in parts) != value.lstrip("+"):
+        raise ValueError(f"{text!r} is not a duration such as 15s, 500ms or 1m30s")
+    scale = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def _seconds(value: float, zero_means: float | None = None) -> str:
+    if value == 0 and zero_means is not None:
+        value = zero_means
+    return f"{min(value, 3600.0):g}"
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """Another exporter's flag: what it becomes in kgpu (``to``), or None when kgpu has nothing like it."""
+
+    source: str  # nvidia_gpu_exporter | dcgm-exporter
+    to: str | None = None
+    value: bool = True  # takes a value
+    convert: Callable[[str], str] | None = None
+    why: str = ""  # for flags without effect: why, in the log line
+
+
+NGE, DCGM = "nvidia_gpu_exporter", "dcgm-exporter"
+_NVML = "kgpu reads NVML in-process"
+_DCGM_ONLY = "a DCGM setting; kgpu reads NVML"
+
+
+def _collect_interval(v: str) -> str:
+    return _seconds(go_duration(v))
+
+
+def _collect_timeout(v: str) -> str:
+    return _seconds(go_duration(v), zero_means=3600.0)  # 0: no bound upstream; kgpu's longest
+
+
+def _millis(v: str) -> str:
+    if not v.strip().isdigit():
+        raise ValueError(f"{v!r} is not a number of milliseconds")
+    return _seconds(int(v) / 1000.0)
+
+
+def _backend(v: str) -> str:
+    if v not in ("exec", "nvml"):
+        raise ValueError(f"{v!r}: kgpu reads NVML (exec and nvml are both accepted)")
+    return v
+
+
+FOREIGN: dict[str, Foreign] = {
+    # nvidia_gpu_exporter (kingpin): docs/CONFIGURE.md there
+    "--web.network": Foreign(NGE, why="kgpu listens on the address's own family"),
+    "--web.read-timeout": Foreign(NGE, why="kgpu bounds the request by --web.read-header-timeout"),
+    "--web.write-timeout": Foreign(NGE, why="every socket operation is bounded by the header timeout"),
+    "--web.idle-timeout": Foreign(NGE, why="idle connections are shut after the header timeout"),
+    "--web.timeout-offset": Foreign(NGE, why="each scrape is bounded by --timeout"),
+    "--web.systemd-socket": Foreign(NGE, value=False, why="kgpu binds --web.listen-address itself"),
+    "--web.enable-pprof": Foreign(NGE, value=False, why="no Go runtime to profile"),
+    "--nvidia-smi-command": Foreign(NGE, why=_NVML),
+    "--query-field-names": Foreign(NGE, why="kgpu serves its own field set"),
+    "--query-field-names-exclude": Foreign(NGE, why="kgpu serves its own field set"),
+    "--collect.backend": Foreign(NGE, convert=_backend, why=_NVML),
+    "--collect.interval": Foreign(NGE, "--max-age", convert=_collect_interval),
+    "--collect.timeout": Foreign(NGE, "--timeout", convert=_collect_timeout),
+    "--collect.compute-apps": Foreign(NGE, "--processes", value=False),
+    "--no-collect.compute-apps": Foreign(NGE, "--no-processes", value=False),
+    "--collect.compute-apps-mig": Foreign(NGE, value=False, why="MIG devices have their own series"),
+    "--collect.pcie-throughput": Foreign(NGE, value=False, why="PCIe throughput is always served"),
+    "--shutdown-on-error": Foreign(NGE, value=False, why="collection errors are served as metrics"),
+    "--demo-config": Foreign(NGE, why="no demo backend"),
+    # dcgm-exporter (urfave/cli): pkg/cmd/app.go there
+    "--collectors": Foreign(DCGM, why="kgpu serves dcgm-exporter's default counters"),
+    "--config-file": Foreign(DCGM, why="kgpu takes flags and KGPU_EXPORTER_* variables"),
+    "--address": Foreign(DCGM, "--web.listen-address"),
+    "--collect-interval": Foreign(DCGM, "--max-age", convert=_millis),
+    "--kubernetes": Foreign(DCGM, "--pods", value=False),
+    "--kubernetes-enable-pod-labels": Foreign(DCGM, value=False, why="pods come from pod-resources"),
+    "--kubernetes-enable-pod-uid": Foreign(DCGM, value=False, why="pods come from pod-resources"),
+    "--kubernetes-gpu-id-type": Foreign(DCGM, why="GPUs are matched by UUID"),
+    "--kubernetes-pod-label-allowlist-regex": Foreign(DCGM, why="pods come from pod-resources"),
+    "--kubernetes-virtual-gpus": Foreign(DCGM, value=False, why="pods come from pod-resources"),
+    "--kubernetes-enable-dra": Foreign(DCGM, value=False, why="pods come from pod-resources"),
+    "--use-old-namespace": Foreign(DCGM, value=False, why="DCGM 1.x names are not served"),
+    "--remote-hostengine-info": Foreign(DCGM, why=_DCGM_ONLY),
+    "--devices": Foreign(DCGM, why="every GPU NVML shows is served"),
+    "--switch-devices": Foreign(DCGM, why=_DCGM_ONLY),
+    "--cpu-devices": Foreign(DCGM, why=_DCGM_ONLY),
+    "--no-hostname": Foreign(DCGM, value=False, why="Hostname is always set"),
+    "--fake-gpus": Foreign(DCGM, value=False, why=_DCGM_ONLY),
+    "--configmap-data": Foreign(DCGM, why="kgpu serves dcgm-exporter's default counters"),
+    "--web-systemd-socket": Foreign(DCGM, value=False, why="kgpu binds its address itself"),
+    "--web-config-file": Foreign(DCGM, "--web.config.file"),
+    "--web-read-timeout": Foreign(DCGM, why="kgpu bounds the request by --web.read-header-timeout"),
+    "--web-write-timeout": Foreign(DCGM, why="every socket operation is bounded by the header timeout"),
+    "--xid-count-window-size": Foreign(DCGM, why="XIDs are counted since start, with a last timestamp"),
+    "--replace-blanks-in-model-name": Foreign(DCGM, value=False, why="modelName is NVML's name"),
+    "--debug": Foreign(DCGM, "--log.level=debug", value=False),
+    "--clock-events-count-window-size": Foreign(DCGM, why=_DCGM_ONLY),
+    "--enable-dcgm-log": Foreign(DCGM, value=False, why=_DCGM_ONLY),
+    "--dcgm-log-level": Foreign(DCGM, why=_DCGM_ONLY),
+    "--pod-resources-kubelet-socket": Foreign(DCGM, "--pod-resources-socket"),
+    "--hpc-job-mapping-dir": Foreign(DCGM, why="no HPC job mapping"),
+    "--container-labels": Foreign(DCGM, value=False, why="pods come from pod-resources"),
+    "--container-runtime-socket": Foreign(DCGM, why="pods come from pod-resources"),
+    "--nvidia-resource-names": Foreign(DCGM, why="every nvidia.com resource is matched"),
+    "--dump-enabled": Foreign(DCGM, value=False, why="no debug dumps"),
+    "--dump-directory": Foreign(DCGM, why="no debug dumps"),
+    "--dump-retention": Foreign(DCGM, why="no debug dumps"),
+    "--dump-compression": Foreign(DCGM, value=False, why="no debug dumps"),
+    "--disable-startup-validate": Foreign(DCGM, value=False, why=_DCGM_ONLY),
+    "--enable-gpu-bind-unbind-watch": Foreign(DCGM, value=False, why=_DCGM_ONLY),
+    "--gpu-bind-unbind-poll-interval": Foreign(DCGM, why=_DCGM_ONLY),
+    "--enable-pprof": Foreign(DCGM, value=False, why="no Go runtime to profile"),
+}
+# dcgm-exporter's one-letter aliases
+DCGM_SHORT = {
+    "-f": "--collectors", "-a": "--address", "-c": "--collect-interval", "-k": "--kubernetes",
+    "-o": "--use-old-namespace", "-p": "--cpu-devices", "-m": "--configmap-data",
+    "-r": "--remote-hostengine-info", "-d": "--devices", "-n": "--no-hostname", "-s": "--switch-devices",
+    "-x": "--xid-count-window-size", "-rbmn": "--replace-blanks-in-model-name",
+}  # fmt: skip
+# dcgm-exporter's environment variables (EnvVars in its app.go), as the flag each stands for
+DCGM_ENV = {
+    "DCGM_EXPORTER_COLLECTORS": "--collectors", "DCGM_EXPORTER_LISTEN": "--address",
+    "DCGM_EXPORTER_INTERVAL": "--collect-interval", "DCGM_EXPORTER_KUBERNETES": "--kubernetes",
+    "DCGM_EXPORTER_WEB_CONFIG_FILE": "--web-config-file", "DCGM_EXPORTER_DEBUG": "--debug",
+    "DCGM_POD_RESOURCES_KUBELET_SOCKET": "--pod-resources-kubelet-socket",
+    "DCGM_EXPORTER_LOG_FORMAT": "--log-format",
+}  # fmt: skip
+_TRUE, _FALSE = {"true", "1", "t", "yes"}, {"false", "0", "f", "no"}
+
+
+class ForeignFlagError(click.UsageError):
+    pass
+
+
+def translate(args: list[str], environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """nvidia_gpu_exporter's and dcgm-exporter's flags (and dcgm-exporter's variables) in kgpu's terms:
+    (the arguments for click, one note per flag accepted without effect). Arguments kgpu knows, and
+    everything after ``--``, pass through."""
+    out: list[str] = []
+    notes: list[str] = []
+    dcgm = False
+    env_args: list[str] = []
+    for var, flag in DCGM_ENV.items():
+        if var in environ:
+            dcgm = True
+            env_args += (
+                [f"{flag}={environ[var]}"]
+                if FOREIGN.get(flag, Foreign(DCGM)).value
+                else ([flag] if environ[var].strip().lower() in _TRUE else [])
+            )
+    i = 0
+    given: set[str] = set()
+    items = env_args + list(args)
+    while i < len(items):
+        arg = items[i]
+        i += 1
+        if arg == "--":
+            out += items[i - 1 :]
+            break
+        name, eq, inline = arg.partition("=")
+        name = DCGM_SHORT.get(name, name)
+        if name.startswith("-") and not name.startswith("--") and len(name) > 2:
+            name = "-" + name  # urfave/cli also reads -collectors as --collectors
+        spec = FOREIGN.get(name)
+        if spec is None:
+            out.append(arg)
+            given.add(name)
+            continue
+        dcgm = dcgm or spec.source == DCGM
+        if spec.value:
+            if eq:
+                value = inline
+            elif i < len(items):
+                value, i = items[i], i + 1
+            else:
+                raise ForeignFlagError(f"{name} ({spec.source}) needs a value")
+        else:
+            if eq and inline.strip().lower() not in _TRUE | _FALSE:
+                raise ForeignFlagError(f"{name}={inline}: true or false")
+            if eq and inline.strip().lower() in _FALSE:
+                continue
+            value = ""
+        if spec.convert is not None:
+            try:
+                value = spec.convert(value)
+            except ValueError as exc:
+                raise ForeignFlagError(f"{name} ({spec.source}): {exc}") from None
+        if spec.to is None:
+            notes.append(f"{name}{' ' + value if value else ''} ({spec.source}): {spec.why}")
+            continue
+        given.add(spec.to.partition("=")[0])
+        out += [spec.to, value] if spec.value else [spec.to]
+    if dcgm:  # dcgm-exporter's DaemonSet: its names on its port, unless kgpu's own settings say otherwise
+        if not given & {"--metrics"} and env("METRICS") not in environ:
+            out = ["--metrics", "dcgm", *out]
+        if not given & {"--web.listen-address", "--listen"} and env("WEB_LISTEN_ADDRESS") not in environ:
+            out = ["--web.listen-address", ":9400", *out]
+    return out, notes
+
+
+def dropin_argv(argv: list[str]) -> list[str]:
+    """``kgpu <exporter flags>`` as ``kgpu exporter <exporter flags>``: what a DaemonSet written for
+    nvidia_gpu_exporter or dcgm-exporter passes to kgpu's image (whose entrypoint is ``kgpu``). Any other
+    command line is returned as it is."""
+    if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    name = DCGM_SHORT.get(argv[0].partition("=")[0], argv[0].partition("=")[0])
+    own = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+    return ["exporter", *argv] if name in FOREIGN or name in own else argv
+
+
+class DropInCommand(click.Command):
+    """Reads other exporters' flags (:func:`translate`) before click parses the command line."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        translated, notes = translate(args, os.environ)
+        ctx.meta["kgpu.exporter.ignored"] = notes
+        return super().parse_args(ctx, translated)
+
+
 @click.command(
     "exporter",
+    cls=DropInCommand,
     epilog=examples(
         ("nvidia_gpu_exporter's port, path and names", "kgpu exporter"),
         (
@@ -105,6 +373,25 @@ def _finite(value: float, param: click.Parameter) -> float:
     envvar=env("WEB_CONFIG_FILE"),
     show_envvar=True,
     help="exporter-toolkit web configuration: TLS, client certificates, basic auth, response headers.",
+)
+@click.option(
+    "--web.max-requests",
+    "max_requests",
+    type=click.IntRange(min=0),
+    default=40,
+    show_default=True,
+    envvar=env("WEB_MAX_REQUESTS"),
+    show_envvar=True,
+    help="Scrapes of the metrics path served at once; more are answered 503 at once (0: no limit).",
+)
+@click.option(
+    "--web.read-header-timeout",
+    "header_timeout",
+    default="10s",
+    show_default=True,
+    envvar=env("WEB_READ_HEADER_TIMEOUT"),
+    show_envvar=True,
+    help="How long a connection may take to send its request line and headers (a Go duration).",
 )
 @click.option(
     "--timeout",
@@ -189,7 +476,7 @@ def _finite(value: float, param: click.Parameter) -> float:
     "--log.level",
     "--log-level",
     "log_level",
-    type=click.Choice(["debug", "info", "warning", "error"]),
+    type=click.Choice(["debug", "info", "warn", "warning", "error"]),
     default="info",
     show_default=True,
     envvar=env("LOG_LEVEL"),
@@ -199,12 +486,13 @@ def _finite(value: float, param: click.Parameter) -> float:
     "--log.format",
     "--log-format",
     "log_format",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(["text", "logfmt", "json"]),
     default="text",
     show_default=True,
     envvar=env("LOG_FORMAT"),
     show_envvar=True,
-    help="json: one object per line (ts, level, caller, msg), for log pipelines.",
+    help="json: one object per line (ts, level, caller, msg), for log pipelines; logfmt: the same as "
+    "key=value pairs (nvidia_gpu_exporter's default).",
 )
 def command(
     listen: str,
@@ -221,6 +509,8 @@ def command(
     pod_resources_socket: str,
     log_level: str,
     log_format: str,
+    max_requests: int,
+    header_timeout: str,
 ) -> None:
     """Serve NVML GPU metrics for Prometheus.
 
@@ -236,6 +526,16 @@ def command(
     from kgpu.exporter.webconfig import WebConfigError, load_web_config
 
     configure_logging(log_level, log_format)
+    for note in click.get_current_context().meta.get("kgpu.exporter.ignored", []):
+        logging.getLogger("kgpu.exporter").info("accepted without effect: %s", note)
+    try:
+        header_seconds = go_duration(header_timeout)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--web.read-header-timeout") from None
+    if not 0 < header_seconds <= 3600:
+        raise click.BadParameter(
+            f"{header_timeout!r}: between 1ms and 1h", param_hint="--web.read-header-timeout"
+        )
     try:
         parse_listen(listen)
     except ValueError as exc:
@@ -261,6 +561,8 @@ def command(
         pod_resources_socket=pod_resources_socket,
         telemetry_path=telemetry_path,
         web=web,
+        max_requests=max_requests,
+        header_timeout=header_seconds,
     )
     try:
         run(config)
