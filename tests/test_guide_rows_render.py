@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner, Result
 
@@ -203,3 +204,74 @@ def test_plan_warns_when_a_spot_only_gpu_pool_picks_types_above_20_percent(tmp_p
 
     data = _plan_json(_profile(tmp_path, "eks-eksctl", on_demand_too))
     assert not any("interruption frequency" in w for w in data["warnings"])
+
+
+# --- seed 000: the guide's NodePool, EC2NodeClass and verify pod names -------------------------------------
+
+
+def _seed_000(data: dict[str, Any]) -> None:
+    """`kubectl get nodepool nodepool-gpu`, `kubectl get ec2nodeclass nodeclass-gpu`, `kubectl logs
+    gpu-standard-test` (方式1: nvidia.com/gpu), `kubectl logs gpu-test-pod` (方式2: NodeSelector)."""
+    pool = _pool(data, "gpu")
+    pool["name"] = "nodepool-gpu"
+    pool["nodeClassName"] = "nodeclass-gpu"
+    pool["verifyPods"] = {"byRequest": "gpu-standard-test", "bySelector": "gpu-test-pod"}
+
+
+def test_the_guides_nodepool_nodeclass_and_verify_pods_render_under_its_names(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, "eks-karpenter", _seed_000)
+    res = _render(profile, "--validate", "--with-workloads")
+    assert res.exit_code == 0, res.output
+    docs = [d for d in yaml.safe_load_all(res.stdout) if d]
+    by_kind: dict[str, dict[str, dict[str, Any]]] = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+    assert "nodeclass-gpu" in by_kind["EC2NodeClass"]
+    assert "nodepool-gpu" not in by_kind["EC2NodeClass"]
+    ref = by_kind["NodePool"]["nodepool-gpu"]["spec"]["template"]["spec"]["nodeClassRef"]
+    assert ref == {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "nodeclass-gpu"}
+    assert by_kind["NodePool"]["general"]["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "general"
+    standard, selector = by_kind["Pod"]["gpu-standard-test"], by_kind["Pod"]["gpu-test-pod"]
+    limits = standard["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"nvidia.com/gpu": 1} or limits == {"nvidia.com/gpu": "1"}
+    assert selector["spec"]["nodeSelector"]["node-type"] == "gpu"  # the guide's `-l node-type=gpu`
+    assert not any(n.startswith("gpu-verify") for n in by_kind["Pod"])
+
+
+def test_without_names_the_defaults_stay(tmp_path: Path) -> None:
+    res = _render(_profile(tmp_path, "eks-karpenter", lambda data: None), "--with-workloads")
+    assert res.exit_code == 0, res.output
+    names = {d["metadata"]["name"] for d in yaml.safe_load_all(res.stdout) if d and d["kind"] in ("Pod", "EC2NodeClass")}
+    assert {"gpu-verify-gpu", "gpu-verify-selector-gpu", "gpu", "general"} <= names
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda d: _pool(d, "gpu").update(nodeClassName="NodeClass_GPU"), "pools[1].nodeClassName"),
+        (lambda d: _pool(d, "general").update(nodeClassName="gpu"), "EC2NodeClass names must be unique"),
+        (
+            lambda d: _pool(d, "gpu").update(verifyPods={"byRequest": "t", "bySelector": "t"}),
+            "byRequest and bySelector are both 't'",
+        ),
+        (
+            lambda d: _pool(d, "gpu").update(verifyPods={"byRequest": "Gpu Test"}),
+            "pools[1].verifyPods.byRequest",
+        ),
+        (
+            lambda d: _pool(d, "general").update(verifyPods={"byRequest": "gpu-verify-gpu"}),
+            "verifyPods: pod names must be unique across pools, repeated: gpu-verify-gpu",
+        ),
+    ],
+)
+def test_bad_names_are_exit_2_naming_the_field(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], words: str
+) -> None:
+    res = _render(_profile(tmp_path, "eks-karpenter", change))
+    assert res.exit_code == 2, res.output
+    assert words in res.output and "Traceback" not in res.output
+
+
+def test_node_class_name_on_a_node_group_is_exit_2(tmp_path: Path) -> None:
+    res = _render(_profile(tmp_path, "eks-eksctl", lambda d: _pool(d, "spot-ng").update(nodeClassName="x")))
+    assert res.exit_code == 2 and "only a karpenter pool has an EC2NodeClass" in res.output

@@ -493,6 +493,30 @@ class TkePricing(_Model):
         return v
 
 
+class VerifyPods(_Model):
+    """The names of a GPU pool's two verification pods (``kgpu render --with-workloads``): seed 000 runs them
+    as ``gpu-standard-test`` (asks for nvidia.com/gpu) and ``gpu-test-pod`` (selects the GPU nodes)."""
+
+    by_request: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="the pod that asks for one nvidia.com/gpu; default gpu-verify-<pool>",
+    )
+    by_selector: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="the pod that only selects the pool's nodes (nvidia-smi); default gpu-verify-selector-<pool>",
+    )
+
+    @model_validator(mode="after")
+    def _distinct(self) -> VerifyPods:
+        if self.by_request is not None and self.by_request == self.by_selector:
+            raise ValueError(f"byRequest and bySelector are both {quote(self.by_request)}: two pods need two names")
+        return self
+
+
 class Pool(_Model):
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
     kind: PoolKind
@@ -577,6 +601,17 @@ class Pool(_Model):
     user_data: str | None = Field(
         default=None, description="Karpenter: EC2NodeClass userData (required for amiFamily Custom/Ubuntu)"
     )
+    verify_pods: VerifyPods | None = Field(
+        default=None,
+        description="GPU pools: names of the two verification pods (byRequest, bySelector); seed 000: "
+        "gpu-standard-test, gpu-test-pod",
+    )
+    node_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="Karpenter: the EC2NodeClass's name (seed 000: nodeclass-gpu); default: the pool's name",
+    )
     iam_policy_arns: list[str] = Field(
         default_factory=list,
         alias="iamPolicyARNs",
@@ -652,6 +687,19 @@ class Pool(_Model):
             labels.setdefault(LABEL_MIG_CONFIG, mig["config"])
         return {**data, "labels": labels}
 
+    def verify_pod_names(self) -> tuple[str, str]:
+        """(by request, by selector): the names of the pool's verification pods."""
+        v = self.verify_pods
+        return (
+            (v.by_request if v and v.by_request else None) or f"gpu-verify-{self.name}",
+            (v.by_selector if v and v.by_selector else None) or f"gpu-verify-selector-{self.name}",
+        )
+
+    @property
+    def node_class(self) -> str:
+        """The name of the pool's EC2NodeClass (Karpenter pools)."""
+        return self.node_class_name or self.name
+
     @model_validator(mode="after")
     def _sizes(self) -> Pool:
         if self.max_size is not None and self.min_size > self.max_size:
@@ -662,6 +710,8 @@ class Pool(_Model):
             raise ValueError("a static pool needs nodes")
         if self.kind == PoolKind.TKE_SUPERNODE and not self.gpu_types:
             raise ValueError("a tke-supernode pool needs gpuTypes (priority order, e.g. [T4, V100])")
+        if self.node_class_name is not None and self.kind != PoolKind.KARPENTER:
+            raise ValueError("nodeClassName: only a karpenter pool has an EC2NodeClass")
         if self.prices is not None and self.kind != PoolKind.TKE_SUPERNODE:
             raise ValueError("prices: only a tke-supernode pool takes prices (other pools are priced by the catalog)")
         if self.role and self.instance_profile:
@@ -891,6 +941,17 @@ class Profile(_Model):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"pool names must be unique, repeated: {', '.join(dupes)}")
+        pods = [n for p in self.pools for n in p.verify_pod_names()]
+        twice = sorted({n for n in pods if pods.count(n) > 1})
+        if twice:
+            raise ValueError(f"verifyPods: pod names must be unique across pools, repeated: {', '.join(twice)}")
+        classes = [p.node_class for p in self.pools if p.kind == PoolKind.KARPENTER]
+        shared = sorted({c for c in classes if classes.count(c) > 1})
+        if shared:
+            raise ValueError(
+                f"EC2NodeClass names must be unique (nodeClassName, else the pool's name), repeated: "
+                f"{', '.join(shared)}: kgpu renders one EC2NodeClass per Karpenter pool"
+            )
         for i, pool in enumerate(self.pools):
             unknown = [z for z in pool.zones if self.cluster.zones and z not in self.cluster.zones]
             if unknown:

@@ -99,7 +99,7 @@ def nodepool(profile: Profile, pool: Pool) -> dict[str, Any]:
     if labels:
         template_meta["labels"] = labels
     template_spec: dict[str, Any] = {
-        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": pool.name},
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": pool.node_class},
         "requirements": requirements(profile, pool),
     }
     if pool.taints:
@@ -189,6 +189,6 @@ def nodeclass(profile: Profile, pool: Pool) -> dict[str, Any]:
     return {
         "apiVersion": NODECLASS_API,
         "kind": "EC2NodeClass",
-        "metadata": {"name": pool.name, "labels": dict(MANAGED_BY)},
+        "metadata": {"name": pool.node_class, "labels": dict(MANAGED_BY)},
         "spec": spec,
     }

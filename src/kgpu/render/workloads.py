@@ -5,8 +5,9 @@ nodeSelector on the pool's labels, ``nvidia.com/gpu`` limits, and on TKE super n
 ``eks.tke.cloud.tencent.com/*`` annotations. Every pod template is annotated ``kgpu.dev/pool: <pool>`` so
 the consistency check knows where it is meant to land.
 
-The two verification pods prove different links of the chain: ``gpu-verify-<pool>`` asks for one
-``nvidia.com/gpu`` (driver + runtime + device plugin), ``gpu-verify-selector-<pool>`` only selects the
+The two verification pods prove different links of the chain: ``gpu-verify-<pool>`` (seed 000's
+``gpu-standard-test``; the pool's ``verifyPods`` names them) asks for one ``nvidia.com/gpu`` (driver +
+runtime + device plugin), ``gpu-verify-selector-<pool>`` (seed 000's ``gpu-test-pod``) only selects the
 pool's nodes and runs ``nvidia-smi`` with the image's ``NVIDIA_VISIBLE_DEVICES=all`` (driver + runtime, no
 device plugin). When the second passes and the first stays Pending, the device plugin is the problem.
 
@@ -241,11 +242,12 @@ def inference(pool: Pool) -> list[dict[str, Any]]:
 
 def verification_pods(pool: Pool) -> list[dict[str, Any]]:
     _, _, vectoradd, smi = _images(pool)
+    request_name, selector_name = pool.verify_pod_names()  # the pool's verifyPods, else gpu-verify-*
     by_request = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"gpu-verify-{pool.name}",
+            "name": request_name,
             "labels": _labels("gpu-verify", pool),
             "annotations": _annotations(pool),
         },
@@ -265,7 +267,7 @@ def verification_pods(pool: Pool) -> list[dict[str, Any]]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"gpu-verify-selector-{pool.name}",
+            "name": selector_name,
             "labels": _labels("gpu-verify-selector", pool),
             "annotations": _annotations(pool),
         },
