@@ -463,36 +463,6 @@ class TkePricing(_Model):
         return v
 
 
-class TkePricing(_Model):
-    """A TKE super-node pool's pay-as-you-go prices as the user read them (console price calculator): kgpu
-    packages none (docs/tke.md). USD per hour: kgpu's totals are in USD, convert a CNY price first."""
-
-    currency: Literal["USD"] = "USD"
-    date: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description="when the prices were read, YYYY-MM-DD")
-    source: str = Field(min_length=1, description="where they were read: a URL, or e.g. 'console, ap-guangzhou'")
-    cpu_core_hour: float = Field(ge=0, description="per CPU core of the spec")
-    memory_gib_hour: float = Field(ge=0, alias="memoryGiBHour", description="per GiB of the spec's memory")
-    gpu_hour: dict[str, float] = Field(
-        min_length=1, description="per GPU card by annotation value (T4, V100, ...); a vGPU type (1/4*T4) per slice"
-    )
-
-    @field_validator("gpu_hour")
-    @classmethod
-    def _gpu_types(cls, v: dict[str, float]) -> dict[str, float]:
-        from kgpu.catalog.tke import TkeMatchError, tke_gpu_type
-
-        for name, price in v.items():
-            try:
-                canonical = tke_gpu_type(name).name
-            except TkeMatchError as exc:
-                raise ValueError(exc.message) from None
-            if canonical != name:
-                raise ValueError(f"{quote(name)}: give the annotation value {quote(canonical)}")
-            if not price >= 0:
-                raise ValueError(f"{quote(name)}: {price} is not a price (>= 0)")
-        return v
-
-
 class VerifyPods(_Model):
     """The names of a GPU pool's two verification pods (``kgpu render --with-workloads``): seed 000 runs them
     as ``gpu-standard-test`` (asks for nvidia.com/gpu) and ``gpu-test-pod`` (selects the GPU nodes)."""
