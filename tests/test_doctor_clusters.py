@@ -491,3 +491,149 @@ def test_pending_message_agrees_with_the_event_kube_scheduler_wrote():
     (finding,) = doctor_report(doc).by_check("pending-gpu-pod")
     assert finding.message.startswith(said + " (the cluster's FailedScheduling event")
     assert "says the same" in finding.message
+
+
+# --- fixes for DaemonSets a tool manages ------------------------------------------------------------------
+
+
+def _retaint(doc: dict[str, Any], node_name: str, taint: dict[str, str]) -> None:
+    for item in _items(doc, "Node", node_name):
+        item["spec"]["taints"] = [*item["spec"].get("taints", []), taint]
+    doc["items"] = [
+        i
+        for i in doc["items"]
+        if not (
+            i["kind"] == "Pod"
+            and i["spec"].get("nodeName") == node_name
+            and "plugin" in i["metadata"]["name"]
+        )
+    ]
+
+
+RAY = {"key": "ray.io/node-type", "value": "worker", "effect": "NoSchedule"}
+
+
+def test_untolerated_taint_on_a_helm_release_is_fixed_in_its_values():
+    doc = load("helm-gfd")
+    _retaint(doc, GPU_A, RAY)
+    (finding,) = doctor_report(doc).by_check("device-plugin-untolerated-taint")
+    assert finding.object == f"Node/{GPU_A}"
+    assert "/spec/template/spec/tolerations/-" in finding.fix  # the template has a tolerations list
+    assert (
+        "Helm release nvdp's: the next upgrade undoes an edit of the DaemonSet; put tolerations in its values"
+        in finding.fix
+    )
+    assert (
+        "helm upgrade nvdp nvdp/nvidia-device-plugin -n nvidia-device-plugin --reuse-values -f values.yaml"
+        in finding.fix
+    )
+
+
+def test_untolerated_taint_on_the_operators_plugin_is_fixed_in_the_cluster_policy():
+    doc = load("gpu-operator")
+    _retaint(doc, GPU_A, RAY)
+    (finding,) = doctor_report(doc).by_check("device-plugin-untolerated-taint")
+    assert "ClusterPolicy cluster-policy (spec.daemonsets.tolerations)" in finding.fix
+
+
+def test_untolerated_taint_on_a_template_without_tolerations_adds_the_list():
+    doc = load("onprem-static")
+    for ds in _items(doc, "DaemonSet", "nvidia-device-plugin-daemonset"):
+        del ds["spec"]["template"]["spec"]["tolerations"]
+    doc["items"] = [i for i in doc["items"] if not (i["kind"] == "Pod" and "plugin" in i["metadata"]["name"])]
+    found = doctor_report(doc).by_check("device-plugin-untolerated-taint")
+    assert {f.object for f in found} == {"Node/k8s-node04", "Node/k8s-node05"}
+    for f in found:
+        assert '"path":"/spec/template/spec/tolerations","value":[{"key":"nvidia.com/gpu"' in f.fix
+        assert "/tolerations/-" not in f.fix  # a JSON patch cannot append to a list that is not there
+        assert "helm" not in f.fix and "ClusterPolicy" not in f.fix
+
+
+def test_operator_node_without_its_deploy_label_names_the_operators_label():
+    doc = load("gpu-operator")
+    for item in _items(doc, "Node", GPU_A):
+        item["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] = "false"
+    doc["items"] = [
+        i
+        for i in doc["items"]
+        if not (
+            i["kind"] == "Pod"
+            and i["spec"].get("nodeName") == GPU_A
+            and "device-plugin" in i["metadata"]["name"]
+        )
+    ]
+    (finding,) = doctor_report(doc).by_check("device-plugin-node-selector")
+    assert finding.object == f"Node/{GPU_A}"
+    assert "widen" not in finding.fix  # the Operator owns the DaemonSet
+    assert f"kubectl label node {GPU_A} nvidia.com/gpu.deploy.device-plugin=true --overwrite" in finding.fix
+
+
+def test_operator_nodes_without_any_plugin_turn_the_operators_on():
+    doc = load("gpu-operator")
+    doc["items"] = [
+        i
+        for i in doc["items"]
+        if not (
+            i["kind"] in ("DaemonSet", "Pod")
+            and i["metadata"]["name"].startswith("nvidia-device-plugin-daemonset")
+        )
+    ]
+    (finding,) = doctor_report(doc).by_check("device-plugin-missing")
+    assert finding.object == f"Node/{GPU_A}"
+    assert '"devicePlugin":{"enabled":true}' in finding.fix
+    assert "kgpu render" not in finding.fix and "kubectl apply" not in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("flavour", "name", "must"),
+    [
+        (
+            "helm-gfd",
+            "nvdp-nvidia-device-plugin",
+            "helm upgrade nvdp nvdp/nvidia-device-plugin -n nvidia-device-plugin --reuse-values --version 0.20.0",
+        ),
+        ("gpu-operator", "nvidia-device-plugin-daemonset", '"devicePlugin":{"version":"v0.20.0"}'),
+        (
+            "onprem-static",
+            "nvidia-device-plugin-daemonset",
+            "kubectl -n kube-system set image daemonset/nvidia-device-plugin-daemonset "
+            "nvidia-device-plugin-ctr=nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
+        ),
+    ],
+)
+def test_outdated_plugin_is_upgraded_by_what_manages_it(flavour, name, must):
+    doc = load(flavour)
+    for ds in _items(doc, "DaemonSet", name):
+        for c in ds["spec"]["template"]["spec"]["containers"]:
+            if "k8s-device-plugin" in c["image"]:
+                c["image"] = "nvcr.io/nvidia/k8s-device-plugin:v0.14.3"
+    (finding,) = doctor_report(doc).by_check("device-plugin-outdated")
+    assert finding.object.endswith(f"/{name}")
+    assert must in finding.fix
+    if flavour != "onprem-static":
+        assert "set image daemonset" not in finding.fix
+
+
+def test_idle_node_of_a_nodepool_that_consolidates_already_names_what_keeps_it():
+    doc = load("bottlerocket")
+    doc["items"] = [
+        i for i in doc["items"] if not (i["kind"] == "Pod" and i["metadata"]["name"].startswith("infer-a10g"))
+    ]
+    for item in _items(doc, "Node", GPU_A):
+        item["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
+    (finding,) = doctor_report(doc).by_check("gpu-node-idle")
+    assert finding.object == f"Node/{GPU_A}"
+    assert (
+        "NodePool gpu removes empty nodes already (consolidationPolicy: WhenEmptyOrUnderutilized"
+        in finding.fix
+    )
+    assert f"kubectl annotate node {GPU_A} karpenter.sh/do-not-disrupt-" in finding.fix
+    assert "consolidateAfter: 1m\n" not in finding.fix  # not the YAML it has already
+
+    for np in _items(doc, "NodePool"):
+        np["spec"]["disruption"] = {
+            "consolidationPolicy": "WhenEmptyOrUnderutilized",
+            "consolidateAfter": "Never",
+        }
+    (finding,) = doctor_report(doc).by_check("gpu-node-idle")
+    assert finding.fix.startswith("# let Karpenter remove empty nodes: in NodePool gpu spec.disruption:")

@@ -24,6 +24,7 @@ from kgpu.doctor.findings import ERROR, WARNING, Finding
 from kgpu.doctor.state import (
     LABEL_KGPU_DEVICE_PLUGIN,
     LABEL_OPERATOR_DEVICE_PLUGIN,
+    OPERATOR_DEPLOY_PREFIX,
     ClusterState,
     DaemonSetInfo,
     NodeInfo,
@@ -181,8 +182,42 @@ def check_missing(state: ClusterState) -> Iterator[Finding]:
         f"no NVIDIA device plugin DaemonSet in the cluster, and {len(unserved)} GPU node(s) "
         f"({names(unserved)}) run no plugin pod: nvidia.com/gpu is never advertised there and GPU pods "
         "stay Pending with Insufficient nvidia.com/gpu",
-        f"{RENDER_FIX}\n# or upstream's static manifest (add tolerations for your GPU nodes' taints):\n{UPSTREAM_FIX}",
+        _missing_fix(state, [state.node_by_name[n] for n in unserved]),
     )
+
+
+def _missing_fix(state: ClusterState, nodes: list[NodeInfo]) -> str:
+    """Install a plugin; on GPU Operator nodes (its nvidia.com/gpu.deploy.* labels), turn the Operator's on."""
+    operator = [n.name for n in nodes if any(k.startswith(OPERATOR_DEPLOY_PREFIX) for k in n.labels)]
+    if operator:
+        return (
+            f"# the GPU Operator labels these nodes ({names(operator, 3)}) but runs no device plugin: turn it on "
+            "in its ClusterPolicy and read the operator's log\n"
+            'kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p \'{"spec":{"devicePlugin":'
+            '{"enabled":true}}}\'\n'
+            "kubectl -n gpu-operator logs deploy/gpu-operator --tail 100"
+        )
+    return f"{RENDER_FIX}\n# or upstream's static manifest (add tolerations for your GPU nodes' taints):\n{UPSTREAM_FIX}"
+
+
+def _managed(ds: DaemonSetInfo, what: str) -> str:
+    """How to change ``what`` (tolerations, affinity) of a DaemonSet a tool manages, where an edit of the
+    DaemonSet would be undone; "" when nothing manages it."""
+    policy = cluster_policy(ds)
+    if policy:
+        return (
+            f"\n# {ds.ref} is the GPU Operator's: it undoes edits of the DaemonSet; set {what} in ClusterPolicy "
+            f"{policy} (spec.daemonsets.{what}): kubectl edit clusterpolicies.nvidia.com {policy}"
+        )
+    release = helm_release(ds)
+    if release is not None:
+        name, namespace = release
+        return (
+            f"\n# {ds.ref} is Helm release {name}'s: the next upgrade undoes an edit of the DaemonSet; put {what} in "
+            f"its values and run: helm upgrade {name} nvdp/nvidia-device-plugin -n {namespace} --reuse-values "
+            "-f values.yaml"
+        )
+    return ""
 
 
 def check_untolerated(state: ClusterState) -> Iterator[Finding]:
@@ -202,6 +237,13 @@ def check_untolerated(state: ClusterState) -> Iterator[Finding]:
         reason, taint = why
         if taint is not None:
             tol = toleration_for(taint)
+            spec = _template_spec(ds)
+            has = isinstance(spec, dict) and isinstance(spec.get("tolerations"), list)
+            patch = (
+                f'[{{"op":"add","path":"/spec/template/spec/tolerations/-","value":{_json(tol)}}}]'
+                if has
+                else f'[{{"op":"add","path":"/spec/template/spec/tolerations","value":[{_json(tol)}]}}]'
+            )
             yield Finding(
                 "device-plugin-untolerated-taint",
                 ERROR,
@@ -209,9 +251,8 @@ def check_untolerated(state: ClusterState) -> Iterator[Finding]:
                 f"GPU node has taint {taint} that the device plugin {ds.ref} does not tolerate, so no plugin "
                 "runs there and the node advertises no nvidia.com/gpu",
                 f"# add to {ds.ref} spec.template.spec.tolerations:\n{snippet([tol])}\n"
-                f"# e.g. kubectl -n {ds.namespace} patch daemonset {ds.name} --type json -p "
-                f'\'[{{"op":"add","path":"/spec/template/spec/tolerations/-","value":'
-                f"{_json(tol)}}}]'",
+                f"# e.g. kubectl -n {ds.namespace} patch daemonset {ds.name} --type json -p '{patch}'"
+                + _managed(ds, "tolerations"),
             )
         else:
             yield Finding(
@@ -220,9 +261,26 @@ def check_untolerated(state: ClusterState) -> Iterator[Finding]:
                 node.ref,
                 f"the device plugin {ds.ref} does not select this GPU node ({reason}), so no plugin runs "
                 "there and the node advertises no nvidia.com/gpu",
-                f"# widen {ds.ref} spec.template.spec.nodeSelector / affinity to match the node's labels:\n"
-                f"kubectl get node {node.name} --show-labels",
+                _selector_fix(ds, node),
             )
+
+
+def _selector_fix(ds: DaemonSetInfo, node: NodeInfo) -> str:
+    if cluster_policy(ds):
+        # the Operator selects its nodes by its own label, which it sets where NFD finds an NVIDIA PCI device
+        return (
+            f"# {ds.ref} is the GPU Operator's: it runs on nodes labelled {LABEL_OPERATOR_DEVICE_PLUGIN}=true, which "
+            "the Operator sets where Node Feature Discovery finds an NVIDIA PCI device "
+            "(feature.node.kubernetes.io/pci-10de.present=true)\n"
+            f"kubectl get node {node.name} -L {LABEL_OPERATOR_DEVICE_PLUGIN},feature.node.kubernetes.io/pci-10de.present,"
+            "nvidia.com/gpu.deploy.operands\n"
+            f"kubectl label node {node.name} {LABEL_OPERATOR_DEVICE_PLUGIN}=true --overwrite   # if NFD is right and "
+            "the label was set to false by hand"
+        )
+    return (
+        f"# widen {ds.ref} spec.template.spec.nodeSelector / affinity to match the node's labels:\n"
+        f"kubectl get node {node.name} --show-labels" + _managed(ds, "nodeSelector / affinity")
+    )
 
 
 def _json(d: dict[str, str]) -> str:
@@ -415,6 +473,25 @@ def _duplicate_fix(
     return "\n".join(lines)
 
 
+def _upgrade_fix(ds: DaemonSetInfo, container: str) -> str:
+    policy = cluster_policy(ds)
+    if policy:
+        return (
+            f"# the GPU Operator sets the image: upgrade the Operator, or set ClusterPolicy {policy} "
+            "spec.devicePlugin.version\n"
+            f'kubectl patch clusterpolicies.nvidia.com {policy} --type merge -p \'{{"spec":{{"devicePlugin":'
+            f'{{"version":"{CURRENT_VERSION}"}}}}}}\''
+        )
+    release = helm_release(ds)
+    if release is not None:
+        name, namespace = release
+        return (
+            f"helm upgrade {name} nvdp/nvidia-device-plugin -n {namespace} --reuse-values "
+            f"--version {CURRENT_VERSION.lstrip('v')}   # the release sets the image; kubectl set image is undone"
+        )
+    return f"kubectl -n {ds.namespace} set image daemonset/{ds.name} {container}={CURRENT_IMAGE}\n# or: {RENDER_FIX}"
+
+
 def plugin_version(image: str) -> tuple[int, int, int] | None:
     tag = image.split("@", 1)[0]
     slash, colon = tag.rfind("/"), tag.rfind(":")
@@ -443,7 +520,7 @@ def check_outdated(state: ClusterState) -> Iterator[Finding]:
                 f"device plugin image {image} is {what} v{shown}"
                 + (" (before the project's v0.x numbering)" if version[0] >= 1 else "")
                 + f"; kgpu deploys {CURRENT_VERSION} (CDI, health checks, GPU Feature Discovery labels in step)",
-                f"kubectl -n {ds.namespace} set image daemonset/{ds.name} {container}={CURRENT_IMAGE}\n# or: {RENDER_FIX}",
+                _upgrade_fix(ds, container),
             )
 
 

@@ -8,6 +8,7 @@ Discovery labels as having an NVIDIA GPU, or that advertises ``nvidia.com/gpu`` 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from kgpu.catalog import aws_catalog
 from kgpu.doctor.common import names, snippet
@@ -162,11 +163,7 @@ def check_usage(state: ClusterState) -> Iterator[Finding]:
             pool = _pool_of(node)
             fix = f"kubectl drain {node.name} --ignore-daemonsets --delete-emptydir-data && kubectl delete node {node.name}"
             if pool.startswith("NodePool"):
-                fix = (
-                    "# let Karpenter remove empty nodes: in NodePool "
-                    f"{node.labels[LABEL_NODEPOOL]} spec.disruption:\n"
-                    + snippet({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m"})
-                )
+                fix = _consolidation_fix(state, node)
             elif pool:
                 fix = (
                     "# let cluster-autoscaler scale the group to 0: minSize 0 and the node-template tags for "
@@ -191,6 +188,42 @@ def check_usage(state: ClusterState) -> Iterator[Finding]:
             + _why_they_run_here(node, pods),
             _keep_off_fix(node, pods),
         )
+
+
+CONSOLIDATES_EMPTY = ("WhenEmpty", "WhenEmptyOrUnderutilized")
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+
+
+def _consolidation_fix(state: ClusterState, node: NodeInfo) -> str:
+    """Let Karpenter remove the empty node; when its NodePool does that already, what keeps this one."""
+    name = node.labels[LABEL_NODEPOOL]
+    np = next((n for n in state.nodepools if (n.get("metadata") or {}).get("name") == name), None)
+    disruption = ((np or {}).get("spec") or {}).get("disruption") or {}
+    policy = disruption.get("consolidationPolicy") if isinstance(disruption, dict) else None
+    after = disruption.get("consolidateAfter") if isinstance(disruption, dict) else None
+    if policy not in CONSOLIDATES_EMPTY or after == "Never":
+        return f"# let Karpenter remove empty nodes: in NodePool {name} spec.disruption:\n" + snippet(
+            {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m"}
+        )
+    lines = [
+        f"# NodePool {name} removes empty nodes already (consolidationPolicy: {policy}, consolidateAfter: "
+        f"{after or 'unset'}): something keeps this one"
+    ]
+    notes = node.raw.get("metadata", {}).get("annotations") or {}
+    if isinstance(notes, dict) and str(notes.get(DO_NOT_DISRUPT, "")).lower() == "true":
+        lines.append(
+            f"# the node has {DO_NOT_DISRUPT}: true; remove it:\nkubectl annotate node {node.name} {DO_NOT_DISRUPT}-"
+        )
+    raw_budgets = disruption.get("budgets")
+    budgets: list[Any] = raw_budgets if isinstance(raw_budgets, list) else []
+    if any(
+        isinstance(b, dict) and str(b.get("nodes")) in ("0", "0%") and not b.get("schedule") for b in budgets
+    ):
+        lines.append(f'# a disruption budget of NodePool {name} allows 0 nodes (budgets: nodes: "0")')
+    lines.append(
+        f"kubectl describe node {node.name} | grep -i -A2 disrupt   # Karpenter's DisruptionBlocked events say why"
+    )
+    return "\n".join(lines)
 
 
 def _taints(node: NodeInfo) -> list[Taint]:

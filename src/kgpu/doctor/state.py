@@ -44,6 +44,7 @@ LABEL_EKS_NODEGROUP = "eks.amazonaws.com/nodegroup"
 LABEL_EKSCTL_NODEGROUP = "alpha.eksctl.io/nodegroup-name"
 # GPU Operator marks the nodes whose device plugin it deploys.
 LABEL_OPERATOR_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
+OPERATOR_DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
 # kgpu's render target labels pools whose image runs the plugin itself (Bottlerocket NVIDIA).
 LABEL_KGPU_DEVICE_PLUGIN = "kgpu.dev/device-plugin"
 
@@ -180,7 +181,9 @@ class ClusterState:
     nodepools: list[dict[str, Any]] = field(default_factory=list)
     nodeclaims: list[dict[str, Any]] = field(default_factory=list)
     rayclusters: list[dict[str, Any]] = field(default_factory=list)
-    configmaps: list[dict[str, Any]] = field(default_factory=list)  # device-plugin configs (kgpu.doctor.sharing)
+    configmaps: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # device-plugin configs (kgpu.doctor.sharing)
     nodeoverlays: list[dict[str, Any]] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     objects: Objects = field(default_factory=Objects)  # the scheduling model (nodes, pods, PriorityClasses)
