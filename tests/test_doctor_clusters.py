@@ -637,3 +637,49 @@ def test_idle_node_of_a_nodepool_that_consolidates_already_names_what_keeps_it()
         }
     (finding,) = doctor_report(doc).by_check("gpu-node-idle")
     assert finding.fix.startswith("# let Karpenter remove empty nodes: in NodePool gpu spec.disruption:")
+
+
+def _nfd_never_ran(doc: dict[str, Any], taint_value: str) -> dict[str, Any]:
+    """helm-gfd with the GPU nodes tainted nvidia.com/gpu=<taint_value>: where NFD's worker does not run, no
+    NFD or GFD label, so the chart's plugin and GFD never start and no GPU is advertised."""
+    items = []
+    for i in doc["items"]:
+        on_gpu = i["kind"] == "Pod" and i["spec"].get("nodeName") in (GPU_A, GPU_B)
+        if i["kind"] == "Node" and i["metadata"]["name"] in (GPU_A, GPU_B):
+            i["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": taint_value, "effect": "NoSchedule"}]
+            labels = i["metadata"]["labels"]
+            for key in [k for k in labels if k.startswith(("nvidia.com/", "feature.node.kubernetes.io/"))]:
+                del labels[key]
+            for part in ("allocatable", "capacity"):
+                del i["status"][part]["nvidia.com/gpu"]
+        if on_gpu and i["metadata"]["name"].startswith(("nvdp-", "kgpu-exporter", "llm-", "embed-")):
+            continue
+        items.append(i)
+    doc["items"] = items
+    return doc
+
+
+def test_plugin_not_selected_because_nfd_does_not_tolerate_the_taint_names_nfds_toleration():
+    doc = _nfd_never_ran(load("helm-gfd"), "true")
+    found = doctor_report(doc).by_check("device-plugin-node-selector")
+    assert {f.object for f in found} == {f"Node/{GPU_A}", f"Node/{GPU_B}"}
+    for f in found:
+        assert (
+            "NFD's worker DaemonSet/nvidia-device-plugin/nvdp-node-feature-discovery-worker does not tolerate its "
+            "taint nvidia.com/gpu=true:NoSchedule" in f.fix
+        )
+        assert "in the values of Helm release nvdp (nfd.worker.tolerations" in f.fix
+        assert "helm upgrade nvdp nvdp/nvidia-device-plugin -n nvidia-device-plugin" in f.fix
+        assert "- key: nvidia.com/gpu\n  operator: Equal\n  value: 'true'\n  effect: NoSchedule" in f.fix
+        assert "widen" not in f.fix
+
+
+def test_plugin_selecting_by_nfd_labels_without_nfd_says_so():
+    doc = _nfd_never_ran(load("helm-gfd"), "present")
+    doc["items"] = [i for i in doc["items"] if "node-feature-discovery" not in i["metadata"]["name"]]
+    found = doctor_report(doc).by_check("device-plugin-node-selector")
+    assert len(found) == 2
+    for f in found:
+        assert "no NFD runs in the cluster" in f.fix
+        node = f.object.removeprefix("Node/")
+        assert f"kubectl label node {node} nvidia.com/gpu.present=true" in f.fix

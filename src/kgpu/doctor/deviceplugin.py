@@ -261,11 +261,101 @@ def check_untolerated(state: ClusterState) -> Iterator[Finding]:
                 node.ref,
                 f"the device plugin {ds.ref} does not select this GPU node ({reason}), so no plugin runs "
                 "there and the node advertises no nvidia.com/gpu",
-                _selector_fix(ds, node),
+                _selector_fix(state, ds, node),
             )
 
 
-def _selector_fix(ds: DaemonSetInfo, node: NodeInfo) -> str:
+NFD_PREFIX = "feature.node.kubernetes.io/"
+
+
+def _nfd_workers(state: ClusterState) -> list[DaemonSetInfo]:
+    """Node Feature Discovery's worker DaemonSets (the program nfd-worker, or its image)."""
+    out = []
+    for ds in state.daemonsets:
+        spec = _template_spec(ds)
+        containers = spec.get("containers") if isinstance(spec, dict) else None
+        for c in containers if isinstance(containers, list) else ():
+            if not isinstance(c, dict):
+                continue
+            command = _strings(c.get("command"))
+            image = str(c.get("image") or "")
+            if (command and command[0].rsplit("/", 1)[-1] == "nfd-worker") or (
+                not command and "node-feature-discovery" in image
+            ):
+                out.append(ds)
+                break
+    return out
+
+
+def _nfd_values_key(state: ClusterState, nfd: DaemonSetInfo) -> tuple[str, str]:
+    """Where the NFD worker's tolerations go in the values of the chart that installed it, and the chart."""
+    meta = nfd.raw.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, dict) else None
+    release = notes.get("meta.helm.sh/release-name") if isinstance(notes, dict) else None
+    if release and any((r := helm_release(ds)) and r[0] == release for ds in state.daemonsets):
+        return (
+            "nfd.worker.tolerations",
+            "nvdp/nvidia-device-plugin",
+        )  # NVIDIA's device-plugin chart (subchart)
+    if release and any(cluster_policy(ds) for ds in state.daemonsets if ds.namespace == nfd.namespace):
+        return "node-feature-discovery.worker.tolerations", "nvidia/gpu-operator"  # the GPU Operator's chart
+    return "worker.tolerations", "nfd/node-feature-discovery"
+
+
+def _nfd_fix(state: ClusterState, ds: DaemonSetInfo, node: NodeInfo) -> str:
+    """When the plugin selects nodes by Node Feature Discovery's labels and the node has none: why NFD has
+    not labelled it ("" when that is not the case)."""
+    spec = _template_spec(ds)
+    wants = isinstance(spec, dict) and NFD_PREFIX in str(
+        {k: spec.get(k) for k in ("nodeSelector", "affinity")}
+    )
+    if not wants or any(k.startswith(NFD_PREFIX) for k in node.labels):
+        return ""
+    workers = _nfd_workers(state)
+    if not workers:
+        return (
+            f"# {ds.ref} selects nodes by Node Feature Discovery's labels ({NFD_PREFIX}pci-10de.present), and no "
+            "NFD runs in the cluster: install it (the device-plugin chart's nfd.enabled=true), or label the node "
+            "as the chart's affinity also accepts:\n"
+            f"kubectl label node {node.name} nvidia.com/gpu.present=true"
+        )
+    for nfd in workers:
+        why = nfd.blocked_on(node.model)
+        if why is None:
+            continue
+        _, taint = why
+        if taint is None:
+            continue
+        tol = toleration_for(taint)
+        release = None
+        meta = nfd.raw.get("metadata")
+        notes = meta.get("annotations") if isinstance(meta, dict) else None
+        if isinstance(notes, dict) and notes.get("meta.helm.sh/release-name"):
+            release = (
+                str(notes["meta.helm.sh/release-name"]),
+                str(notes.get("meta.helm.sh/release-namespace") or nfd.namespace),
+            )
+        if release:
+            key, chart = _nfd_values_key(state, nfd)
+            how = (
+                f"# in the values of Helm release {release[0]} ({key}, with the tolerations it has), then "
+                f"helm upgrade {release[0]} {chart} -n {release[1]} --reuse-values -f values.yaml:\n"
+            )
+        else:
+            how = f"# add to {nfd.ref} spec.template.spec.tolerations:\n"
+        return (
+            f"# {ds.ref} selects nodes by Node Feature Discovery's label {NFD_PREFIX}pci-10de.present, which the "
+            f"node lacks: NFD's worker {nfd.ref} does not tolerate its taint {taint}, so it never labelled it\n"
+            + how
+            + snippet([tol])
+        )
+    return ""
+
+
+def _selector_fix(state: ClusterState, ds: DaemonSetInfo, node: NodeInfo) -> str:
+    nfd = _nfd_fix(state, ds, node)
+    if nfd:
+        return nfd
     if cluster_policy(ds):
         # the Operator selects its nodes by its own label, which it sets where NFD finds an NVIDIA PCI device
         return (
