@@ -289,9 +289,9 @@ def test_nodes_limit_is_not_reserved_within_one_batch() -> None:
 
 def test_limit_on_pods_resource() -> None:
     """Limits on any resource the catalog knows: ``pods`` counts each node's pod capacity (110 for these
-    types), so a limit of 150 lets one node launch and not a second."""
+    types), so a limit of 150 lets one node launch and not a second (the pods cannot share one)."""
     pool = {**GENERAL, "limits": {"pods": "150"}, "capacityTypes": ["on-demand"]}
-    result = sim(profile(pool), *(make_pod(f"p-{i}", cpu=3000) for i in range(2)))
+    result = sim(profile(pool), *(make_pod(f"p-{i}", cpu=10000) for i in range(2)))
     assert len(result.new_nodes) == 1
     assert len(result.unschedulable) == 1
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import combinations
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 from karpenter_gen import AWS, REGION, Scenario
 from karpenter_types import instance_types, well_known_labels
@@ -32,7 +31,6 @@ from kgpu.catalog import aws_catalog
 from kgpu.model.load import parse_documents
 from kgpu.model.profile import parse_profile
 from kgpu.render.karpenter import nodepool
-from kgpu.sim.karpenter import PoolModel
 from kgpu.sim.provision import provisioner_for
 from kgpu.sim.simulate import UNSCHEDULABLE, simulate
 
@@ -69,22 +67,8 @@ class Outcome:
             self.detail.append(f"[{comparison}/{klass}] {detail}")
 
 
-@contextmanager
-def variant(name: str | None) -> Iterator[None]:
-    """kgpu with one documented deviation from Karpenter's Solve switched off (see ``KNOWN``)."""
-    if name is None:
-        yield
-        return
-    if name == "uncapped":
-        with patch.object(PoolModel, "opening_mask", lambda self, mask, vec, pods: mask):
-            yield
-        return
-    raise ValueError(name)
-
-
-def run_kgpu(scn: Scenario, deviation: str | None = None) -> KgpuResult:
-    with variant(deviation):
-        return _run_kgpu(scn)
+def run_kgpu(scn: Scenario) -> KgpuResult:
+    return _run_kgpu(scn)
 
 
 def _run_kgpu(scn: Scenario) -> KgpuResult:
@@ -340,48 +324,41 @@ ABLATIONS: dict[str, Callable[[Scenario], Scenario | None]] = {
 @dataclass
 class Context:
     """What the known-difference predicates look at: the scenario, Karpenter's answer, and both sides'
-    answers with one documented cause removed (kgpu's deviation switched off, or an unmodelled input feature
-    taken out of the scenario), computed on demand."""
+    answers with documented causes (unmodelled input features) taken out of the scenario, computed on
+    demand."""
 
     scn: Scenario
     orc: dict[str, Any]
     oracle: Path
-    _variants: dict[tuple[str | None, tuple[str, ...]], dict[str, list[tuple[bool, str]]]] = field(
-        default_factory=dict
-    )
+    _variants: dict[tuple[str, ...], dict[str, list[tuple[bool, str]]] | None] = field(default_factory=dict)
 
-    def agrees_without(
-        self, comparison: str, deviation: str | None = None, features: tuple[str, ...] = ()
-    ) -> bool:
-        """Whether ``comparison`` agrees everywhere once kgpu's ``deviation`` is off and the scenario has
-        none of ``features`` (only asked where the scenario has them)."""
-        key = (deviation, features)
-        if key not in self._variants:
+    def agrees_without(self, comparison: str, features: tuple[str, ...]) -> bool:
+        """Whether ``comparison`` agrees everywhere once the scenario has none of ``features`` (False where
+        the scenario lacks one of them: the class does not apply)."""
+        if features not in self._variants:
             scn: Scenario | None = self.scn
-            orc = self.orc
             for f in features:
                 scn = ABLATIONS[f](scn) if scn is not None else None
-            if scn is None:
-                return False  # the scenario lacks one of the features
-            if features:
-                orc = run_oracle(self.oracle, scn)
-            self._variants[key] = checks(run_kgpu(scn, deviation), orc)
-        return all(ok for ok, _ in self._variants[key][comparison])
+            self._variants[features] = (
+                None if scn is None else checks(run_kgpu(scn), run_oracle(self.oracle, scn))
+            )
+        found = self._variants[features]
+        return found is not None and all(ok for ok, _ in found[comparison])
 
     def classify(self, comparison: str) -> str:
-        for name, deviation, features in KNOWN:
-            if self.agrees_without(comparison, deviation, features):
+        """The known cause whose removal alone makes ``comparison`` agree, else the pair of them (named
+        ``a+b``) whose removal together does, else ``unexplained``."""
+        for name in KNOWN:
+            if self.agrees_without(comparison, (name,)):
                 return name
+        for pair in combinations(KNOWN, 2):
+            if self.agrees_without(comparison, pair):
+                return "+".join(pair)
         return "unexplained"
 
 
-# Known differences (docs/simulate.md, "Known differences from Karpenter"): (class, kgpu deviation to switch
-# off, input features to take out). A class holds only where removing its documented cause (and nothing else)
-# makes the comparison agree; combinations are their own classes, tried after the single causes.
-KNOWN: list[tuple[str, str | None, tuple[str, ...]]] = [
-    ("cost-cap", "uncapped", ()),
-    ("topology-spread", None, ("topology-spread",)),
-    ("contradictory-in", None, ("contradictory-in",)),
-    ("undefined-label", None, ("undefined-label",)),
-    ("cost-cap+topology-spread", "uncapped", ("topology-spread",)),
-]
+# Known differences (docs/simulate.md, "Known differences from Karpenter"): input features kgpu models
+# differently, each removable from a scenario (``ABLATIONS``). A class holds only where removing its
+# documented cause (and nothing else) makes the comparison agree; two causes in one scenario are the class
+# ``a+b`` when removing both (and nothing else) does.
+KNOWN: list[str] = list(ABLATIONS)

@@ -4,7 +4,8 @@ sigs.k8s.io/karpenter at the pinned version) on seeded random scenarios.
 Needs the oracle binary: ``$KGPU_CONFORMANCE_BIN/karpenter/karpenter-oracle`` (``make conformance`` builds it).
 ``KGPU_CONFORMANCE_CASES`` (default 200) scenarios from ``KGPU_CONFORMANCE_SEED`` on. Prints the
 agreement rate per comparison and every disagreement class; fails on any disagreement outside the known,
-documented classes (docs/simulate.md, "Known differences from Karpenter").
+documented classes (docs/simulate.md, "Known differences from Karpenter"), and when fewer than 98 % of the
+scenarios agree on the claims.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from karpenter_gen import scenario
 from conftest import binary, cases, seed
 
 CASES = cases(200)
+CLAIMS_FLOOR = 0.98
 SEED = seed()
 
 
@@ -31,8 +33,9 @@ def test_known_classes_are_documented() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "simulate.md").read_text(encoding="utf-8")
     section = doc.split("## Known differences from Karpenter", 1)
     assert len(section) == 2, "docs/simulate.md has no 'Known differences from Karpenter' section"
-    for name, _, _ in KNOWN:
+    for name in KNOWN:
         assert f"`{name}`" in section[1], f"known class {name} is not documented"
+    assert "`a+b`" in section[1], "classes of two causes together are not documented"
 
 
 def test_differential(oracle: Path) -> None:
@@ -63,4 +66,8 @@ def test_differential(oracle: Path) -> None:
     for key in sorted(examples):
         print(f"  e.g. {examples[key][:400]}")
     assert totals["claims"]["agree"] > 0 and totals["errors"]["agree"] > 0
+    # kgpu launches what Karpenter launches: only the known causes (mostly Go's random map order among tied
+    # zones) may make the claims differ, 1 % of the scenarios or so on any seed
+    claims = totals["claims"]
+    assert claims["agree"] >= CLAIMS_FLOOR * sum(claims.values()), f"claims agree in {claims['agree']} only"
     assert not unexplained, f"{len(unexplained)} unexplained disagreements:\n" + "\n".join(unexplained[:20])

@@ -3,21 +3,23 @@
 For each pod, in Karpenter's queue order (CPU, then memory, descending), three strategies in turn:
 
 1. **existing node**: a node of the cluster, or one this simulation already launched (``Scheduler.place``);
-2. **in-flight node claim**: a claim opened earlier in this batch that can still hold the pod;
+2. **in-flight node claim**: a claim opened earlier in this batch that can still hold the pod, the one with
+   the fewest pods first (Karpenter sorts its claims by pod count before each pod);
 3. **new node claim**: from the first NodePool, by descending weight (then name, descending), that the pod is compatible
    with: it tolerates the pool's taints, its node selector and required affinity can be met by some
    instance type / zone / capacity type the pool offers (the labels Karpenter puts on the node), and some
    type holds the pod plus the DaemonSet overhead, within the pool's limits.
 
-A claim keeps every instance type offering (type x zone x capacity type) that can still hold all its pods;
-when the batch ends it launches the cheapest remaining one, spot first when the pool allows spot and a spot
-offering is left (Karpenter's capacity-type preference). Offerings are ranked once per pool, so "the
-cheapest remaining" is the lowest set bit of a bitmask, and identical pods are added to a claim in bulk.
+A claim keeps every instance type offering (type x zone x capacity type) that can still hold all its pods,
+so later pods make it grow to a bigger type, as Karpenter's Solve does; when the batch ends it launches the
+cheapest remaining one, spot first when the pool allows spot and a spot offering is left (Karpenter's
+capacity-type preference). Offerings are ranked once per pool, so "the cheapest remaining" is the lowest set
+bit of a bitmask, and identical pods are added to a claim in bulk.
 
-Cost cap: a new claim is opened for the offering shape that is cheapest *per pod* for the identical pods
-that open it, and may only use offerings no pricier than that one; pods that come later still fill its room.
-Karpenter itself lets a claim grow to its largest type and relies on consolidation
-(WhenEmptyOrUnderutilized) to replace the big node with cheaper ones later; kgpu reports that steady state.
+Consolidated steady state (``consolidated=True``, and ``Karpenter.steady_state``, the second view): a new
+claim is opened for the offering shape that is cheapest *per pod* for the identical pods that open it, and
+may only use offerings no pricier than that one; pods that come later still fill its room. That is where
+consolidation (WhenEmptyOrUnderutilized) takes the launch when it is cheaper.
 
 Limits: like Karpenter, opening a claim reserves the largest capacity (not allocatable) it may still launch
 against the pool's limits; offerings whose capacity would exceed what is left are not considered.
@@ -25,8 +27,7 @@ against the pool's limits; offerings whose capacity would exceed what is left ar
 Topology spread on zone and hostname (``DoNotSchedule``) narrows each claim to the zone the pod's
 constraints pick, one pod at a time (``kgpu.sim.karpenter_topology``).
 
-Known differences from Karpenter (docs/simulate.md): in-flight claims are tried in creation order (Karpenter
-tries the emptiest first); preferred pod (anti-)affinity, spread on other keys and pod affinity are not
+Known differences from Karpenter (docs/simulate.md): preferred pod (anti-)affinity, spread on other keys and pod affinity are not
 modelled. Preferred node affinity and zone and hostname ScheduleAnyway spread are required until relaxed,
 as Karpenter's Preferences.Relax does (``relaxations``).
 """
@@ -34,8 +35,10 @@ as Karpenter's Preferences.Relax does (``relaxations``).
 from __future__ import annotations
 
 import bisect
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType, Offering
@@ -57,7 +60,7 @@ from kgpu.sim.pools import (
     runs,
 )
 from kgpu.sim.requirements import MinValues, label_variants, matches, pool_requirements, well_known
-from kgpu.sim.scheduler import NodeState, StaticFilter
+from kgpu.sim.scheduler import NodeState, Scheduler, StaticFilter
 from kgpu.sim.sharing import karpenter_view, new_node
 from kgpu.sim.simulate import daemon_pods
 
@@ -196,6 +199,7 @@ class PoolModel:
             acc |= 1 << i
             self._upto.append(acc)
         self.remaining = self._remaining(ctx)
+        self._initial = dict(self.remaining)
         self.min_values = MinValues(self.reqs, [o.values or {} for o in options])
         self._compat: dict[tuple[PodSpecInfo, bool], Compat] = {}
         self._static: dict[tuple[object, ...], int] = {}
@@ -215,6 +219,13 @@ class PoolModel:
                 for key in limits:
                     limits[key] -= 1 if key == "nodes" else st.node.allocatable.get(key, 0)
         return limits
+
+    def again(self) -> PoolModel:
+        """The same pool for another pass over the same cluster: offerings and memos shared, limits as
+        they were before this pass reserved any."""
+        other = copy.copy(self)
+        other.remaining = dict(self._initial)
+        return other
 
     def requirement_text(self) -> str:
         parts = [str(r) for r in self.reqs]
@@ -383,6 +394,52 @@ def _count(cap: tuple[int, ...], total: list[int] | None, vec: tuple[int, ...]) 
     return max(k, 0)
 
 
+def _first_fit(
+    claims: list[NodeClaim],
+    skip: set[int],
+    masks: dict[int, int],
+    vec: tuple[int, ...],
+    spec: PodSpecInfo,
+) -> tuple[int, int]:
+    """The first claim, in order, that can take a pod of ``spec``, and how many; (-1, 0) when none. Claims
+    that cannot are added to ``skip``: they only fill up and narrow, so they never will."""
+    for i, claim in enumerate(claims):
+        if id(claim) in skip:
+            continue
+        mask = masks[id(claim.pool)]
+        k = claim.can_add(vec, mask, spec.host_ports) if mask else 0
+        if k > 0:
+            return i, k
+        skip.add(id(claim))
+    return -1, 0
+
+
+def _settle(claims: list[NodeClaim], i: int) -> None:
+    """Karpenter sorts its in-flight claims by pod count before it tries them for each pod (``Scheduler.add``,
+    ``sort.Slice``, stable on such short lists): the claim at ``i``, which just took pods, moves behind the
+    claims after it that now have fewer."""
+    claim = claims[i]
+    n = len(claim.pods)
+    j = i
+    while j + 1 < len(claims) and len(claims[j + 1].pods) < n:
+        j += 1
+    if j != i:
+        del claims[i]
+        claims.insert(j, claim)
+
+
+def _append(claims: list[NodeClaim], fresh: NodeClaim) -> None:
+    """A new claim joins the end with one pod and moves ahead of the claims with more; each further pod
+    (identical ones are added in bulk) moves it behind those with fewer."""
+    n = len(fresh.pods)
+    j = len(claims)
+    while j > 0 and len(claims[j - 1].pods) > 1:
+        j -= 1
+    claims.insert(j, fresh)
+    if n > 1:
+        _settle(claims, j)
+
+
 class NodeClaim:
     """Pods meant for one new node, and the offerings that can still hold them all."""
 
@@ -529,23 +586,70 @@ class Karpenter:
 
     name = "karpenter"
 
-    def __init__(self, profile: Profile, catalog: Catalog) -> None:
+    def __init__(self, profile: Profile, catalog: Catalog, *, consolidated: bool = False) -> None:
         self.profile = profile
         self.catalog = catalog
+        # False: what Karpenter's Solve launches (a claim keeps every type that holds its pods); True: the
+        # steady state consolidation reaches, each claim capped at the shape cheapest per pod
+        self.consolidated = consolidated
         pools = [p for p in profile.pools if p.kind == PoolKind.KARPENTER]
         # Karpenter's OrderByWeight: weight descending, equal weights by name descending
         by_name = sorted(pools, key=lambda p: p.name, reverse=True)
         self.pools = sorted(by_name, key=lambda p: -(p.weight or 0))
         self.models: list[PoolModel] = []  # the last pass's, for cost bounds
+        # the last pass's consolidated steady state (``steady_state``), when it launched nodes
+        self.consolidation: dict[str, Any] | None = None
         self._added: list[tuple[NodeClaim, Sequence[Pod]]] = []  # pods as they joined claims, in order
 
     def provision(self, pending: Sequence[Pod], ctx: Context) -> dict[str, str]:
-        dims = resource_dims(pending)
-        models = [PoolModel(self.profile, p, self.catalog, ctx, dims) for p in self.pools]
+        before = [] if self.consolidated else [(st.node, list(st.pods)) for st in ctx.scheduler.states]
+        self.consolidation = None
+        notes = self._provision(pending, ctx)
+        launched = [n for n in ctx.new_nodes if n.kind == "karpenter"]
+        if launched and not self.consolidated:
+            self.consolidation = self.steady_state(before, launched, ctx)
+        return notes
+
+    def steady_state(
+        self, before: Sequence[tuple[Node, Sequence[Pod]]], launched: Sequence[NewNode], ctx: Context
+    ) -> dict[str, Any]:
+        """Where consolidation (``WhenEmptyOrUnderutilized``) takes the nodes this pass launched: the same
+        pods provisioned again on the cluster as it was, each new claim capped at the offering shape that is
+        cheapest per pod for the pods that open it. Karpenter only replaces nodes with cheaper ones, so
+        when that packing is not cheaper the launch is the steady state (saving 0)."""
+        scratch = Scheduler([node for node, _ in before])
+        for st, (_, pods) in zip(scratch.states, before, strict=True):
+            for pod in pods:
+                st.add(pod)
+                scratch.topology.bound(pod, st)
+        sub = Context(scratch, self.profile, ctx.catalog, ctx.daemonsets)
+        capped = Karpenter(self.profile, self.catalog, consolidated=True)
+        pods = [pod for node in launched for pod in node.pods]
+        capped._provision(karpenter_order(pods), sub, [m.again() for m in self.models])
+        launch_cost = round(sum(n.hourly_price or 0.0 for n in launched), 4)
+        steady = [n for n in sub.new_nodes if n.kind == "karpenter"]
+        steady_cost = round(sum(n.hourly_price or 0.0 for n in steady), 4)
+        if len(sub.outcome) < len(pods) or steady_cost >= launch_cost:
+            steady, steady_cost = list(launched), launch_cost
+        return {
+            "launch_hourly_cost": launch_cost,
+            "hourly_cost": steady_cost,
+            "saving": round(launch_cost - steady_cost, 4),
+            "new_nodes": [n.as_dict() for n in steady],
+        }
+
+    def _provision(
+        self, pending: Sequence[Pod], ctx: Context, models: list[PoolModel] | None = None
+    ) -> dict[str, str]:
+        if models is None:
+            dims = resource_dims(pending)
+            models = [PoolModel(self.profile, p, self.catalog, ctx, dims) for p in self.pools]
+        else:
+            dims = models[0].dims if models else resource_dims(pending)
         self.models = models
-        claims: list[NodeClaim] = []
+        claims: list[NodeClaim] = []  # in-flight claims, fewest pods first (see _settle)
         self._added = []
-        pointer: dict[tuple[PodSpecInfo, bool], int] = {}
+        dead: dict[tuple[PodSpecInfo, bool], set[int]] = {}
         notes: dict[str, str] = {}
         prefer = any(m.prefer_no_schedule for m in models)
         topo = None
@@ -559,25 +663,26 @@ class Karpenter:
             errors: list[str] = []
             spread_run = topo is not None and bool(spread(spec))
             if topo is not None and spread_run:
-                todo = self._place_spread(todo, vec, models, claims, pointer, prefer, topo, errors)
+                todo = self._place_spread(todo, vec, models, claims, dead, prefer, topo, errors)
             for attempt in () if spread_run else relaxations(spec, prefer):
                 want, strict = attempt.want, attempt.strict
-                # in-flight claims, in creation order; a claim that cannot take this spec never will again
-                i = pointer.get((want, strict), 0)
+                # in-flight claims, emptiest first; a claim that cannot take this spec never will again
+                skip = dead.setdefault((want, strict), set())
                 masks = {id(m): m.compat(want, vec, strict).mask for m in models}
-                while todo and i < len(claims):
+                while todo:
+                    i, k = _first_fit(claims, skip, masks, vec, spec)
+                    if i < 0:
+                        break
                     claim = claims[i]
-                    mask = masks[id(claim.pool)]
-                    k = claim.can_add(vec, mask, spec.host_ports) if mask else 0
-                    if k <= 0:
-                        i += 1
-                        continue
-                    claim.add(todo[:k], vec, mask)
+                    # the claim stays the first to try while it has no more pods than the claim after it
+                    after = len(claims[i + 1].pods) if i + 1 < len(claims) else BIG
+                    k = max(1, min(k, after - len(claim.pods)))
+                    claim.add(todo[:k], vec, masks[id(claim.pool)])
                     self._added.append((claim, todo[:k]))
                     if topo is not None:
                         topo.record(todo[:k], claim.pool, claim, claim.allowed)
                     todo = todo[k:]
-                pointer[want, strict] = i
+                    _settle(claims, i)
                 # new node claims, pools by weight
                 while todo:
                     fresh = self._new_claim(models, want, vec, errors, len(todo), strict)
@@ -588,7 +693,7 @@ class Karpenter:
                         break
                     fresh.add(todo[:k], vec, fresh.allowed)
                     fresh.pool.reserve(fresh.allowed)
-                    claims.append(fresh)
+                    _append(claims, fresh)
                     self._added.append((fresh, todo[:k]))
                     if topo is not None:
                         topo.record(todo[:k], fresh.pool, fresh, fresh.allowed)
@@ -620,7 +725,7 @@ class Karpenter:
         vec: tuple[int, ...],
         models: list[PoolModel],
         claims: list[NodeClaim],
-        pointer: dict[tuple[PodSpecInfo, bool], int],
+        dead: dict[tuple[PodSpecInfo, bool], set[int]],
         prefer: bool,
         topo: ClaimTopology,
         errors: list[str],
@@ -637,22 +742,22 @@ class Karpenter:
             for attempt in tries:
                 want, strict, dom = attempt.want, attempt.strict, attempt.domains
                 masks = {id(m): m.compat(want, vec, strict).mask for m in models}
-                i = pointer.get((want, strict), 0)
-                for j in range(i, len(claims)):
-                    claim = claims[j]
+                skip = dead.setdefault((want, strict), set())
+                for j, claim in enumerate(claims):
+                    if id(claim) in skip:
+                        continue
                     mask = masks[id(claim.pool)]
                     if not mask or claim.can_add(vec, mask, spec.host_ports) <= 0:
-                        if j == i:
-                            i += 1
+                        skip.add(id(claim))
                         continue
                     narrowed, _ = topo.narrow(pod, dom, claim.pool, claim.allowed & mask, claim)
                     if narrowed and claim.can_add(vec, narrowed, spec.host_ports) > 0:
                         claim.add([pod], vec, narrowed)
                         self._added.append((claim, [pod]))
                         topo.record([pod], claim.pool, claim, claim.allowed)
+                        _settle(claims, j)
                         placed = True
                         break
-                pointer[want, strict] = i
                 if placed:
                     break
                 share = topo.opening_pods(pod, dom, len(todo) - n)
@@ -660,7 +765,7 @@ class Karpenter:
                 if fresh is not None and fresh.can_add(vec, fresh.allowed, spec.host_ports) > 0:
                     fresh.add([pod], vec, fresh.allowed)
                     fresh.pool.reserve(fresh.allowed)
-                    claims.append(fresh)
+                    _append(claims, fresh)
                     self._added.append((fresh, [pod]))
                     topo.record([pod], fresh.pool, fresh, fresh.allowed)
                     placed = True
@@ -710,11 +815,11 @@ class Karpenter:
                 if unmet:
                     errors.append(f'incompatible with nodepool "{model.pool.name}", {MinValues.error(unmet)}')
                     continue
-                opening = model.opening_mask(mask, vec, pods)
+                opening = model.opening_mask(mask, vec, pods) if self.consolidated else mask
                 if model.min_values.unmet(opening):
                     opening = mask  # the cost cap may not take the claim's flexibility below minValues
                 return NodeClaim(model, opening)
-            return NodeClaim(model, model.opening_mask(mask, vec, pods))
+            return NodeClaim(model, model.opening_mask(mask, vec, pods) if self.consolidated else mask)
         return None
 
     def _launch(self, claim: NodeClaim, ctx: Context) -> NodeState:

@@ -101,6 +101,11 @@ class ProfileProvisioner:
             "summary": {"hourly_cost": cost["total"], "new_nodes": len(ctx.new_nodes)}
         }
         extra_out["cost"] = cost
+        for part in self.parts:
+            # what Karpenter launches is the result; where consolidation takes it is a second view
+            steady = getattr(part, "consolidation", None)
+            if steady is not None:
+                extra_out["karpenter_consolidated"] = steady
         empty = empty_gpu_nodes(self.profile, scheduler, ctx.by_node)
         if empty:
             extra_out["scale_to_zero"] = empty
