@@ -1,9 +1,13 @@
 """A small Kubernetes API server on 127.0.0.1 for what a real one will not do on demand.
 
-It serves objects as ``kubectl get -o json`` prints them, over the real REST paths, with ``limit`` /
-``continue`` paging, ``fieldSelector=reason=...`` on events, create / get / delete of pods and pod logs,
-bearer-token auth, and scripted faults (401, 403, 404, 429 with Retry-After, 5xx, slow answers). kgpu's
-client talks to it exactly as to a real server; the conformance suite covers the real kube-apiserver.
+It serves objects as ``kubectl get -o json`` prints them, over the real REST paths and HTTP/1.1 with
+keep-alive, with ``limit`` / ``continue`` paging, ``fieldSelector=reason=...`` on events, create / get /
+delete of pods and pod logs, bearer-token auth, and scripted faults: 401, 403, 404, 429 with Retry-After,
+5xx, slow answers, and the hostile ones (:class:`Fault`'s ``body``, ``after``, ``hang``, ``drop``): any raw
+answer (a wrong shape, a bad ``Content-Encoding``, a gzip bomb, a 100,000-deep document, a ``continue``
+token that never ends), an answer streamed in chunks as slowly as wanted or forever, a write done and then
+answered 504 or never answered. kgpu's client talks to it exactly as to a real server; the conformance
+suite covers the real kube-apiserver.
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -40,8 +43,26 @@ PATH = re.compile(
 
 
 @dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any = None
+
+
+Body = bytes | Iterator[bytes]  # an iterator is sent chunked (Transfer-Encoding: chunked), piece by piece
+HANG_LIMIT = 60.0  # seconds a hanging answer waits at most (or until the server stops)
+
+
+@dataclass
 class Fault:
-    """Answer the next ``times`` matching requests with ``status`` (after ``delay`` seconds)."""
+    """Answer the next ``times`` matching requests with ``status`` (after ``delay`` seconds).
+
+    ``body``: the raw answer instead of a Status (bytes, or a function of the request returning bytes or
+    an iterator of chunks); ``after``: do the request's real work first (a create that happened, then a
+    504); ``hang``: never answer (until the client goes away); ``drop``: close the connection unanswered.
+    """
 
     method: str
     path: str  # regex on the path
@@ -50,15 +71,10 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     message: str = ""
     delay: float = 0.0
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: Any = None
+    body: bytes | Callable[[Request], Body] | None = None
+    after: bool = False
+    hang: bool = False
+    drop: bool = False
 
 
 class FakeApiServer:
@@ -72,6 +88,7 @@ class FakeApiServer:
         self.logs: dict[str, str] = {}
         self.on_get_pod: Callable[[dict[str, Any]], None] | None = None
         self.lock = threading.Lock()
+        self.stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
 
     # --- set-up ----------------------------------------------------------------------------------------
@@ -97,13 +114,14 @@ class FakeApiServer:
     @contextmanager
     def running(self) -> Iterator[FakeApiServer]:
         handler = _handler(self)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _QuietServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         thread.start()
         try:
             yield self
         finally:
+            self.stopping.set()
             self._server.shutdown()
             self._server.server_close()
 
@@ -112,17 +130,31 @@ class FakeApiServer:
 
     # --- serving ---------------------------------------------------------------------------------------
 
-    def handle(self, req: Request) -> tuple[int, dict[str, str], bytes]:
+    def handle(self, req: Request) -> tuple[int, dict[str, str], Body] | None:
+        """The answer (status, headers, body), or None to close the connection without one."""
         with self.lock:
             self.requests.append(req)
             fault = next((f for f in self.faults if f.times > 0 and f.method == req.method
                           and re.search(f.path, req.path)), None)
             if fault is not None:
                 fault.times -= 1
-        if fault is not None:
-            if fault.delay:
-                time.sleep(fault.delay)
-            return self._status(fault.status, fault.message or f"fault {fault.status}", fault.headers)
+        if fault is None:
+            return self._serve(req)
+        if fault.after:
+            self._serve(req)
+        if fault.delay:
+            self.stopping.wait(fault.delay)
+        if fault.hang:
+            self.stopping.wait(HANG_LIMIT)
+            return None
+        if fault.drop:
+            return None
+        if fault.body is not None:
+            body = fault.body(req) if callable(fault.body) else fault.body
+            return fault.status, dict(fault.headers), body
+        return self._status(fault.status, fault.message or f"fault {fault.status}", fault.headers)
+
+    def _serve(self, req: Request) -> tuple[int, dict[str, str], Body]:
         if self.token is not None and req.headers.get("authorization") != f"Bearer {self.token}":
             return self._status(401, "Unauthorized")
         m = PATH.match(req.path)
@@ -185,10 +217,17 @@ class FakeApiServer:
         return code, headers or {}, json.dumps(body).encode()
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-answer (kgpu refusing a huge one) is expected: no traceback."""
+
+
 def _handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
             pass
+
+        protocol_version = "HTTP/1.1"  # keep-alive and chunked answers, as a real API server
 
         def _serve(self) -> None:
             url = urlparse(self.path)
@@ -196,15 +235,32 @@ def _handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(length)) if length else None
             req = Request(self.command, url.path, parse_qs(url.query),
                           {k.lower(): v for k, v in self.headers.items()}, body)
-            code, headers, data = server.handle(req)
-            self.send_response(code)
-            self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            with suppress(BrokenPipeError, ConnectionResetError):
-                self.wfile.write(data)
+            answer = server.handle(req)
+            if answer is None:
+                self.close_connection = True
+                return
+            code, headers, data = answer
+            with suppress(BrokenPipeError, ConnectionResetError, OSError):
+                self.send_response(code)
+                self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                if isinstance(data, bytes):
+                    if "Content-Length" not in headers:
+                        self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for piece in data:
+                    if server.stopping.is_set():
+                        break
+                    if piece:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+            self.close_connection = self.close_connection or not isinstance(data, bytes)
 
         do_GET = do_POST = do_DELETE = _serve
 

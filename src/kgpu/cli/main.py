@@ -11,8 +11,12 @@ import functools
 import importlib
 import importlib.util
 import os
+import signal
 import sys
-from typing import Any
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, NoReturn
 
 import click
 
@@ -102,6 +106,49 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the main thread is, as Ctrl-C raises KeyboardInterrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+# Signals that interrupt a verb: Ctrl-C, and what `timeout`, CI cancellation and a closed terminal send.
+RAISED_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def _raise_interrupted(signum: int, _frame: object) -> None:
+    raise Interrupted(signum)
+
+
+@contextmanager
+def interrupts() -> Iterator[None]:
+    """While a verb runs, SIGTERM and SIGHUP raise :class:`Interrupted` (a KeyboardInterrupt), so ``finally``
+    blocks run for them as for Ctrl-C (`kgpu run` deletes its pods). Signals set to be ignored (``nohup``)
+    stay ignored; a verb may set its own handlers (the exporter does); the previous ones come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old: dict[int, Any] = {}
+    for sig in RAISED_SIGNALS:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            old[sig] = signal.signal(sig, _raise_interrupted)
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def interrupted_exit(exc: KeyboardInterrupt) -> NoReturn:
+    """One line and the shell's code for death by that signal: 130 for Ctrl-C, 143 SIGTERM, 129 SIGHUP."""
+    signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+    with suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
+        click.echo(f"interrupted ({signal.Signals(signum).name})", err=True)
+    sys.exit(128 + int(signum))
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name, (module, _) in VERBS.items() if importlib.util.find_spec(module) is not None]
@@ -122,10 +169,14 @@ class LazyGroup(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Every verb's input errors as one line with exit 2, and a failing standard output (a closed pipe,
-        /dev/full) as one line too instead of a traceback."""
+        """Every verb's input errors as one line with exit 2, a failing standard output (a closed pipe,
+        /dev/full) as one line too instead of a traceback, and an interrupt (Ctrl-C, SIGTERM, SIGHUP) as
+        one line with exit 128 + the signal's number, after the verb's clean-up ran."""
         try:
-            return super().invoke(ctx)
+            with interrupts():
+                return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            interrupted_exit(exc)
         except InputError as exc:
             fail_input(exc)
         except OSError as exc:
@@ -171,6 +222,8 @@ def main(argv: list[str] | None = None) -> Any:
         fail_input(exc)
     except BrokenPipeError:
         sys.exit(ExitCode.OK)
+    except KeyboardInterrupt as exc:  # before or after a verb ran (argument parsing, start-up)
+        interrupted_exit(exc)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-import sys
 from typing import Any
 
 import click
@@ -63,7 +62,8 @@ def command(test_name: str, image: str | None, gpus: int, gpu_type: str | None, 
     Passes when: vector-add prints "Test PASSED"; nvidia-smi exits 0; torch reports
     torch.cuda.is_available() True; your --image exits 0.
 
-    Exit status: 0 every pod passed, 1 some pod failed or timed out, 2 bad input or an API error.
+    Exit status: 0 every pod passed, 1 some pod failed or timed out, 2 bad input, an API error or a pod
+    that could not be deleted; 130 on Ctrl-C, 143 on SIGTERM, 129 on SIGHUP (the pods are deleted first).
     """
     from kgpu.render.smoketest import SmokeTest, builtin, smoke_pod
 
@@ -79,6 +79,10 @@ def command(test_name: str, image: str | None, gpus: int, gpu_type: str | None, 
     types = tuple(t.strip() for t in gpu_type.split(",") if t.strip()) if gpu_type else ()
     run_id = secrets.token_hex(3)
     ns = namespace or "default"
+    if dry_run and namespace is not None:
+        from kgpu.live.kubeconfig import check_namespace
+
+        check_namespace(namespace, "-n/--namespace")
     if not dry_run:
         from kgpu.live.kubeconfig import resolve
 
@@ -99,11 +103,8 @@ def command(test_name: str, image: str | None, gpus: int, gpu_type: str | None, 
 
     say = (lambda line: click.echo(line, err=True)) if output != "table" else click.echo
     with ApiClient(target, timeout=request_timeout) as client:
-        try:
-            outcomes = run(client, pods, test, timeout=timeout, keep=keep, say=say)
-        except KeyboardInterrupt:
-            click.echo("interrupted: test pods deleted" if not keep else "interrupted", err=True)
-            sys.exit(130)
+        # Ctrl-C, SIGTERM and SIGHUP end here as exceptions after the pods were deleted (kgpu.cli.main).
+        outcomes = run(client, pods, test, timeout=timeout, keep=keep, say=say)
     passed = sum(o.passed for o in outcomes)
     report = {"test": test.name, "passed": passed, "failed": len(outcomes) - passed,
               "pods": [o.as_dict() for o in outcomes]}
@@ -116,6 +117,11 @@ def command(test_name: str, image: str | None, gpus: int, gpu_type: str | None, 
                  o.node or "<none>", o.reason) for o in outcomes]
         click.echo(table(("RESULT", "POD", "NODE", "REASON"), rows))
         click.echo(f"{passed}/{len(outcomes)} passed")
+    left = [o for o in outcomes if o.left_behind]
+    if left:
+        names = " ".join(o.name for o in left)
+        raise InputError(f"{len(left)} test pod(s) could not be deleted: {left[0].left_behind}",
+                         hint=f"delete them with `kubectl delete pod -n {ns} {names}`")
     raise SystemExit(ExitCode.OK if passed == len(outcomes) else ExitCode.FINDINGS)
 
 

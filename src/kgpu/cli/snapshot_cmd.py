@@ -35,8 +35,12 @@ def command(file: str | None, output: str | None, page_size: int, kubeconfig: st
     where installed, Karpenter NodePools/NodeClaims/EC2NodeClasses and KubeRay RayClusters as one JSON
     file that `kgpu simulate --cluster` and `kgpu doctor --snapshot` read.
 
-    Read-only. Nothing secret is saved: container env values, managedFields, last-applied-configuration
-    and secret-bearing annotations are stripped. Every namespace unless -n is given.
+    Read-only. Nothing secret is saved: container env values, managedFields, last-applied-configuration,
+    secret-bearing annotations and params (a RayCluster's redis-password) and the server URL's userinfo are
+    stripped. Every namespace unless -n is given.
+
+    Exit status: 0 written, 2 bad input or an API error (nothing written); 130 on Ctrl-C, 143 on SIGTERM,
+    129 on SIGHUP.
     """
     target = _target(file, output)
     doc = fetch(access_from(kubeconfig, context, namespace, all_namespaces, request_timeout), page_size)
@@ -77,11 +81,11 @@ def fetch(access: Any, page_size: int = 500) -> dict[str, Any]:
 
 
 def write(doc: dict[str, Any], output: str) -> None:
-    import msgspec
-
+    """Write the snapshot, refused (exit 2, nothing written) when the readers would refuse it."""
     from kgpu.cli.files import write_atomic
+    from kgpu.live.snapshot import encode
 
-    data = msgspec.json.encode(doc)
+    data = encode(doc)
     if output == "-":
         sys.stdout.buffer.write(data + b"\n")
         sys.stdout.flush()

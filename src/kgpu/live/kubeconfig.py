@@ -10,8 +10,10 @@ Precedence (client-go's loading rules, which kubectl uses):
 4. None of those: the in-cluster service account (``KUBERNETES_SERVICE_HOST`` and the mounted token).
 
 ``--context`` overrides ``current-context``; the namespace is ``-n`` if given, else the context's, else
-``default``. Relative file paths in a kubeconfig are relative to the file that names them, so they are
-made absolute while merging.
+``default``, and must be a valid namespace name. Relative file paths in a kubeconfig (certificate
+authority, client certificate and key, token file, an exec ``command`` with a ``/``) are relative to the
+folder of the file that names them, made absolute while merging, as client-go's ``ResolveLocalPaths``
+does, whatever the current directory and however the file itself was named.
 
 lightkube reads and validates the merged configuration (``KubeConfig.from_dict``) and builds the TLS
 context; exec credential plugins are run here (``ExecAuth``) because lightkube rejects
@@ -24,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -38,12 +41,16 @@ import httpx
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core.exceptions import ConfigError
 
-from kgpu.errors import InputError
+from kgpu.errors import InputError, quote
 from kgpu.model.safeyaml import load_document
 
 IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 MAX_KUBECONFIG_BYTES = 16 * 1024 * 1024
+MAX_EXEC_OUTPUT = 1024 * 1024
+# A namespace is a DNS-1123 label (k8s.io/apimachinery validation.IsDNS1123Label).
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
 
 # Keys whose values are file paths, by section (client-go's ResolvePaths).
 _PATH_KEYS = {
@@ -82,7 +89,31 @@ class Target:
 
     @property
     def server(self) -> str:
-        return str(self.config.cluster.server)
+        """The server's URL as kgpu prints and saves it: without a ``user:password@``."""
+        return strip_userinfo(str(self.config.cluster.server))
+
+
+def strip_userinfo(text: str) -> str:
+    """Every URL in ``text`` without its userinfo (``https://user:password@host`` -> ``https://host``)."""
+    return _USERINFO.sub(r"\1", text) if "@" in text else text
+
+
+def check_token(token: str, where: str) -> None:
+    """A bearer token must fit in an HTTP header: printable ASCII. Never quoted in the error."""
+    if not token:
+        raise ClusterError("the bearer token is empty", where=where)
+    if not (token.isascii() and token.isprintable()):
+        bad = next(ch for ch in token if not (ch.isascii() and ch.isprintable()))
+        what = "a newline" if bad in "\r\n" else "a non-ASCII character" if not bad.isascii() else "a control character"
+        raise ClusterError(f"the bearer token contains {what}, which cannot be sent in an HTTP header",
+                           where=where)
+
+
+def check_namespace(namespace: str, where: str) -> str:
+    if len(namespace) > 63 or not NAMESPACE.fullmatch(namespace):
+        raise ClusterError(f"{quote(namespace)} is not a valid namespace name (lowercase letters, digits "
+                           "and '-', starting and ending with a letter or digit, at most 63)", where=where)
+    return namespace
 
 
 def resolve(access: Access, environ: Mapping[str, str] | None = None) -> Target:
@@ -129,7 +160,10 @@ def resolve(access: Access, environ: Mapping[str, str] | None = None) -> Target:
     if user is not None and user.exec is not None:
         raw_user = next(u["user"] for u in merged["users"] if u["name"] == ctx.user)
         exec_auth = ExecAuth(raw_user["exec"], directory=exec_dirs[str(ctx.user)], where=f"{source}: users[{ctx.user}].exec")
-    namespace = access.namespace or config.namespace
+    if access.namespace is not None:
+        namespace = check_namespace(access.namespace, "-n/--namespace")
+    else:
+        namespace = check_namespace(config.namespace, f"{source}: contexts[{name}].namespace")
     return Target(config, namespace, source, exec_auth)
 
 
@@ -140,7 +174,11 @@ def _in_cluster(access: Access) -> Target:
         raise ClusterError(f"in-cluster configuration: {exc}") from None
     config = kc.get()
     assert config is not None
-    return Target(config, access.namespace or config.namespace, "in-cluster")
+    if access.namespace is not None:
+        namespace = check_namespace(access.namespace, "-n/--namespace")
+    else:
+        namespace = check_namespace(config.namespace, f"{IN_CLUSTER_DIR / 'namespace'}")
+    return Target(config, namespace, "in-cluster")
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -168,6 +206,7 @@ def merge(files: list[tuple[Path, dict[str, Any]]]) -> tuple[dict[str, Any], dic
     out: dict[str, Any] = {"clusters": [], "users": [], "contexts": [], "current-context": None}
     seen: dict[str, set[str]] = {"clusters": set(), "users": set(), "contexts": set()}
     for path, data in files:
+        base = Path(os.path.abspath(path)).parent  # client-go: filepath.Abs(filepath.Dir(LocationOfOrigin))
         if out["current-context"] is None and data.get("current-context"):
             out["current-context"] = data["current-context"]
         for section, item_key in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
@@ -180,12 +219,15 @@ def merge(files: list[tuple[Path, dict[str, Any]]]) -> tuple[dict[str, Any], dic
                 if entry["name"] in seen[section]:
                     continue
                 seen[section].add(entry["name"])
-                body = dict(entry.get(item_key) or {})
+                raw = entry.get(item_key)
+                if raw is not None and not isinstance(raw, dict):
+                    raise ClusterError(f"{item_key} is not a mapping", where=f"{path}: {section}[{i}]")
+                body = dict(raw or {})
                 for key in _PATH_KEYS.get(item_key, ()):
                     if isinstance(body.get(key), str) and body[key] and not Path(body[key]).is_absolute():
-                        body[key] = str(path.parent / body[key])
+                        body[key] = str(base / body[key])
                 if item_key == "user":
-                    dirs[entry["name"]] = path.parent
+                    dirs[entry["name"]] = base
                 out[section].append({"name": entry["name"], item_key: body})
     return out, dirs
 
@@ -209,10 +251,13 @@ class ExecAuth(httpx.Auth):
         command = str(spec.get("command") or "")
         if not command:
             raise ClusterError("exec plugin without a command", where=where)
-        if "/" in command and not Path(command).is_absolute():
-            command = str(directory / command)
-        self.argv = [command, *[str(a) for a in spec.get("args") or []]]
-        self.env = {str(e.get("name")): str(e.get("value", "")) for e in spec.get("env") or [] if isinstance(e, dict)}
+        if os.sep in command and not Path(command).is_absolute():  # client-go: only a path, not a PATH name
+            command = os.path.normpath(directory / command)
+        args, env = spec.get("args") or [], spec.get("env") or []
+        if not isinstance(args, list) or not isinstance(env, list):
+            raise ClusterError("exec plugin args and env must be lists", where=where)
+        self.argv = [command, *[str(a) for a in args]]
+        self.env = {str(e.get("name")): str(e.get("value", "")) for e in env if isinstance(e, dict)}
         self.install_hint = str(spec.get("installHint") or "")
         self._token: str | None = None
         self._expires = 0.0
@@ -249,6 +294,7 @@ class ExecAuth(httpx.Auth):
             ) from None
         if not isinstance(token, str) or not token:
             raise ClusterError(f"exec plugin {self.argv[0]!r} returned an empty token", where=self.where)
+        check_token(token, f"{self.where}: exec plugin {self.argv[0]!r}")
         expires = float("inf")
         stamp = status.get("expirationTimestamp")
         if isinstance(stamp, str) and stamp:

@@ -5,9 +5,11 @@ recent FailedScheduling / FailedCreate Events, and, where their CRDs are install
 NodeClaims and EC2NodeClasses and KubeRay RayClusters, each as ``kubectl get -o json`` prints it.
 ``kgpu simulate --cluster`` and ``kgpu doctor --snapshot`` read it.
 
-Nothing secret leaves the cluster: container ``env`` values are replaced (names kept), and
-``managedFields``, the ``last-applied-configuration`` annotation and annotations whose key names a secret
-are dropped or replaced, in every object and every pod template inside it.
+Nothing secret leaves the cluster: container ``env`` values are replaced (names kept), values in params
+maps whose key names a password, token or secret are replaced, and ``managedFields``, the
+``last-applied-configuration`` annotation and annotations whose key names a secret are dropped or
+replaced, in every object and everything nested in it (:func:`redact`, total over any JSON shape). The
+server's URL is saved without userinfo.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from kgpu import __version__
+from kgpu.errors import InputError
 from kgpu.live.client import (
     DAEMONSET,
     EC2NODECLASS,
@@ -32,6 +37,7 @@ from kgpu.live.client import (
     NotServed,
     Resource,
 )
+from kgpu.live.kubeconfig import ClusterError
 
 API_VERSION = "kgpu.dev/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -40,6 +46,7 @@ EVENT_REASONS = ("FailedScheduling", "FailedCreate")
 MAX_EVENTS = 5000
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 SECRET_KEY = re.compile(r"secret|token|passw|credential|api[-_.]?key|private[-_.]?key|auth|cert[-_.]?data", re.I)
+PARAMS_KEY = re.compile(r"params$|parameters$", re.I)
 
 # (resource, namespaced by the user's -n?, optional: its CRD may be missing)
 SOURCES: tuple[tuple[Resource, bool], ...] = (
@@ -106,44 +113,71 @@ def take(client: ApiClient, namespace: str | None = None, *, page_size: int = 50
     }
 
 
+def encode(doc: dict[str, Any]) -> bytes:
+    """The snapshot as JSON, within the limits ``doctor --snapshot`` and ``simulate --cluster`` read it with
+    (size, depth, integer digits): a snapshot kgpu writes, kgpu reads."""
+    from kgpu.model.safeyaml import MAX_BYTES, check_depth
+
+    try:
+        check_depth(doc, "the snapshot")
+    except InputError as exc:
+        raise ClusterError(f"{exc.message}; the file readers would refuse it", where="the snapshot") from None
+    data = msgspec.json.encode(doc)
+    if len(data) + 1 > MAX_BYTES:
+        raise ClusterError(f"it would be {len(data) >> 20} MiB, more than the readers take "
+                           f"({MAX_BYTES >> 20} MiB size limit)", where="the snapshot",
+                           hint="take it per namespace with -n")
+    return data
+
+
 def _event_time(ev: dict[str, Any]) -> str:
-    return str(ev.get("lastTimestamp") or ev.get("eventTime") or (ev.get("metadata") or {}).get("creationTimestamp") or "")
+    meta = ev.get("metadata")
+    created = meta.get("creationTimestamp") if isinstance(meta, dict) else None
+    return str(ev.get("lastTimestamp") or ev.get("eventTime") or created or "")
 
 
 # --- redaction ---------------------------------------------------------------------------------------------
 
 
-def redact(obj: dict[str, Any]) -> dict[str, Any]:
-    """Strip secrets in place from one object and every pod template it holds."""
-    _metadata(obj.get("metadata"))
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return obj
-    kind = obj.get("kind")
-    if kind == "Pod":
-        _pod_spec(spec)
-    elif kind == "RayCluster":
-        _template(spec.get("headGroupSpec"))
-        for group in spec.get("workerGroupSpecs") or []:
-            _template(group)
-    else:
-        _template(spec)
-        job = spec.get("jobTemplate")  # CronJob
-        if isinstance(job, dict):
-            _metadata(job.get("metadata"))
-            if isinstance(job.get("spec"), dict):
-                _template(job["spec"])
+def redact(obj: Any) -> Any:
+    """Strip secrets in place from one object of any shape, and from everything nested in it.
+
+    One iterative walk over every object and list (a pod, a pod template in a Deployment, CronJob or
+    RayCluster, a template in any other custom resource), whatever the types it meets:
+
+    - ``metadata``: ``managedFields`` and the last-applied annotation dropped, annotations whose key
+      names a secret replaced;
+    - ``env``: each entry's ``value`` replaced (names and ``valueFrom`` kept); an ``env`` that is not a
+      list of objects is replaced whole;
+    - params maps (a key ending in ``params`` or ``parameters``, e.g. a RayCluster's ``rayStartParams``):
+      every value whose key names a password, token or secret replaced.
+
+    ``status`` subtrees are not walked (no secret is written there, and they are the bulk of nodes).
+    """
+    stack: list[Any] = [obj]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(v for v in value if isinstance(v, (dict, list)))
+            continue
+        if not isinstance(value, dict):
+            continue
+        for key, child in list(value.items()):
+            if key == "status" or not isinstance(key, str):
+                continue
+            if key == "metadata":
+                _metadata(child)
+            elif key == "env" and (isinstance(child, list) or (child is not None and "image" in value)):
+                value[key] = _env(child)
+                continue
+            elif PARAMS_KEY.search(key) and isinstance(child, dict):
+                for name, v in child.items():
+                    if SECRET_KEY.search(str(name)) and not isinstance(v, (dict, list)):
+                        child[name] = REDACTED
+            child = value.get(key)
+            if isinstance(child, (dict, list)):
+                stack.append(child)
     return obj
-
-
-def _template(holder: Any) -> None:
-    if not isinstance(holder, dict):
-        return
-    template = holder.get("template")
-    if isinstance(template, dict):
-        _metadata(template.get("metadata"))
-        if isinstance(template.get("spec"), dict):
-            _pod_spec(template["spec"])
 
 
 def _metadata(meta: Any) -> None:
@@ -154,15 +188,19 @@ def _metadata(meta: Any) -> None:
     if isinstance(annotations, dict):
         annotations.pop(LAST_APPLIED, None)
         for key in list(annotations):
-            if SECRET_KEY.search(key):
+            if SECRET_KEY.search(str(key)):
                 annotations[key] = REDACTED
+    elif annotations is not None:
+        meta["annotations"] = REDACTED
 
 
-def _pod_spec(spec: dict[str, Any]) -> None:
-    for section in ("containers", "initContainers", "ephemeralContainers"):
-        for c in spec.get(section) or []:
-            if not isinstance(c, dict):
-                continue
-            for env in c.get("env") or []:
-                if isinstance(env, dict) and "value" in env:
-                    env["value"] = REDACTED
+def _env(env: Any) -> Any:
+    if not isinstance(env, list):
+        return REDACTED
+    for i, entry in enumerate(env):
+        if isinstance(entry, dict):
+            if "value" in entry:
+                entry["value"] = REDACTED
+        else:
+            env[i] = REDACTED
+    return env
