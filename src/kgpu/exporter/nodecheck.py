@@ -5,6 +5,12 @@ the injected facade, and returns a :class:`Check`: pass, warn or fail, what it f
 passing the fix, taken from seed 002's instructions. Only ``fail`` makes the command exit 1: a missing
 device-plugin socket (the plugin is deployed after the node is prepared) and persistence mode off are
 warnings.
+
+containerd's configuration is read as the installed containerd reads it (:func:`load_containerd`): 1.x
+replaces a plugin's whole section with an imported file's, 2.x merges them, so the same files can be right
+for one and wipe the host's CRI settings on the other. Which containerd runs comes from
+:func:`containerd_version`; the only command node-check ever runs is ``containerd --version``, and only on
+the host itself (root ``/``), never a binary under a mounted root.
 """
 
 from __future__ import annotations
