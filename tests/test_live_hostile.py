@@ -505,3 +505,14 @@ def test_a_second_signal_does_not_stop_the_cleanup(api: FakeApiServer, tmp_path:
     assert rc == 143, err
     assert not smoke_pods(api)
     assert "Traceback" not in err
+
+
+def test_a_signal_while_the_create_is_in_flight_still_deletes_the_pod(api: FakeApiServer, tmp_path: Path) -> None:
+    api.faults.append(Fault("POST", r"/pods$", 201, after=True, hang=True))  # created, never answered
+    kc = write_kubeconfig(tmp_path / "kc", api.kubeconfig(namespace="gpu-test"))
+    proc = spawn(["run", "--kubeconfig", str(kc), "--timeout", "120", "--request-timeout", "60"])
+    wait_for(lambda: bool(smoke_pods(api)), "the create")
+    proc.send_signal(signal.SIGTERM)
+    rc, _out, err = finish(proc)
+    assert rc == 143, err
+    assert not smoke_pods(api), "the pod created by the unanswered request was left running"

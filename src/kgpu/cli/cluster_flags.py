@@ -23,7 +23,9 @@ def cluster_options(*, all_namespaces: bool = True) -> Callable[[F], F]:
             click.option("--context", metavar="NAME", help="kubeconfig context (default: its current-context)."),
             click.option("-n", "--namespace", metavar="NS", help="Namespace (default: the context's, else default)."),
             click.option("--request-timeout", type=click.FloatRange(min=0.1, max=3600), default=30.0,
-                         show_default=True, metavar="SECONDS", help="Give up on one API request after this long."),
+                         show_default=True, metavar="SECONDS",
+                         help="Give up on one API request after this long (from connecting to the last byte "
+                         "of the answer)."),
         ]
         if all_namespaces:
             opts.insert(3, click.option("-A", "--all-namespaces", is_flag=True,

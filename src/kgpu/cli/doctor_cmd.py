@@ -168,7 +168,8 @@ def command(snapshot: str | None, profile: str | None, output: str, kubeconfig: 
     Without --snapshot it reads the live cluster of the kubeconfig context (the same reads as
     `kgpu snapshot`, every namespace unless -n is given; it never writes).
 
-    Exit status: 0 no error-level finding, 1 some error-level finding, 2 bad input or an API error.
+    Exit status: 0 no error-level finding, 1 some error-level finding, 2 bad input or an API error; 130 on
+    Ctrl-C, 143 on SIGTERM, 129 on SIGHUP.
     """
     prof = None
     if profile:

@@ -109,12 +109,14 @@ def run(client: ApiClient, pods: list[dict[str, Any]], test: SmokeTest, *, timeo
     try:
         for pod in pods:
             name = pod["metadata"]["name"]
+            created.append(name)  # from before the request: an interrupt may come while it is in flight
             try:
                 client.create(POD, pod, namespace)
             except Ambiguous:
-                created.append(name)  # it may exist: delete it too
+                raise  # it may exist: it is deleted too
+            except ClusterError:
+                created.remove(name)  # refused: not created (and a pod of that name is not kgpu's)
                 raise
-            created.append(name)
             say(f"pod/{name} created in namespace {namespace}")
         deadline = clock() + timeout
         last: dict[str, str] = {}
