@@ -9,7 +9,9 @@ the FailedScheduling message word for word.
 
 kube-scheduler breaks a tie between equally good candidate nodes by the order of its parallel dry run
 (random); kgpu takes the first node by name. Such a tie (same highest victim priority, sum of
-priorities and number of victims on both nodes, victims started in the same second) is counted apart.
+priorities and number of victims on both nodes, victims started in the same second) is counted apart, and
+so is a pod that evicts nothing and lands on another node that every score rates the same (same
+allocatable, taints and running pods' requests: kube-scheduler picks among equal scores at random).
 """
 
 from __future__ import annotations
@@ -135,7 +137,35 @@ def _cleanup(c: LocalCluster, ns: str, nodes: list[dict[str, Any]]) -> None:
     c.wait_for("the nodes to go", lambda: not c.get("/api/v1/nodes")["items"])
 
 
-def _compare(where: str, mine: dict[str, Any], real: dict[str, Any], before: dict[str, Any]) -> str:
+def _same_load(a: str, b: str, nodes: dict[str, dict[str, Any]], before: dict[str, Any]) -> bool:
+    """Nodes every score plugin rates the same for any pod: equal allocatable and taints, and running pods
+    with the same requests (the scenario's nodes differ in nothing else kube-scheduler scores)."""
+    if a not in nodes or b not in nodes:
+        return False
+
+    def load(name: str) -> list[tuple[tuple[str, str], ...]]:
+        return sorted(
+            tuple(sorted(c.get("resources", {}).get("requests", {}).items()))
+            for p in before.values()
+            if p["spec"].get("nodeName") == name
+            for c in p["spec"]["containers"]
+        )
+
+    na, nb = nodes[a], nodes[b]
+    return (
+        na["status"]["allocatable"] == nb["status"]["allocatable"]
+        and na["spec"].get("taints", []) == nb["spec"].get("taints", [])
+        and load(a) == load(b)
+    )
+
+
+def _compare(
+    where: str,
+    mine: dict[str, Any],
+    real: dict[str, Any],
+    before: dict[str, Any],
+    nodes: dict[str, dict[str, Any]] | None = None,
+) -> str:
     """"" when kgpu says what kube-scheduler did, "tie" for a tie it breaks differently, else the difference."""
     ours = sorted(mine.get("preempted", []))
     if "message" in real:
@@ -153,6 +183,8 @@ def _compare(where: str, mine: dict[str, Any], real: dict[str, Any], before: dic
         rank = [_victim_rank([before[v.split("/")[1]] for v in vs]) for vs in (ours, real["victims"])]
         if rank[0] == rank[1]:
             return "tie"
+    if not ours and not real["victims"] and _same_load(mine["node"], real["node"], nodes or {}, before):
+        return "tie"  # no eviction: kube-scheduler's selectHost picks at random among equal top scores
     return f"{where}: kgpu {mine['node']} evicting {ours}; kube-scheduler {real['node']} evicting {real['victims']}"
 
 
@@ -188,7 +220,9 @@ def run_scenario(c: LocalCluster, i: int, r: random.Random, tmp_path: Path) -> t
         after = {p["metadata"]["name"] for p in c.get(f"/api/v1/namespaces/{ns}/pods")["items"]
                  if not p["metadata"].get("deletionTimestamp")}
         real["victims"] = sorted(f"{ns}/{name}" for name in before if name not in after)
-        return _compare(f"scenario {i}", ours[f"{ns}/preemptor"], real, before), bool(real["victims"])
+        by_name = {n["metadata"]["name"]: n for n in nodes}
+        verdict = _compare(f"scenario {i}", ours[f"{ns}/preemptor"], real, before, by_name)
+        return verdict, bool(real["victims"])
     finally:
         _cleanup(c, ns, nodes)
 
