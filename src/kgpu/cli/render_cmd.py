@@ -221,12 +221,16 @@ def command(
             raise SystemExit(ExitCode.FINDINGS)
 
     if out_dir is None:
+        _to_stdout(profile, [t for t in chosen if t not in held], output, explicit=bool(targets))
+        if held:
+            import sys
+
+            sys.stdout.flush()  # a failing standard output is the one line to print, not this note
         for t in held:
             click.echo(
                 f"note: left out {ON_REQUEST[t]}: they start GPU pods; add --with-workloads (or --target {t})",
                 err=True,
             )
-        _to_stdout(profile, [t for t in chosen if t not in held], output, explicit=bool(targets))
         return
     stack = dedupe(render_stack(profile, chosen))
     files = {
@@ -236,16 +240,17 @@ def command(
     resources = [FILE_NAMES[t] for t in chosen if t not in NOT_FOR_APPLY and t not in held]
     if resources:
         files[KUSTOMIZATION] = kustomization(resources)
-    for t in held:
+
+    if "onprem" in chosen:
+        for host_path, text in onprem.host_files(profile).items():
+            files["onprem-files/" + host_path.lstrip("/")] = text
+    write_tree(out_dir, files)
+    for t in held:  # after the write: a failed one says only why it failed
         click.echo(
             f"note: {FILE_NAMES[t]} is not in {KUSTOMIZATION}: it starts GPU pods ({ON_REQUEST[t]}); "
             f"apply it on purpose (kubectl apply -f {out_dir / FILE_NAMES[t]}), or list it with --with-workloads",
             err=True,
         )
-    if "onprem" in chosen:
-        for host_path, text in onprem.host_files(profile).items():
-            files["onprem-files/" + host_path.lstrip("/")] = text
-    write_tree(out_dir, files)
     click.echo(f"wrote {len(files)} file(s) to {out_dir}", err=True)
 
 
