@@ -10,7 +10,7 @@ UV_VERSION := 0.13.9
 UV         := .cache/uv/bin/uv
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lock lint typecheck layers unit wheel-check bench promtool chromium shellcheck image conformance clean help
+.PHONY: run test lock lint typecheck layers unit wheel-check bench promtool chromium shellcheck containerd image conformance clean help
 
 help:
 	@echo "make run    - kgpu plan on the built-in default profile (sets up .venv first)"
@@ -93,7 +93,15 @@ chromium:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
-unit: $(STAMP) promtool chromium shellcheck
+# containerd from Debian's package (1.6 on bookworm): the on-prem tests read kgpu's containerd files with
+# `containerd config dump`, as the daemon would (no daemon needed).
+containerd:
+	@command -v containerd >/dev/null 2>&1 || { \
+	  echo "installing Debian's containerd package (containerd config dump for the on-prem tests)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends containerd >/dev/null; }
+
+unit: $(STAMP) promtool chromium shellcheck containerd
 	$(BIN)/pytest
 
 # What a user gets from `pip install kgpu-*.whl`: the wheel built from this tree, installed with only its

@@ -217,7 +217,12 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         prog = prog_name()
         _as_prog(cli, prog)
-        return cli.main(args=argv, prog_name=prog, standalone_mode=True)
+        args = sys.argv[1:] if argv is None else argv
+        if args and args[0].startswith("-"):  # an exporter DaemonSet's flags reach the image's entrypoint
+            from kgpu.cli.exporter_cmd import dropin_argv
+
+            args = dropin_argv(args)
+        return cli.main(args=args, prog_name=prog, standalone_mode=True)
     except InputError as exc:  # raised outside a command's own handling
         fail_input(exc)
     except BrokenPipeError:
