@@ -19,7 +19,7 @@ help:
 	@echo "make image  - the container image (Dockerfile) with docker, podman or buildah"
 	@echo "make conformance - build the real kube-apiserver, kube-scheduler, etcd, kwok and Karpenter from Go"
 	@echo "               modules and compare kgpu with them; run the live commands against a real API server"
-	@echo "make lock   - refresh requirements/dev.lock from pyproject.toml (newest versions its ranges allow)"
+	@echo "make lock   - requirements/dev.lock after a pyproject.toml change (UPGRADE=1: newest versions the ranges allow)"
 	@echo "make wheel-check - build the wheel, install it alone in a clean venv, run kgpu (part of make test)"
 
 $(UV):
@@ -32,9 +32,10 @@ $(STAMP): pyproject.toml $(LOCK) | $(UV)
 	$(UV) pip install -q --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
-# On purpose only: the newest versions pyproject.toml's ranges allow, for every Python kgpu supports.
+# After a change to pyproject.toml's dependencies: the lock follows it and keeps every other pin.
+# `make lock UPGRADE=1`, on purpose only: the newest versions the ranges allow, for every Python kgpu supports.
 lock: | $(UV)
-	$(UV) pip compile -q --upgrade --universal --python-version 3.11 --generate-hashes --extra dev \
+	$(UV) pip compile -q $(if $(UPGRADE),--upgrade,) --universal --python-version 3.11 --generate-hashes --extra dev \
 	  --custom-compile-command "make lock" -o $(LOCK) pyproject.toml
 
 run: $(STAMP)
