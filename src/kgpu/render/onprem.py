@@ -14,7 +14,8 @@ main file. ``SystemdCgroup = true`` matches kubelet's default systemd cgroup dri
 disagrees with kubelet restarts pods at random (on 1.x the nvidia runtime takes runc's setting).
 
 The host set-up seed 002 does by hand is rendered too: ``bootstrap-gpu-host.sh`` installs the NVIDIA driver
-and the NVIDIA container toolkit (Ubuntu/Debian with apt, RHEL-family with dnf, from NVIDIA's repositories)
+and the NVIDIA container toolkit (Ubuntu/Debian with apt, RHEL-family with dnf, or with yum where there is no dnf
+as on seed 002's CentOS 7 host: the guide's own yum commands, from NVIDIA's repositories)
 and writes the containerd configuration above for the containerd it finds (or lets ``nvidia-ctk`` set docker's default runtime). It is
 idempotent: every step checks first and containerd restarts only when a file changed. ``KGPU_ROOT`` prefixes
 every path it reads or writes, which is how the tests run it in a directory. ``cloud-init.yaml`` carries the
@@ -120,15 +121,18 @@ def cloud_init() -> str:
 _BOOTSTRAP = r"""#!/usr/bin/env bash
 # kgpu: prepare a GPU host for Kubernetes (seed 002's manual steps): the NVIDIA driver, the NVIDIA container
 # toolkit, and nvidia as the container runtime's default. Ubuntu/Debian (apt) and RHEL-family hosts (RHEL,
-# Rocky, AlmaLinux, CentOS Stream, Fedora, Amazon Linux; dnf). Idempotent: run it again at any time.
+# Rocky, AlmaLinux, CentOS, Fedora, Amazon Linux; dnf, or yum where there is no dnf). Idempotent: run it
+# again at any time.
 #   sudo ./bootstrap-gpu-host.sh                 # containerd (or docker when only docker is installed)
 #   sudo DRIVER_BRANCH=550 ./bootstrap-gpu-host.sh
+#   sudo NVIDIA_TOOLKIT_EXPERIMENTAL=1 ./bootstrap-gpu-host.sh   # seed 002's experimental toolkit channel
 # A fresh driver install may need a reboot before nvidia-smi works; run the script again afterwards.
 # Check the result with `kgpu node-check`.
 set -euo pipefail
 
 ROOT="${KGPU_ROOT:-}"
 DRIVER_BRANCH="${DRIVER_BRANCH:-@DRIVER_BRANCH@}"
+NVIDIA_TOOLKIT_EXPERIMENTAL="${NVIDIA_TOOLKIT_EXPERIMENTAL:-0}"  # 1: NVIDIA's experimental toolkit channel
 DROPIN="@DROPIN@"
 IMPORTS='@IMPORTS@'
 RUNTIME_BINARY="@RUNTIME@"
@@ -159,13 +163,22 @@ install_driver() {
         apt-get update -q
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q "nvidia-headless-${DRIVER_BRANCH}-server" "nvidia-utils-${DRIVER_BRANCH}-server"
     else
-        local major arch
+        local major arch repo
         # shellcheck disable=SC1091
         major="$(. "${ROOT}/etc/os-release"; echo "${VERSION_ID%%.*}")"
         arch="$(uname -m)"
-        dnf install -y -q dnf-plugins-core
-        dnf config-manager --add-repo "https://developer.download.nvidia.com/compute/cuda/repos/rhel${major}/${arch}/cuda-rhel${major}.repo"
-        dnf module install -y -q "nvidia-driver:${DRIVER_BRANCH}-dkms"
+        repo="https://developer.download.nvidia.com/compute/cuda/repos/rhel${major}/${arch}/cuda-rhel${major}.repo"
+        if [ "$(rpm_tool)" = dnf ]; then
+            dnf install -y -q dnf-plugins-core
+            dnf config-manager --add-repo "${repo}"
+            dnf module install -y -q "nvidia-driver:${DRIVER_BRANCH}-dkms"
+        else
+            # yum-only hosts (RHEL/CentOS 7, seed 002's host): no module streams, and NVIDIA's RHEL 7
+            # repository has no per-branch DKMS flavor, only latest-dkms
+            yum install -y -q yum-utils
+            yum-config-manager --add-repo "${repo}"
+            yum install -y -q nvidia-driver-latest-dkms
+        fi
     fi
     log "NVIDIA driver: installed; reboot if nvidia-smi cannot talk to the driver yet"
 }
@@ -182,8 +195,31 @@ install_toolkit() {
         apt-get update -q
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-container-toolkit
     else
-        curl -fsSL "${NVIDIA_REPO}/rpm/nvidia-container-toolkit.repo" > /etc/yum.repos.d/nvidia-container-toolkit.repo
-        dnf install -y -q nvidia-container-toolkit
+        # seed 002's commands: NVIDIA's repository file, the experimental channel on request, then the package
+        local pm
+        pm="$(rpm_tool)"
+        mkdir -p "${ROOT}/etc/yum.repos.d"
+        curl -fsSL "${NVIDIA_REPO}/rpm/nvidia-container-toolkit.repo" > "${ROOT}/etc/yum.repos.d/nvidia-container-toolkit.repo"
+        if [ "${NVIDIA_TOOLKIT_EXPERIMENTAL}" = 1 ]; then
+            if [ "${pm}" = dnf ]; then
+                dnf config-manager --enable nvidia-container-toolkit-experimental
+            else
+                yum-config-manager --enable nvidia-container-toolkit-experimental
+            fi
+        fi
+        "${pm}" install -y -q nvidia-container-toolkit
+    fi
+}
+
+# RHEL-family package manager: dnf where it exists (RHEL 8+, Fedora, Amazon Linux 2023), else yum
+# (RHEL/CentOS 7, Amazon Linux 2).
+rpm_tool() {
+    if command -v dnf >/dev/null 2>&1; then
+        echo dnf
+    elif command -v yum >/dev/null 2>&1; then
+        echo yum
+    else
+        die "neither dnf nor yum is installed"
     fi
 }
 
