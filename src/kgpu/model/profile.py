@@ -831,6 +831,11 @@ class DevicePlugin(_Model):
     strategy: Literal["none", "time-slicing", "mig"] = "none"
     time_slicing_replicas: int = Field(default=4, ge=2)
     mig_strategy: Literal["single", "mixed"] = "single"
+    install: Literal["manifest", "helm"] = Field(
+        default="manifest",
+        description="manifest: kgpu's DaemonSet (target device-plugin); helm: values for NVIDIA's "
+        "nvidia-device-plugin chart instead (target device-plugin-chart), as seed 002 recommends",
+    )
 
 
 class Monitoring(_Model):
