@@ -1,14 +1,24 @@
 """Seed 002's on-prem rows, each from the guide's own text: the container toolkit installed with the guide's
-yum commands (a CentOS 7 host has yum and no dnf)."""
+yum commands (a CentOS 7 host has yum and no dnf); the device plugin through NVIDIA's Helm chart."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from kgpu.render import onprem
+import yaml
+from click.testing import CliRunner
+
+from kgpu.cli.main import cli
+from kgpu.render import onprem, validate
+
+CHART_VALUES = Path(str(resources.files("kgpu.render") / "schemas" / "nvidia-device-plugin.helm-values.yaml"))
 
 CENTOS7 = 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n'
 # The repository file NVIDIA serves at the guide's URL (nvidia.github.io/libnvidia-container/stable/rpm/).
@@ -134,3 +144,97 @@ def test_rpm_host_without_dnf_or_yum_stops_with_an_error(tmp_path: Path) -> None
     assert "neither dnf nor yum is installed" in result.stderr
     assert not (root / "etc/yum.repos.d/nvidia-container-toolkit.repo").exists()
     assert not log.exists()
+
+
+# --- 2.2: "生产建议用helm部署" (production: deploy the plugin with Helm) ----------------------------------------
+
+
+def _onprem_profile(tmp_path: Path, change: Callable[[dict[str, Any]], None] | None = None) -> Path:
+    path = tmp_path / "kgpu.yaml"
+    res = CliRunner().invoke(cli, ["init", "-t", "onprem", "-f", str(path), "--force"])
+    assert res.exit_code == 0, res.output
+    if change is not None:
+        data = yaml.safe_load(path.read_text())
+        change(data)
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _helm(data: dict[str, Any]) -> None:
+    data.setdefault("devicePlugin", {})["install"] = "helm"
+
+
+def test_helm_install_renders_the_charts_values_instead_of_the_daemonset(tmp_path: Path) -> None:
+    """devicePlugin.install: helm writes device-plugin-chart-values.yaml (headed by the helm command) and no
+    device-plugin.yaml; the values carry the guide's toleration (nvidia.com/gpu Exists NoSchedule), the
+    guide's node label gpu-node=true as the required affinity, and only keys of the chart's values.yaml."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(
+        cli, ["render", "-f", str(_onprem_profile(tmp_path, _helm)), "--output-dir", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert not (out / "device-plugin.yaml").exists()
+    text = (out / "device-plugin-chart-values.yaml").read_text()
+    assert "helm upgrade -i nvdp nvdp/nvidia-device-plugin --namespace kube-system --version 0.20.0" in text
+    assert "device-plugin-chart" not in (out / "kustomization.yaml").read_text()
+    values = yaml.safe_load(text)
+    assert values["image"] == {"repository": "nvcr.io/nvidia/k8s-device-plugin", "tag": "v0.20.0"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in values["tolerations"]
+    terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert {"key": "gpu-node", "operator": "In", "values": ["true"]} in terms[0]["matchExpressions"]
+    upstream = yaml.safe_load(CHART_VALUES.read_text())
+    for key, value in values.items():
+        assert key in upstream
+        if isinstance(value, dict) and upstream[key]:
+            assert set(value) <= set(upstream[key])
+    assert validate.chart_values_errors(values, validate.CHART_VALUES["device-plugin-chart"]) == []
+
+    piped = CliRunner().invoke(cli, ["render", "-f", str(_onprem_profile(tmp_path, _helm))])
+    assert piped.exit_code == 0, piped.output
+    assert "nvidia-device-plugin-daemonset" not in piped.stdout
+    assert "note: left out device-plugin-chart-values.yaml" in piped.stderr
+
+
+def test_packaged_chart_values_are_nvidias_v0_20_0_file() -> None:
+    """The packaged values.yaml is the chart's file at v0.20.0, byte for byte (the checksum SOURCES.md
+    records for deployments/helm/nvidia-device-plugin/values.yaml)."""
+    digest = hashlib.sha256(CHART_VALUES.read_bytes()).hexdigest()
+    sources = (CHART_VALUES.parent / "SOURCES.md").read_text()
+    assert f"{digest}  nvidia-device-plugin.helm-values.yaml" in sources
+
+
+def test_chart_values_check_names_a_misspelt_key_and_a_wrong_shape() -> None:
+    """Helm ignores a key the chart does not have; the check names it, and a map given for a scalar."""
+    errors = validate.chart_values_errors(
+        {
+            "tolerationz": [],
+            "image": {"tag": "v0.20.0", "digest": "x"},
+            "migStrategy": "single",
+            "priorityClassName": {"name": "x"},
+        },
+        validate.CHART_VALUES["device-plugin-chart"],
+    )
+    assert errors == [
+        "tolerationz: not a value of the chart (nvidia-device-plugin.helm-values.yaml)",
+        "image.digest: not a value of the chart (nvidia-device-plugin.helm-values.yaml)",
+        "priorityClassName: the chart expects a str here, not a map",
+    ]
+
+
+def test_time_slicing_goes_into_the_charts_config_map(tmp_path: Path) -> None:
+    """With time-slicing the plugin config is the chart's config.map `default` (the chart's own way to
+    pass it); asked by name, the values render without devicePlugin.install: helm too."""
+
+    def slicing(data: dict[str, Any]) -> None:
+        data.setdefault("devicePlugin", {})["strategy"] = "time-slicing"
+
+    res = CliRunner().invoke(
+        cli, ["render", "-f", str(_onprem_profile(tmp_path, slicing)), "--target", "device-plugin-chart"]
+    )
+    assert res.exit_code == 0, res.output
+    values = yaml.safe_load(res.stdout)
+    assert values["config"]["default"] == "default"
+    config = yaml.safe_load(values["config"]["map"]["default"])
+    assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]

@@ -44,6 +44,7 @@ NOT_FOR_APPLY = {
     "karpenter-chart": "Helm values (helm upgrade -f)",
     "node-termination-handler": "Helm values (helm install -f)",
     "kuberay-operator": "Helm values (helm install -f)",
+    "device-plugin-chart": "Helm values (helm upgrade -i -f)",
     "interruption-queue": "a CloudFormation template (aws cloudformation deploy)",
 }
 KUSTOMIZATION = "kustomization.yaml"

@@ -176,9 +176,16 @@ def _check_device_plugin(profile: Profile, stack: Mapping[str, list[dict[str, An
                     "Bottlerocket NVIDIA has the device plugin built in; forcing the DaemonSet on runs two plugins",
                 )
             )
-    if "device-plugin" not in stack:
+    if "device-plugin" in stack:
+        plugin = stack["device-plugin"]
+    elif "device-plugin-chart" in stack:
+        # the chart's DaemonSet gets the same tolerations and affinity from the values as kgpu's has
+        from kgpu.render.deviceplugin import render as render_plugin
+
+        plugin = render_plugin(profile)
+    else:
         return out
-    daemonsets = parse_documents(stack["device-plugin"], "rendered device plugin").daemonsets
+    daemonsets = parse_documents(plugin, "rendered device plugin").daemonsets
     if not daemonsets:
         return out
     ds = daemonsets[0]

@@ -190,7 +190,11 @@ def _rbac(labels: dict[str, str]) -> list[dict[str, Any]]:
             "kind": "ClusterRoleBinding",
             "metadata": dict(meta),
             "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}],
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE_ACCOUNT},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": SERVICE_ACCOUNT,
+            },
         },
     ]
 
@@ -306,3 +310,52 @@ def notes(profile: Profile) -> list[str]:
     if not gpu_pools_needing_plugin(profile):
         out.append("No GPU pool needs the device-plugin DaemonSet: nothing to apply.")
     return out
+
+
+# --- Helm values for NVIDIA's chart -----------------------------------------------------------------------
+
+CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
+CHART_VALUES_FILE = "nvidia-device-plugin.helm-values.yaml"  # the chart's values.yaml at v0.20.0 (SOURCES.md)
+
+
+def chart_values(profile: Profile) -> list[dict[str, Any]]:
+    """Values for NVIDIA's ``nvidia-device-plugin`` Helm chart (seed 002: "生产建议用helm部署") that give the
+    chart's DaemonSet what :func:`render` gives kgpu's: the same image tag, tolerations and required node
+    affinity (the chart's default affinity, NFD's ``pci-10de.present`` label, is replaced by the pools'
+    terms), and the sharing configs as the chart's ``config.map`` with ``default`` as ``config.default``
+    (the chart then runs the same config-manager, keyed by the ``nvidia.com/device-plugin.config`` label).
+    Every key is one of the chart's own (``kgpu render --validate`` checks them against its values.yaml)."""
+    if not gpu_pools_needing_plugin(profile):
+        return []
+    values: dict[str, Any] = {
+        "image": {
+            "repository": "nvcr.io/nvidia/k8s-device-plugin",
+            "tag": profile.device_plugin.version,
+        },
+        "tolerations": plugin_tolerations(profile),
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": node_selector_terms(profile)
+                }
+            }
+        },
+    }
+    shared = shared_configs(profile)
+    single = plugin_config(profile)
+    configs = shared if shared is not None else ({"default": single} if single is not None else None)
+    if configs is not None:
+        values["config"] = {"map": {k: yamltext.dump(v) for k, v in configs.items()}, "default": "default"}
+    return [values]
+
+
+def chart_notes(profile: Profile) -> list[str]:
+    chart = profile.device_plugin.version.removeprefix("v")
+    return [
+        f"Helm values for NVIDIA's nvidia-device-plugin chart {chart} (instead of device-plugin.yaml, never both:",
+        "two plugins fight over the kubelet socket):",
+        f"  helm repo add nvdp {CHART_REPO} && helm repo update",
+        f"  helm upgrade -i nvdp nvdp/nvidia-device-plugin --namespace {NAMESPACE} --version {chart} "
+        "-f device-plugin-chart-values.yaml",
+        *notes(profile),
+    ]

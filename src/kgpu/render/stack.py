@@ -13,7 +13,18 @@ from typing import Any
 from kgpu import __version__
 from kgpu.errors import InputError
 from kgpu.model.profile import Autoscaler, PoolKind, Profile
-from kgpu.render import addons, deviceplugin, eksctl, karpenter, kuberay, onprem, rbac, workloads, yamltext
+from kgpu.render import (
+    addons,
+    deviceplugin,
+    eksctl,
+    gpu_pools_needing_plugin,
+    karpenter,
+    kuberay,
+    onprem,
+    rbac,
+    workloads,
+    yamltext,
+)
 from kgpu.render.sort import apply_order
 
 TARGETS: tuple[str, ...] = (
@@ -24,6 +35,7 @@ TARGETS: tuple[str, ...] = (
     "cluster-autoscaler",
     "node-termination-handler",
     "device-plugin",
+    "device-plugin-chart",
     "workloads",
     "kuberay",
     "kuberay-operator",
@@ -40,6 +52,7 @@ VALUES_TARGETS = frozenset(
         "node-termination-handler",
         "kuberay-operator",
         "interruption-queue",
+        "device-plugin-chart",
     }
 )
 # Targets that start GPU pods rather than build the cluster (example workloads and the verification pods):
@@ -95,6 +108,7 @@ RENDERERS: dict[str, Renderer] = {
     "cluster-autoscaler": eksctl.render_autoscaler_values,
     "node-termination-handler": addons.node_termination_handler_values,
     "device-plugin": deviceplugin.render,
+    "device-plugin-chart": deviceplugin.chart_values,
     "workloads": workloads.render,
     "kuberay": kuberay.render,
     "kuberay-operator": addons.kuberay_operator_values,
@@ -117,7 +131,8 @@ def applicable_targets(profile: Profile) -> list[str]:
         and profile.spot_interruptions.enabled,
         "cluster-autoscaler": PoolKind.NODE_GROUP in kinds
         and profile.autoscaler == Autoscaler.CLUSTER_AUTOSCALER,
-        "device-plugin": has_gpu,
+        "device-plugin": has_gpu and profile.device_plugin.install == "manifest",
+        "device-plugin-chart": has_plugin_chart(profile) and profile.device_plugin.install == "helm",
         "workloads": has_gpu,
         "kuberay": profile.kuberay is not None,
         "kuberay-operator": profile.kuberay is not None,
@@ -132,6 +147,8 @@ def select_targets(profile: Profile, targets: Iterable[str] | None) -> list[str]
     available = applicable_targets(profile)
     if targets is None:
         return available
+    if has_plugin_chart(profile) and "device-plugin-chart" not in available:
+        available = [t for t in TARGETS if t in available or t == "device-plugin-chart"]  # by name only
     chosen: list[str] = []
     for t in targets:
         if t not in TARGETS:
@@ -160,10 +177,18 @@ def render_stack(profile: Profile, targets: Iterable[str] | None = None) -> dict
     return out
 
 
+def has_plugin_chart(profile: Profile) -> bool:
+    """Whether the chart's values can be rendered: some pool needs the plugin (by default only with
+    ``devicePlugin.install: helm``; ``--target device-plugin-chart`` asks for them by name)."""
+    return bool(gpu_pools_needing_plugin(profile))
+
+
 def target_notes(profile: Profile, target: str) -> list[str]:
     """Comment lines for a target's file: what was left out and why."""
     if target == "device-plugin":
         return deviceplugin.notes(profile)
+    if target == "device-plugin-chart":
+        return deviceplugin.chart_notes(profile)
     if target == "onprem":
         return [
             f"Host files (also under onprem-files/ with --output-dir DIR): {onprem.CONTAINERD_DROPIN} (containerd) or "

@@ -235,8 +235,12 @@ CEL_RULES: dict[str, Callable[[Any, str], bool]] = {
         x.get("operator") != "NotIn" or x.get("values") for x in v
     ),
     "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value": _req_numeric,
-    "invalid resource restricted": lambda v, r: all(k not in ("cpu", "memory", "ephemeral-storage", "pods") for k in v),
-    "cannot set both 'price' and 'priceAdjustment'": lambda v, r: not _has(v, "price") or not _has(v, "priceAdjustment"),
+    "invalid resource restricted": lambda v, r: all(
+        k not in ("cpu", "memory", "ephemeral-storage", "pods") for k in v
+    ),
+    "cannot set both 'price' and 'priceAdjustment'": lambda v, r: (
+        not _has(v, "price") or not _has(v, "priceAdjustment")
+    ),
     "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value": _req_numeric,
     "requirements with 'minValues' must have at least that many values specified in the 'values' field": _req_min_values,
     "'schedule' must be set with 'duration'": lambda v, r: all(
@@ -453,6 +457,42 @@ def validate_document(
     return [], f"no packaged schema for {api} {kind}"
 
 
+# Helm values targets checked against the chart's own values.yaml (packaged; see schemas/SOURCES.md).
+CHART_VALUES: dict[str, str] = {"device-plugin-chart": "nvidia-device-plugin.helm-values.yaml"}
+
+
+@functools.cache
+def chart_defaults(file: str) -> dict[str, Any]:
+    data = yaml.load(_read(file), Loader=_LOADER)
+    assert isinstance(data, dict)
+    return data
+
+
+def chart_values_errors(values: Mapping[str, Any], file: str) -> list[str]:
+    """Keys the chart does not have (the chart has no values.schema.json: a misspelt key is silently
+    ignored by Helm), and a map where the chart has a scalar or a list. A key whose default is null, a list
+    or an empty map takes any value; a non-empty map is checked key by key."""
+    out: list[str] = []
+
+    def walk(given: Mapping[str, Any], default: Mapping[str, Any], path: str) -> None:
+        for key, value in given.items():
+            where = f"{path}.{key}" if path else str(key)
+            if key not in default:
+                out.append(f"{where}: not a value of the chart ({file})")
+                continue
+            base = default[key]
+            if isinstance(base, dict) and base:
+                if not isinstance(value, Mapping):
+                    out.append(f"{where}: the chart expects a map here")
+                else:
+                    walk(value, base, where)
+            elif isinstance(value, Mapping) and base is not None and not isinstance(base, dict):
+                out.append(f"{where}: the chart expects a {type(base).__name__} here, not a map")
+
+    walk(values, chart_defaults(file), "")
+    return out
+
+
 def describe(doc: Mapping[str, Any]) -> str:
     meta = doc.get("metadata") or {}
     ns = f"{meta.get('namespace')}/" if isinstance(meta, Mapping) and meta.get("namespace") else ""
@@ -470,6 +510,10 @@ def validate_stack(
     report = Report()
     skip = set(skip_targets)
     for target, docs in stack.items():
+        if target in CHART_VALUES:
+            for doc in docs:
+                report.errors += [f"{target}: {e}" for e in chart_values_errors(doc, CHART_VALUES[target])]
+            continue
         if target in skip:
             continue
         for doc in docs:
