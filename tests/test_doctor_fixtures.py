@@ -155,6 +155,8 @@ def test_every_check_id_fires_on_some_fixture():
         "shared-request-gt-one",
         "nodepool-overlay",
         "shared-memory-isolation",
+        # GPU architecture vs the image's CUDA: tests/test_guide_002_onprem.py
+        "cuda-arch-unsupported",
     }
     all_ids = {c for ids in CHECK_IDS.values() for c in ids}
     assert all_ids - fired == unit_tested

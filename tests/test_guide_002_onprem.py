@@ -7,6 +7,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import uuid
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -16,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from kgpu.cli.main import cli
+from kgpu.doctor import doctor_report
 from kgpu.render import onprem, validate
 
 CHART_VALUES = Path(str(resources.files("kgpu.render") / "schemas" / "nvidia-device-plugin.helm-values.yaml"))
@@ -238,3 +240,199 @@ def test_time_slicing_goes_into_the_charts_config_map(tmp_path: Path) -> None:
     assert values["config"]["default"] == "default"
     config = yaml.safe_load(values["config"]["map"]["default"])
     assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+
+
+# --- GPU architecture against the image's CUDA ----------------------------------------------------------------
+
+# Seed 002's verify pod and its Dockerfile's base image, verbatim.
+GUIDE_VERIFY_POD = """apiVersion: v1
+kind: Pod
+metadata:
+  name: gpu-pod
+spec:
+  restartPolicy: Never
+  containers:
+    - name: cuda-container
+      image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda10.2
+      resources:
+        limits:
+          nvidia.com/gpu: 1 # requesting 1 GPU
+  tolerations:
+  - key: nvidia.com/gpu
+    operator: Exists
+    effect: NoSchedule
+"""
+GUIDE_BASE_IMAGE = "nvidia/cuda:10.0-cudnn7-devel-centos7"  # "FROM nvidia/cuda:10.0-cudnn7-devel-centos7"
+RTX_4090_GFD = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.count": "2",
+    "nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-4090",
+    "nvidia.com/gpu.family": "ada-lovelace",
+    "nvidia.com/gpu.compute.major": "8",
+    "nvidia.com/gpu.compute.minor": "9",
+    "nvidia.com/gpu.memory": "24564",
+    "nvidia.com/cuda.driver.major": "550",
+    "nvidia.com/cuda.driver.minor": "127",
+    "nvidia.com/cuda.driver.rev": "05",
+}
+
+
+def onprem_node(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    gpus: int | None = 2,
+    ip: str = "192.168.2.23",
+) -> dict[str, Any]:
+    """A kubeadm-joined CentOS 7 GPU host as `kubectl get node -o json` shows it (seed 002's k8s-node05:
+    labelled gpu-node=true by hand); ``gpus`` None: no device plugin has advertised nvidia.com/gpu."""
+    capacity = {
+        "cpu": "32",
+        "ephemeral-storage": "51175Mi",
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "memory": "131811244Ki",
+        "pods": "110",
+    }
+    allocatable = {**capacity, "ephemeral-storage": "48294789041", "memory": "131708844Ki"}
+    if gpus is not None:
+        capacity["nvidia.com/gpu"] = allocatable["nvidia.com/gpu"] = str(gpus)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "annotations": {
+                "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///var/run/containerd/containerd.sock",
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            },
+            "creationTimestamp": "2026-11-20T08:00:00Z",
+            "labels": {
+                "beta.kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                **(labels or {}),
+            },
+            "name": name,
+            "resourceVersion": "884211",
+            "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+        },
+        "spec": {"podCIDR": "10.244.5.0/24", "podCIDRs": ["10.244.5.0/24"]},
+        "status": {
+            "addresses": [{"address": ip, "type": "InternalIP"}, {"address": name, "type": "Hostname"}],
+            "allocatable": allocatable,
+            "capacity": capacity,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": "2026-11-22T09:58:00Z",
+                    "lastTransitionTime": "2026-11-20T08:01:00Z",
+                }
+            ],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "containerRuntimeVersion": "containerd://1.6.33",
+                "kernelVersion": "3.10.0-1160.119.1.el7.x86_64",
+                "kubeProxyVersion": "v1.28.15",
+                "kubeletVersion": "v1.28.15",
+                "operatingSystem": "linux",
+                "osImage": "CentOS Linux 7 (Core)",
+            },
+        },
+    }
+
+
+def _bound(manifest: dict[str, Any], node: str, image: str | None = None) -> dict[str, Any]:
+    """The guide's pod as the API server returns it once scheduled and running on ``node``."""
+    pod = yaml.safe_load(yaml.safe_dump(manifest))
+    pod["metadata"].update({"namespace": "default", "uid": f"uid-{pod['metadata']['name']}"})
+    pod["spec"]["nodeName"] = node
+    if image:
+        pod["spec"]["containers"][0]["image"] = image
+    pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    return pod
+
+
+def _snapshot(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
+
+
+def _findings(doc: dict[str, Any], check: str) -> list[Any]:
+    return doctor_report(doc).by_check(check)
+
+
+def test_guides_cuda_10_images_on_an_rtx_4090_are_flagged() -> None:
+    """RTX 4090 (GFD: compute capability 8.9) running the guide's vectoradd-cuda10.2 pod and a pod on its
+    Dockerfile's nvidia/cuda:10.0 base: CUDA 10 compiles up to 7.5, so only PTX can run there (warning),
+    and the fix names CUDA 11.8, the first release with sm_89. The driver check stays quiet: 550 runs CUDA
+    10 fine."""
+    manifest = yaml.safe_load(GUIDE_VERIFY_POD)
+    tf = yaml.safe_load(GUIDE_VERIFY_POD)
+    tf["metadata"]["name"] = "tf-train"
+    doc = _snapshot(
+        [
+            onprem_node("k8s-node05", labels={"gpu-node": "true", **RTX_4090_GFD}),
+            _bound(manifest, "k8s-node05"),
+            _bound(tf, "k8s-node05", GUIDE_BASE_IMAGE),
+        ]
+    )
+    found = _findings(doc, "cuda-arch-unsupported")
+    assert [(f.severity, f.object) for f in found] == [
+        ("warning", "Pod/default/gpu-pod"),
+        ("warning", "Pod/default/tf-train"),
+    ]
+    sample = found[0]
+    assert "NVIDIA-GeForce-RTX-4090 (compute capability 8.9)" in sample.message
+    assert "CUDA 10.2 compiles for (up to 7.5)" in sample.message
+    assert "no kernel image is available for execution on the device" in sample.message
+    assert "CUDA >= 11.8 (the first release with sm_89" in sample.fix
+    assert "CUDA 10.0" in found[1].message and GUIDE_BASE_IMAGE in found[1].message
+    assert _findings(doc, "cuda-driver-insufficient") == []
+
+
+def test_cuda_arch_within_a_major_and_unlabelled_nodes_are_not_flagged() -> None:
+    """A cubin for 8.0 runs on 8.6 (same major): CUDA 11.0 on an A10 is fine; a node without GFD's compute
+    labels is not judged."""
+    a10 = {**RTX_4090_GFD, "nvidia.com/gpu.product": "NVIDIA-A10", "nvidia.com/gpu.compute.minor": "6"}
+    bare = {k: v for k, v in RTX_4090_GFD.items() if "compute" not in k}
+    manifest = yaml.safe_load(GUIDE_VERIFY_POD)
+    other = yaml.safe_load(GUIDE_VERIFY_POD)
+    other["metadata"]["name"] = "gpu-pod-2"
+    doc = _snapshot(
+        [
+            onprem_node("k8s-node05", labels=a10),
+            onprem_node("k8s-node06", labels=bare, ip="192.168.2.26"),
+            _bound(manifest, "k8s-node05", "nvidia/cuda:11.0.3-runtime-ubuntu20.04"),
+            _bound(other, "k8s-node06", GUIDE_BASE_IMAGE),
+        ]
+    )
+    assert _findings(doc, "cuda-arch-unsupported") == []
+
+
+def test_cuda_13_image_on_a_volta_gpu_is_an_error() -> None:
+    """CUDA 13.0 dropped offline compilation for Maxwell, Pascal and Volta: on a V100 (7.0) an image built
+    on it has no code at all (error), and the fix names the last release that builds for 7.0 (12.9)."""
+    v100 = {
+        **RTX_4090_GFD,
+        "nvidia.com/gpu.product": "Tesla-V100-PCIE-32GB",
+        "nvidia.com/gpu.compute.major": "7",
+        "nvidia.com/gpu.compute.minor": "0",
+        "nvidia.com/cuda.driver.major": "580",
+        "nvidia.com/cuda.driver.minor": "65",
+        "nvidia.com/cuda.driver.rev": "06",
+    }
+    doc = _snapshot(
+        [
+            onprem_node("k8s-node07", labels=v100),
+            _bound(yaml.safe_load(GUIDE_VERIFY_POD), "k8s-node07", "nvidia/cuda:13.0.1-runtime-ubuntu24.04"),
+        ]
+    )
+    [f] = _findings(doc, "cuda-arch-unsupported")
+    assert f.severity == "error"
+    assert "builds no code below compute capability 7.5" in f.message
+    assert "CUDA <= 12.9" in f.fix

@@ -172,3 +172,47 @@ def image_cuda(image: str) -> ImageCuda | None:
         found = facts["pytorch"].get(f"{m.group(1)}.{m.group(2)}") if m else None
         return ImageCuda(image, _version(found), "pytorch") if found else None
     return None
+
+
+ComputeCapability = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CudaArch:
+    """The compute capabilities one CUDA release can compile real kernels (``sm_XY``) for."""
+
+    version: tuple[int, int]
+    lowest: ComputeCapability
+    highest: ComputeCapability
+
+
+@functools.cache
+def cuda_archs() -> dict[tuple[int, int], CudaArch]:
+    """``data/cuda-arch.csv`` by CUDA (major, minor); sources in ``data/cuda.SOURCES.md``."""
+    out: dict[tuple[int, int], CudaArch] = {}
+    for row in csv.DictReader(io.StringIO(read_text("cuda-arch.csv"))):
+        arch = CudaArch(
+            _version(row["cuda_version"]),
+            _version(row["min_compute_capability"]),
+            _version(row["max_compute_capability"]),
+        )
+        out[arch.version] = arch
+    return out
+
+
+def cuda_arch(version: tuple[int, int]) -> CudaArch | None:
+    """The row for ``version``; between rows the one before (same major); after the last row None (a newer
+    release may target newer GPUs: not judged)."""
+    archs = cuda_archs()
+    if version in archs:
+        return archs[version]
+    if version > max(archs):
+        return None
+    older = [v for v in archs if v <= version and v[0] == version[0]]
+    return archs[max(older)] if older else None
+
+
+def first_cuda_for(cc: ComputeCapability) -> tuple[int, int] | None:
+    """The first CUDA release with a real target for compute capability ``cc`` (sm_89 -> 11.8)."""
+    fits = [a.version for a in cuda_archs().values() if a.lowest <= cc <= a.highest]
+    return min(fits) if fits else None

@@ -14,6 +14,7 @@ from typing import Any
 
 from kgpu.doctor import (
     cuda,
+    cuda_arch,
     deviceplugin,
     monitoring,
     nodes,
@@ -35,7 +36,7 @@ CHECK_IDS: dict[str, tuple[str, ...]] = {
     "GPU nodes": tuple(nodes.CHECKS),
     "pending GPU pods": tuple(pending.CHECKS),
     "workloads": tuple(workloads.CHECKS),
-    "CUDA vs driver": tuple(cuda.CHECKS) + tuple(tke_cuda.CHECKS),
+    "CUDA vs driver": tuple(cuda.CHECKS) + tuple(tke_cuda.CHECKS) + tuple(cuda_arch.CHECKS),
     "visible devices": tuple(visible_devices.CHECKS),
     "monitoring": tuple(monitoring.CHECKS),
     "shared GPUs": tuple(sharing.CHECKS),
@@ -44,7 +45,7 @@ CHECK_IDS: dict[str, tuple[str, ...]] = {
 
 def _functions() -> list[Check]:
     out: list[Check] = []
-    for module in (deviceplugin, nodes, workloads, cuda, tke_cuda, visible_devices, monitoring, sharing):
+    for module in (deviceplugin, nodes, workloads, cuda, tke_cuda, cuda_arch, visible_devices, monitoring, sharing):
         for fn in module.CHECKS.values():
             if fn not in out:
                 out.append(fn)
