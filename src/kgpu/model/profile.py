@@ -856,6 +856,16 @@ class Monitoring(_Model):
         description="Prometheus job of the exporter's series; the alert rules select it (seed 002 uses gpu-exporter)",
     )
     prometheus_operator: bool = Field(default=True, description="also render ServiceMonitor/PrometheusRule")
+    grafana_datasource_uid: str = Field(
+        default="prometheus",
+        pattern=r"^[a-zA-Z0-9_-]{1,40}$",
+        description="uid of the Grafana Prometheus data source the dashboards use (kube-prometheus-stack's: prometheus)",
+    )
+    prometheus_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s]+$",
+        description="render a Grafana data source (uid grafanaDatasourceUid) for the Prometheus at this URL",
+    )
 
 
 class KubeRay(_Model):
