@@ -84,11 +84,21 @@ def test_statefulset_volume_claim_templates() -> None:
     assert codes([sts]) == {"db-0": [], "db-1": []}
 
 
-def test_resource_claims_are_dra() -> None:
+def test_resource_claims_are_modelled_but_unsupported_cel_is_dra() -> None:
+    """Claims are allocated (kgpu.sim.dra): only a selector kgpu cannot evaluate leaves the dra warning."""
     claim = with_spec(
         pod_dict("dra"), resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
     )
-    assert codes([claim, pod_dict("plain")]) == {"dra": ["dra"], "plain": []}
+    assert codes([claim, pod_dict("plain")]) == {"dra": [], "plain": []}
+    tpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+           "metadata": {"name": "one-gpu", "namespace": "default"},
+           "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+               "deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": "isIP('10.0.0.1')"}}]}}]}}}}
+    cls = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"}, "spec": {}}
+    sl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-gpu"},
+          "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1,
+                   "resourceSliceCount": 1}, "devices": [{"name": "gpu-0"}]}}
+    assert codes([claim, pod_dict("plain")], cluster(tpl, cls, sl)) == {"dra": ["dra"], "plain": []}
 
 
 def test_runtime_class() -> None:

@@ -57,8 +57,10 @@ SNAPSHOT_KIND = "ClusterSnapshot"
 LIST_KINDS = {"List", SNAPSHOT_KIND}
 # Karpenter objects kept as read: `kgpu simulate` provisions from the NodePools (kgpu.model.nodepool).
 KARPENTER_KINDS = {"NodePool": "karpenter.sh/v1", "EC2NodeClass": "karpenter.k8s.aws/v1"}
+DRA_KINDS = frozenset({"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"})  # kgpu.model.dra
 KNOWN_KINDS = (
     POD_KINDS | REPLICATED_KINDS | JOB_KINDS | {"DaemonSet", "Node", "RayCluster", "PriorityClass"} | set(KARPENTER_KINDS)
+    | DRA_KINDS
 )
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -110,9 +112,13 @@ class Objects:
     # Workloads read that a controller owns, (kind, namespace, name) -> the controller's (kind, name, uid):
     # a Deployment's ReplicaSets, a CronJob's Jobs (kgpu.sim.simulate.controller_pods)
     owned: dict[tuple[str, str, str], tuple[str, str, str]] = field(default_factory=dict)
+    # DRA objects (resource.k8s.io: DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice) as
+    # read, with the file they came from; kgpu.model.dra validates them
+    dra: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
     def extend(self, other: Objects) -> None:
         self.owned.update(other.owned)
+        self.dra.extend(other.dra)
         self.nodepools.extend(other.nodepools)
         self.nodeclasses.update(other.nodeclasses)
         self.nodes.extend(other.nodes)
@@ -234,6 +240,9 @@ class Parser:
             if kind in KARPENTER_KINDS:
                 self._add_karpenter(kind, msgspec.json.decode(raw), label)
                 return
+            if kind in DRA_KINDS:
+                self.out.dra.append((msgspec.json.decode(raw), self.source))
+                return
             decoder = _DECODERS.get(kind)
             if decoder is None:
                 self._ignore(kind, label)
@@ -274,6 +283,9 @@ class Parser:
         self._check_kind(doc.get("apiVersion"), kind, doc, label)
         if kind in KARPENTER_KINDS:
             self._add_karpenter(kind, doc, label)
+            return
+        if kind in DRA_KINDS:
+            self.out.dra.append((doc, self.source))
             return
         typ = _TYPES.get(kind)
         if typ is None:
@@ -476,6 +488,8 @@ class Parser:
             phase=(status.phase if status and status.phase else "Pending"),
             owner_kind=owner_kind, owner_name=owner_name, source=self.source, limits=limits, owner_uid=owner_uid,
         )
+        if status is not None and status.resource_claim_statuses:
+            pod.claim_statuses = tuple((c.name, c.resource_claim_name or "") for c in status.resource_claim_statuses)
         if status is not None and status.start_time:
             pod.start_time = parse_time(status.start_time, f"{self._where('Pod', meta, label)}: status.startTime")
         self._priority(pod, f"{self._where('Pod', meta, label)}: spec")
@@ -1015,6 +1029,9 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
             if v.persistent_volume_claim is not None or v.ephemeral is not None
         ),
         resource_claims=tuple(c.name for c in spec.resource_claims or ()),
+        claim_refs=tuple(
+            (c.name, c.resource_claim_name or "", c.resource_claim_template_name or "") for c in spec.resource_claims or ()
+        ),
         runtime_class=spec.runtime_class_name or "",
     )
     return info, resources(limits)

@@ -157,6 +157,8 @@ class PodSpecInfo:
     volume_claims: tuple[str, ...] = ()
     resource_claims: tuple[str, ...] = ()  # spec.resourceClaims[].name (DRA)
     runtime_class: str = ""  # spec.runtimeClassName
+    # DRA: per spec.resourceClaims[] entry, (name, resourceClaimName, resourceClaimTemplateName) (kgpu.sim.dra)
+    claim_refs: tuple[tuple[str, str, str], ...] = ()
 
     def request(self, name: str) -> int:
         for k, v in self.requests:
@@ -188,6 +190,8 @@ class Pod:
     owner_uid: str = ""  # the controller's metadata.uid from ownerReferences, when given
     # made by kgpu from a workload (what its controller would create), not read as a Pod object
     created: bool = False
+    # status.resourceClaimStatuses: (pod claim name, generated ResourceClaim name or "" when none is needed)
+    claim_statuses: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:

@@ -158,6 +158,13 @@ class Volume(_S):
 
 class PodResourceClaim(_S):
     name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatus(_S):
+    name: str = ""
+    resource_claim_name: str | None = None
 
 
 class PodSpec(_S):
@@ -183,6 +190,7 @@ class PodSpec(_S):
 class PodStatus(_S):
     phase: str | None = None
     start_time: str | None = None
+    resource_claim_statuses: list[PodResourceClaimStatus] | None = None
 
 
 class Pod(_S):

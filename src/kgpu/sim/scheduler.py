@@ -910,6 +910,11 @@ class Scheduler:
         self.bind(pod, best)
         return Decision(best, None)
 
+    def best_of(self, pod: Pod, feasible: list[NodeState]) -> NodeState:
+        """The best-scored of ``feasible``, nodes that passed every filter for ``pod`` (kgpu.sim.dra: a pod
+        with resource claims, whose nodes DynamicResources filtered too)."""
+        return self._best(self._class(pod.spec), feasible, pod)
+
     def feasible_nodes(self, spec: PodSpecInfo) -> Sequence[int]:
         """Indexes of the nodes that pass ``spec``'s node-only filters, in node order."""
         return self._class(spec).group.feasible

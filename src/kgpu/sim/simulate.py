@@ -62,6 +62,7 @@ class Placement:
     victims: list[str] = field(default_factory=list)  # the pods this one evicted to run (namespace/name)
     recreated: bool = False  # a new pod its controller created for a preempted one
     warnings: tuple[Unmodelled, ...] = ()  # what its outcome may depend on that kgpu does not model
+    devices: list[dict[str, Any]] = field(default_factory=list)  # DRA: the devices allocated for its claims
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -79,6 +80,8 @@ class Placement:
             out["preempted"] = list(self.victims)
         if self.recreated:
             out["recreated"] = True
+        if self.devices:
+            out["devices"] = list(self.devices)
         out["warnings"] = [w.as_dict() for w in self.warnings]
         return out
 
@@ -310,10 +313,16 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     arrivals = len(todo)
     failed: dict[int, Pod] = {}
     postfilter = Preemption(sched, lowest=min((p.priority for p in pending), default=0))
+    dra = _dra_state(cluster, workloads, pending)
     while todo:
         _, _, pod = heapq.heappop(todo)
-        decision: Decision = sched.place(pod)
         again = id(pod) in recreated
+        if dra is not None and pod.spec.claim_refs:
+            # not handed to the provisioners: Karpenter rejects pods with claims by default, and
+            # cluster-autoscaler needs template ResourceSlices to scale a DRA node group from zero
+            _place_with_claims(dra, sched, postfilter, pod, placements, again)
+            continue
+        decision: Decision = sched.place(pod)
         if decision.node is not None:
             placements[id(pod)] = Placement(pod, SCHEDULED, decision.node.name, recreated=again)
             continue
@@ -366,6 +375,8 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     else:
         karpenter = ()
     annotate(result.placements, karpenter)
+    if dra is not None:
+        _dra_warnings(dra, result)
     profile = getattr(provisioner, "profile", None)
     if profile is not None and shared_profile(profile):
         by_name = {st.node.name: st.node for st in sched.states}
@@ -377,6 +388,43 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
         if report:
             result.extra["shared_gpus"] = report
     return result
+
+
+def _dra_state(cluster: Objects, workloads: Objects, pending: Sequence[Pod]) -> Any:
+    """The DRA state (kgpu.sim.dra) when the inputs hold DRA objects or a pod has resource claims."""
+    if not (cluster.dra or workloads.dra or any(p.spec.claim_refs for p in pending)):
+        return None
+    from kgpu.model.dra import read
+    from kgpu.sim.dra import DRA
+
+    return DRA(read(cluster.dra + workloads.dra))
+
+
+def _place_with_claims(dra: Any, sched: Scheduler, postfilter: Preemption, pod: Pod,
+                       placements: dict[int, Placement], again: bool) -> bool:
+    """A pod with resource claims (kgpu.sim.dra); True when it fits nowhere. Preemption is not tried for it:
+    evicting pods frees no devices kgpu's allocator would see."""
+    from kgpu.sim import dra as dra_mod
+
+    out = dra_mod.place(dra, sched, pod)
+    if out.node is not None:
+        placements[id(pod)] = Placement(pod, SCHEDULED, out.node.name, recreated=again, devices=out.devices)
+        return False
+    reason = out.reason or ""
+    if reason.startswith("0/"):
+        words = postfilter.message(pod)
+        if words:
+            reason = f"{reason} {dra_mod.postfilter_words(out)}, {words}"
+    placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)
+    return True
+
+
+def _dra_warnings(dra: Any, result: SimulationResult) -> None:
+    result.warnings.extend(dra.objects.warnings)
+    for p in result.placements:
+        texts = dra.warnings.get(p.pod.key)
+        if texts:
+            p.warnings = p.warnings + tuple(Unmodelled("dra", f"CEL selector not evaluated: {t}") for t in texts)
 
 
 def annotate(placements: Sequence[Placement], karpenter: Collection[str] = ()) -> None:

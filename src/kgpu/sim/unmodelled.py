@@ -54,7 +54,9 @@ def _volumes(spec: PodSpecInfo) -> str | None:
 
 
 def _dra(spec: PodSpecInfo) -> str | None:
-    return "resourceClaims " + _join(spec.resource_claims) if spec.resource_claims else None
+    # Resource claims are modelled (kgpu.sim.dra); what is not (a CEL selector calling a function kgpu does
+    # not evaluate) is added per pod by kgpu.sim.simulate under this code.
+    return None
 
 
 def _runtime_class(spec: PodSpecInfo) -> str | None:
@@ -104,7 +106,7 @@ def _karpenter_preferences(spec: PodSpecInfo) -> str | None:
 
 RULES: tuple[Rule, ...] = (
     Rule("volumes", ANY, _volumes, "PersistentVolumeClaims: volume binding, the volumes' zones and attach limits are not modelled"),
-    Rule("dra", ANY, _dra, "dynamic resource allocation (DRA): the devices a claim needs are not modelled"),
+    Rule("dra", ANY, _dra, "dynamic resource allocation (DRA): a CEL selector kgpu cannot evaluate matches no device here; the real allocator may differ"),
     Rule("runtime-class", ANY, _runtime_class, "the RuntimeClass's pod overhead and node scheduling are not read"),
     Rule("namespace-selector", ANY, _namespace_selector, "pod affinity namespaceSelector: namespaces' labels are not read, only kubernetes.io/metadata.name"),
     Rule("karpenter-topology", KARPENTER, _karpenter_topology, "Karpenter's topology for new nodes (spread on other keys than zone and hostname, pod (anti-)affinity) is not modelled"),

@@ -1,0 +1,437 @@
+"""Dynamic Resource Allocation in the scheduler: the DynamicResources plugin and the structured allocator.
+
+kube-scheduler 1.34 (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go) gives a pod with
+``spec.resourceClaims``:
+
+- PreFilter: every claim must exist (a template's claim is named in ``status.resourceClaimStatuses``), not
+  be being deleted, and every device class an unallocated claim asks for must exist. A failure is
+  UnschedulableAndUnresolvable and its text replaces the per-node histogram: ``0/N nodes are available:
+  <text>.``. Texts: ``pod "ns/name": ResourceClaim not created yet`` (k8s.io/dynamic-resource-allocation/
+  resourceclaim), ``could not find ResourceClaim "ns/name"`` (the scheduler's assume cache),
+  ``resourceclaim "name" is being deleted``, ``request <r>: device class <c> does not exist``.
+- Filter, per node: an allocated claim whose allocation's node selector does not match the node gives
+  ``resourceclaim not available on the node``; otherwise the claims still to allocate go through the
+  structured allocator, and ``cannot allocate all claims`` when it finds no solution. Both are
+  UnschedulableAndUnresolvable. An allocator error (a CEL runtime error, ``All`` on a pool being updated)
+  aborts the cycle: ``running Filter plugin "DynamicResources": <error>``.
+- PostFilter: ``no new claims to deallocate`` when PreFilter found no claims, else (nothing kgpu models can
+  be deallocated) ``still not schedulable``; DefaultPreemption's words follow.
+
+The allocator (k8s.io/dynamic-resource-allocation/structured, the stable implementation 1.34 uses with its
+default feature gates) looks at the node's pools: slices whose ``nodeName`` is the node, whose
+``nodeSelector`` matches it, or ``allNodes``; per pool only the slices of the newest generation count, and a
+pool with fewer of those than ``resourceSliceCount`` is incomplete. Pools are tried by driver then pool name,
+slices in input order, devices in slice order. Claims, then requests, then devices are filled in order, the
+first device that matches the class's and the request's selectors, is free (not allocated to another claim,
+unless the request has adminAccess) and keeps every ``matchAttribute`` constraint; on a dead end the last
+choice is undone and the next device tried (backtracking); ``firstAvailable`` tries its sub-requests in order.
+There is no scoring: the first solution wins. ``All`` takes every matching device of the node and fails when
+there is none, when one is taken, or (an error) when a pool is incomplete.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgpu.errors import InputError
+from kgpu.model.dra import (
+    ALL,
+    AllocatedDevice,
+    Allocation,
+    Claim,
+    ClaimSpec,
+    Device,
+    DRAObjects,
+    Exact,
+    ResourceSlice,
+    Selector,
+)
+from kgpu.model.objects import Node, Pod
+from kgpu.model.predicates import filter_reasons, node_selector_matches, unschedulable_message
+from kgpu.sim.cel import CelRuntimeError, CelSyntaxError, Evaluator, Unsupported
+
+NOT_AVAILABLE = "resourceclaim not available on the node"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NO_CLAIMS = "no new claims to deallocate"
+STILL_NOT = "still not schedulable"
+PLUGIN = "DynamicResources"
+
+
+class AllocationError(Exception):
+    """The allocator's error: the Filter returns an Error status and the cycle aborts."""
+
+
+@dataclass
+class _Pool:
+    driver: str
+    name: str
+    slices: list[ResourceSlice]
+    incomplete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    driver: str
+    pool: str
+    device: Device
+    node_local: bool
+
+    @property
+    def id(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.device.name)
+
+
+@dataclass
+class Verdict:
+    """What DynamicResources says about one pod: the claims (PreFilter) or why not."""
+
+    claims: list[Claim] = field(default_factory=list)
+    message: str = ""  # PreFilter's rejection
+
+
+class DRA:
+    """The cluster's DRA state during a simulation: classes, claims, slices and the devices in use."""
+
+    def __init__(self, objects: DRAObjects) -> None:
+        self.objects = objects
+        self.classes = objects.classes
+        self.claims: dict[str, Claim] = dict(objects.claims)
+        self.templates = objects.templates
+        self.evaluator = Evaluator()
+        self.warnings: dict[str, list[str]] = {}  # pod key -> unsupported selectors it met
+        self._unsupported: set[str] = set()
+        for sel in self._all_selectors():
+            try:
+                self.evaluator.program(sel.expression)
+            except CelSyntaxError as exc:
+                raise InputError(f"compilation failed: {exc}", where=sel.where) from None
+        self._pools_by_key: dict[tuple[str, str], list[ResourceSlice]] = {}
+        for s in objects.slices:
+            self._pools_by_key.setdefault((s.driver, s.pool), []).append(s)
+        self._node_pools: dict[str, list[_Pool]] = {}
+        self._in_use: set[tuple[str, str, str]] = set()
+        self._pinned: dict[str, str | None] = {}  # claim key -> node name its allocation is bound to
+        for claim in self.claims.values():
+            if claim.allocation is not None:
+                for d in claim.allocation.devices:
+                    if not d.admin_access:
+                        self._in_use.add((d.driver, d.pool, d.device))
+
+    def _all_selectors(self) -> list[Selector]:
+        out = [s for c in self.classes.values() for s in c.selectors]
+        specs = [c.spec for c in self.claims.values()] + [t.spec for t in self.templates.values()]
+        out += [s for spec in specs for r in spec.requests for a in r.alternatives for s in a.selectors]
+        return out
+
+    # --- PreFilter -------------------------------------------------------------------------------------
+
+    def prefilter(self, pod: Pod) -> Verdict:
+        statuses = dict(pod.claim_statuses)
+        claims: list[Claim] = []
+        for name, claim_name, template in pod.spec.claim_refs:
+            if claim_name:
+                key = f"{pod.namespace}/{claim_name}"
+            elif template:
+                if name in statuses:
+                    if not statuses[name]:
+                        continue  # intentionally not created
+                    key = f"{pod.namespace}/{statuses[name]}"
+                else:
+                    made = self._from_template(pod, name, template)
+                    if made is None:
+                        return Verdict(message=f'pod "{pod.key}": ResourceClaim not created yet')
+                    key = made.key
+            else:
+                return Verdict(message=f'pod "{pod.key}", spec.resourceClaim "{name}": none of the supported fields are set')
+            claim = self.claims.get(key)
+            if claim is None:
+                return Verdict(message=f'could not find ResourceClaim "{key}"')
+            if claim.deleting:
+                return Verdict(message=f'resourceclaim "{claim.name}" is being deleted')
+            claims.append(claim)
+        for claim in claims:
+            if claim.allocation is not None:
+                continue
+            for req in claim.spec.requests:
+                for alt in req.alternatives:
+                    if alt.device_class not in self.classes:
+                        return Verdict(message=f"request {alt.name}: device class {alt.device_class} does not exist")
+        return Verdict(claims)
+
+    def _from_template(self, pod: Pod, name: str, template: str) -> Claim | None:
+        """The claim the resourceclaim controller creates for the pod from the template (it names it
+        <pod>-<claim>-<random suffix>; kgpu leaves the suffix out), or None when the template is missing."""
+        key = f"{pod.namespace}/{pod.name}-{name}"
+        if key in self.claims:
+            return self.claims[key]
+        tpl = self.templates.get(f"{pod.namespace}/{template}")
+        if tpl is None:
+            return None
+        claim = Claim(pod.namespace, f"{pod.name}-{name}", tpl.spec, tpl.where, owner=("Pod", pod.name))
+        self.claims[key] = claim
+        return claim
+
+    # --- Filter ----------------------------------------------------------------------------------------
+
+    def filter(self, pod: Pod, claims: Sequence[Claim], node: Node) -> tuple[str | None, list[list[AllocatedDevice]]]:
+        """None and the allocations of the claims to allocate, or the reason the node fails; raises
+        AllocationError."""
+        for claim in claims:
+            if claim.allocation is not None:
+                pinned = self._pinned.get(claim.key, "")
+                sel = claim.allocation.node_selector
+                if pinned:
+                    if pinned != node.name:
+                        return NOT_AVAILABLE, []
+                elif sel is not None and not node_selector_matches(sel, node.labels, node.name):
+                    return NOT_AVAILABLE, []
+        todo = [c for c in claims if c.allocation is None]
+        if not todo:
+            return None, []
+        result = _Search(self, pod, todo, self._pools(node)).run()
+        if result is None:
+            return CANNOT_ALLOCATE, []
+        return None, result
+
+    def commit(self, claims: Sequence[Claim], allocations: list[list[AllocatedDevice]], node: Node,
+               local: bool) -> None:
+        """Reserve: the claims to allocate are allocated on ``node``."""
+        todo = [c for c in claims if c.allocation is None]
+        for claim, devices in zip(todo, allocations, strict=True):
+            claim.allocation = Allocation(tuple(devices), None)
+            self._pinned[claim.key] = node.name if local else None
+            for d in devices:
+                if not d.admin_access:
+                    self._in_use.add((d.driver, d.pool, d.device))
+
+    def _pools(self, node: Node) -> list[_Pool]:
+        hit = self._node_pools.get(node.name)
+        if hit is not None:
+            return hit
+        pools = []
+        for (driver, name), slices in self._pools_by_key.items():
+            mine = [s for s in slices if (s.node_name == node.name) or s.all_nodes
+                    or (s.node_selector is not None and node_selector_matches(s.node_selector, node.labels, node.name))]
+            if not mine:
+                continue
+            newest = max(s.generation for s in mine)
+            mine = [s for s in mine if s.generation == newest]  # outdated generations are ignored
+            pools.append(_Pool(driver, name, mine, len(mine) < mine[0].slice_count))
+        pools.sort(key=lambda p: (p.driver, p.name))
+        self._node_pools[node.name] = pools
+        return pools
+
+    def matches(self, pod: Pod, alt: Exact, driver: str, device: Device) -> bool:
+        cls = self.classes[alt.device_class]
+        for label, sels in ((f"class {cls.name}", cls.selectors), ("claim", alt.selectors)):
+            for i, sel in enumerate(sels):
+                try:
+                    if not self.evaluator.matches(sel.expression, driver, device):
+                        return False
+                except Unsupported as exc:
+                    self._warn(pod, f"{sel.where}: {exc}")
+                    return False
+                except CelRuntimeError as exc:
+                    raise AllocationError(f"{label}: selector #{i}: CEL runtime error: {exc}") from None
+        return True
+
+    def _warn(self, pod: Pod, text: str) -> None:
+        got = self.warnings.setdefault(pod.key, [])
+        if text not in got:
+            got.append(text)
+
+
+class _Search:
+    """One run of the allocator for one pod's claims on one node."""
+
+    def __init__(self, dra: DRA, pod: Pod, claims: list[Claim], pools: list[_Pool]) -> None:
+        self.dra, self.pod, self.claims, self.pools = dra, pod, claims, pools
+        self.taken: set[tuple[str, str, str]] = set()
+        self.chosen: list[list[AllocatedDevice]] = [[] for _ in claims]
+        self._candidates: dict[tuple[int, str], list[_Candidate]] = {}
+        self._constraint_values: list[dict[int, tuple[Any, int]]] = [{} for _ in claims]
+
+    def run(self) -> list[list[AllocatedDevice]] | None:
+        return self.chosen if self._request(0, 0) else None
+
+    def _request(self, ci: int, ri: int) -> bool:
+        if ci == len(self.claims):
+            return True
+        spec = self.claims[ci].spec
+        if ri == len(spec.requests):
+            return self._request(ci + 1, 0)
+        req = spec.requests[ri]
+        return any(self._fill(ci, ri, req.name, alt) for alt in req.alternatives)
+
+    def _devices(self, ci: int, alt: Exact) -> list[_Candidate]:
+        key = (ci, alt.name)
+        hit = self._candidates.get(key)
+        if hit is None:
+            hit = []
+            for pool in self.pools:
+                for s in pool.slices:
+                    for d in s.devices:
+                        if self.dra.matches(self.pod, alt, s.driver, d):
+                            hit.append(_Candidate(s.driver, pool.name, d, not s.all_nodes and s.node_selector is None))
+            self._candidates[key] = hit
+        return hit
+
+    def _fill(self, ci: int, ri: int, request: str, alt: Exact) -> bool:
+        devices = self._devices(ci, alt)
+        if alt.mode == ALL:
+            for pool in self.pools:
+                if pool.incomplete and any(c.pool == pool.name and c.driver == pool.driver for c in devices):
+                    raise AllocationError(f"claim {self.claims[ci].key}, request {alt.name}: asks for all devices, "
+                                          f"but resource pool {pool.driver}/{pool.name} is currently being updated")
+            if not devices:
+                return False
+            undo: list[_Candidate] = []
+            ok = True
+            for c in devices:
+                if not self._take(ci, request, alt, c):
+                    ok = False
+                    break
+                undo.append(c)
+            if ok and self._request(ci, ri + 1):
+                return True
+            for c in reversed(undo):
+                self._give_back(ci, request, alt, c)
+            return False
+        return self._pick(ci, ri, request, alt, devices, 0, alt.count)
+
+    def _pick(self, ci: int, ri: int, request: str, alt: Exact, devices: list[_Candidate], start: int, left: int) -> bool:
+        if left == 0:
+            return self._request(ci, ri + 1)
+        for i in range(start, len(devices)):
+            c = devices[i]
+            if not self._take(ci, request, alt, c):
+                continue
+            if self._pick(ci, ri, request, alt, devices, i + 1, left - 1):
+                return True
+            self._give_back(ci, request, alt, c)
+        return False
+
+    def _take(self, ci: int, request: str, alt: Exact, c: _Candidate) -> bool:
+        did = c.id
+        if not alt.admin_access and (did in self.dra._in_use or did in self.taken):
+            return False
+        values = self._constraint_values[ci]
+        spec: ClaimSpec = self.claims[ci].spec
+        set_now: list[int] = []
+        for k, con in enumerate(spec.constraints):
+            if con.requests and request not in con.requests and alt.name not in con.requests:
+                continue
+            value = c.device.attributes.get(con.match_attribute, _MISSING)
+            if value is _MISSING:
+                for j in set_now:
+                    self._unset(values, j)
+                return False
+            have = values.get(k)
+            if have is not None and have[0] != value:
+                for j in set_now:
+                    self._unset(values, j)
+                return False
+            values[k] = (value, (have[1] if have else 0) + 1)
+            set_now.append(k)
+        if not alt.admin_access:
+            self.taken.add(did)
+        self.chosen[ci].append(AllocatedDevice(alt.name, c.driver, c.pool, c.device.name, alt.admin_access))
+        return True
+
+    def _give_back(self, ci: int, request: str, alt: Exact, c: _Candidate) -> None:
+        self.taken.discard(c.id)
+        self.chosen[ci].pop()
+        values = self._constraint_values[ci]
+        for k, con in enumerate(self.claims[ci].spec.constraints):
+            if con.requests and request not in con.requests and alt.name not in con.requests:
+                continue
+            self._unset(values, k)
+
+    @staticmethod
+    def _unset(values: dict[int, tuple[Any, int]], k: int) -> None:
+        value, n = values[k]
+        if n <= 1:
+            del values[k]
+        else:
+            values[k] = (value, n - 1)
+
+
+_MISSING = object()
+
+
+# --- the scheduler's view: one pod with claims ------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    node: Any = None  # the NodeState bound to
+    reason: str | None = None
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    prefilter: bool = False  # rejected by PreFilter (PostFilter: no new claims to deallocate)
+
+
+def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
+    """Schedule a pod with resource claims: every default filter, then DynamicResources' Filter, on every
+    node; the best-scored node that passes wins (DynamicResources does not score in 1.34). Binds the pod
+    and reserves its devices."""
+    states = sched.states
+    if pod.spec.scheduling_gates:
+        return Outcome(reason=f"waiting for scheduling gates: {', '.join(pod.spec.scheduling_gates)}")
+    if not states:
+        return Outcome(reason="no nodes available to schedule pods")
+    verdict = dra.prefilter(pod)
+    if verdict.message:
+        return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True)
+    spec = pod.spec
+    topo = None
+    counter: Counter[str] = Counter()
+    passing = []
+    allocations: dict[int, list[list[AllocatedDevice]]] = {}
+    for st in states:
+        why = filter_reasons(spec, st.node, st.requested, st.pod_count, st.ports)
+        if why:
+            counter.update(why)
+            continue
+        if sched.needs_exact(pod):
+            if topo is None:
+                topo = sched.topology.prepare(pod)
+            t = topo.reason(st.node)
+            if t is not None:
+                counter[t] += 1
+                continue
+        try:
+            reason, alloc = dra.filter(pod, verdict.claims, st.node)
+        except AllocationError as exc:
+            return Outcome(reason=f'running Filter plugin "{PLUGIN}": {exc}')
+        if reason is not None:
+            counter[reason] += 1
+            continue
+        allocations[st.index] = alloc
+        passing.append(st)
+    if not passing:
+        return Outcome(reason=unschedulable_message(len(states), counter))
+    best = sched.best_of(pod, passing)
+    alloc = allocations[best.index]
+    local = _node_local(dra, best.node, alloc)
+    dra.commit(verdict.claims, alloc, best.node, local)
+    sched.bind(pod, best)
+    todo = [c for c in verdict.claims if c.allocation is not None]
+    devices = [
+        {"claim": c.name, "request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device,
+         **({"adminAccess": True} if d.admin_access else {})}
+        for c in todo for d in (c.allocation.devices if c.allocation is not None else ())
+    ]
+    return Outcome(node=best, devices=devices)
+
+
+def _node_local(dra: DRA, node: Node, alloc: list[list[AllocatedDevice]]) -> bool:
+    local = {(p.driver, p.name) for p in dra._pools(node) if any(s.node_name for s in p.slices)}
+    return any((d.driver, d.pool) in local for devices in alloc for d in devices) or not any(alloc)
+
+
+def postfilter_words(outcome: Outcome) -> str:
+    """DynamicResources' PostFilter status for a pod with claims that did not fit."""
+    return NO_CLAIMS if outcome.prefilter else STILL_NOT

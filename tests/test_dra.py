@@ -1,0 +1,221 @@
+"""Dynamic Resource Allocation (resource.k8s.io/v1): objects and their API validation, the structured
+allocator's order, the DynamicResources plugin's verdicts and texts, and the allocation in simulate's output.
+Fixtures are shaped like NVIDIA's DRA driver's ResourceSlices and `kubectl get -o json` of claims."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from builders import node_dict, pod_dict
+from kgpu.errors import InputError
+from kgpu.model.load import parse_documents
+from kgpu.sim.simulate import SCHEDULED, UNSCHEDULABLE, simulate
+
+DRIVER = "gpu.nvidia.com"
+
+
+def gpu_class(name: str = "gpu.nvidia.com", expr: str = "device.driver == 'gpu.nvidia.com' && "
+              "device.attributes['gpu.nvidia.com'].type == 'gpu'") -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": expr}}]}}
+
+
+def gpu_device(i: int, node: str, product: str = "NVIDIA H100 80GB HBM3", memory: str = "81559Mi",
+               clique: str = "") -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "type": {"string": "gpu"}, "uuid": {"string": f"GPU-{node}-{i:04d}"}, "index": {"int": i},
+        "minor": {"int": i}, "productName": {"string": product}, "brand": {"string": "Nvidia"},
+        "architecture": {"string": "Hopper"}, "cudaComputeCapability": {"version": "9.0.0"},
+        "driverVersion": {"version": "580.82.7"}, "cudaDriverVersion": {"version": "13.0.0"},
+        "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{i:02x}"},
+    }
+    if clique:
+        attrs["cliqueId"] = {"string": clique}
+    return {"name": f"gpu-{i}", "attributes": attrs, "capacity": {"memory": {"value": memory}}}
+
+
+def gpu_slice(node: str, n: int = 8, *, generation: int = 1, count: int = 1, name: str = "",
+              devices: list[dict[str, Any]] | None = None, **kw: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": name or f"{node}-gpu.nvidia.com-abcde",
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": "0f1e"}]},
+        "spec": {"driver": DRIVER, "nodeName": node,
+                 "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
+                 "devices": devices if devices is not None else [gpu_device(i, node, **kw) for i in range(n)]},
+    }
+
+
+def template(name: str = "single-gpu", count: int = 1, selectors: list[str] | None = None, **exactly: Any) -> dict[str, Any]:
+    ex: dict[str, Any] = {"deviceClassName": "gpu.nvidia.com", "count": count, **exactly}
+    if selectors:
+        ex["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": ex}]}}}}
+
+
+def claim_pod(name: str, tpl: str = "single-gpu", **kw: Any) -> dict[str, Any]:
+    doc = pod_dict(name, cpu="1", memory="1Gi", **kw)
+    doc["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": tpl}]
+    doc["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    return doc
+
+
+def run(cluster: list[dict[str, Any]], work: list[dict[str, Any]]) -> dict[str, Any]:
+    result = simulate(parse_documents(cluster, "cluster.json"), parse_documents(work, "w.yaml"))
+    return {p.pod.name: p for p in result.placements}
+
+
+def nodes(*names: str) -> list[dict[str, Any]]:
+    return [node_dict(n, cpu="32", memory="128Gi") for n in names]
+
+
+# --- allocation ----------------------------------------------------------------------------------------
+
+
+def test_pods_get_devices_in_device_order_and_fill_nodes() -> None:
+    """Each pod's claim gets the first free matching device; the allocation is in the JSON output."""
+    cl = [*nodes("n1"), gpu_class(), gpu_slice("n1", 2), template()]
+    out = run(cl, [claim_pod("a"), claim_pod("b"), claim_pod("c")])
+    assert out["a"].phase == SCHEDULED and out["a"].devices[0]["device"] == "gpu-0"
+    assert out["b"].devices[0]["device"] == "gpu-1"
+    assert out["a"].as_dict()["devices"] == [
+        {"claim": "a-gpu", "request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}
+    ]
+    assert out["c"].phase == UNSCHEDULABLE
+    assert out["c"].reason.startswith("0/1 nodes are available: 1 cannot allocate all claims.")
+    assert "still not schedulable, preemption:" in out["c"].reason
+    assert out["a"].warnings == ()
+
+
+def test_selectors_with_quantity_and_semver() -> None:
+    """CEL: productName, capacity compared as quantities, versions as semver."""
+    cl = [*nodes("a100", "h100"), gpu_class(),
+          gpu_slice("a100", 1, product="NVIDIA A100-SXM4-40GB", memory="40Gi"), gpu_slice("h100", 1), template(
+        selectors=["device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('70Gi')) >= 0 && "
+                   "device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('550.0.0'))"])]
+    out = run(cl, [claim_pod("p")])
+    assert out["p"].node == "h100"
+    small = copy.deepcopy(cl)
+    small[-1] = template(selectors=["device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA A100')"])
+    assert run(small, [claim_pod("p")])["p"].node == "a100"
+
+
+def test_outdated_generation_is_ignored_and_all_on_incomplete_pool_fails() -> None:
+    old = gpu_slice("n1", 4, generation=1, name="old")
+    new = gpu_slice("n1", 1, generation=2, name="new")
+    out = run([*nodes("n1"), gpu_class(), old, new, template(count=2)], [claim_pod("p")])
+    assert out["p"].phase == UNSCHEDULABLE  # only generation 2's single device counts
+    partial = gpu_slice("n1", 2, count=2)
+    all_tpl = template(allocationMode="All")
+    del all_tpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"]
+    out = run([*nodes("n1"), gpu_class(), partial, all_tpl], [claim_pod("p")])
+    assert out["p"].reason == ('running Filter plugin "DynamicResources": claim default/p-gpu, request gpu: asks for '
+                               "all devices, but resource pool gpu.nvidia.com/n1 is currently being updated")
+    complete = gpu_slice("n1", 3)
+    out = run([*nodes("n1"), gpu_class(), complete, all_tpl], [claim_pod("p")])
+    assert [d["device"] for d in out["p"].devices] == ["gpu-0", "gpu-1", "gpu-2"]
+
+
+def test_match_attribute_backtracks() -> None:
+    """Two GPUs with the same cliqueID: the first device's clique has one GPU, so the allocator goes back."""
+    devs = [gpu_device(0, "n1", clique="a"), gpu_device(1, "n1", clique="b"), gpu_device(2, "n1", clique="b")]
+    tpl = template(count=2)
+    tpl["spec"]["spec"]["devices"]["constraints"] = [{"matchAttribute": "gpu.nvidia.com/cliqueId"}]
+    out = run([*nodes("n1"), gpu_class(), gpu_slice("n1", devices=devs), tpl], [claim_pod("p")])
+    assert [d["device"] for d in out["p"].devices] == ["gpu-1", "gpu-2"]
+
+
+def test_first_available_takes_the_first_subrequest_that_fits() -> None:
+    tpl = template()
+    tpl["spec"]["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 4},
+        {"name": "small", "deviceClassName": "gpu.nvidia.com", "count": 2},
+    ]}]
+    out = run([*nodes("n1"), gpu_class(), gpu_slice("n1", 3), tpl], [claim_pod("p")])
+    assert {d["request"] for d in out["p"].devices} == {"gpu/small"} and len(out["p"].devices) == 2
+
+
+def test_shared_claim_pins_the_second_pod_to_the_first_pods_node() -> None:
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "shared", "namespace": "default"},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
+    pods = []
+    for name in ("a", "b"):
+        p = pod_dict(name, cpu="20", memory="1Gi")
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+        pods.append(p)
+    out = run([*nodes("n1", "n2"), gpu_class(), gpu_slice("n1", 1), gpu_slice("n2", 1), claim], pods)
+    assert out["a"].node == "n1"
+    # b does not fit n1 (cpu); n2 is not where the claim is allocated
+    assert out["b"].reason.startswith("0/2 nodes are available: 1 Insufficient cpu, 1 resourceclaim not available on the node.")
+
+
+# --- PreFilter's verdicts -------------------------------------------------------------------------------
+
+
+def test_prefilter_messages_replace_the_histogram() -> None:
+    cl = [*nodes("n1", "n2"), gpu_slice("n1", 1), template()]
+    out = run(cl, [claim_pod("p")])
+    assert out["p"].reason.startswith(
+        "0/2 nodes are available: request gpu: device class gpu.nvidia.com does not exist. no new claims to deallocate, preemption: ")
+    out = run([*cl, gpu_class()], [claim_pod("q", tpl="missing")])
+    assert out["q"].reason.startswith('0/2 nodes are available: pod "default/q": ResourceClaim not created yet.')
+    named = pod_dict("r")
+    named["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "nope"}]
+    out = run([*cl, gpu_class()], [named])
+    assert out["r"].reason.startswith('0/2 nodes are available: could not find ResourceClaim "default/nope".')
+
+
+def test_unsupported_cel_is_a_warning_never_a_match() -> None:
+    cl = [*nodes("n1"), gpu_class(), gpu_slice("n1", 1), template(selectors=["isIP('10.0.0.1')"])]
+    out = run(cl, [claim_pod("p")])
+    assert out["p"].phase == UNSCHEDULABLE
+    assert [w.code for w in out["p"].warnings] == ["dra"] and "isIP" in out["p"].warnings[0].message
+
+
+# --- bad input -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mutate", "where", "words"),
+    [
+        (lambda d: d.__setitem__("spec", {"selectors": [{"cel": {"expression": "device.driver =="}}]}),
+         "DeviceClass gpu.nvidia.com: spec.selectors[0].cel.expression", "compilation failed"),
+    ],
+)
+def test_malformed_cel_is_exit_2(mutate: Any, where: str, words: str) -> None:
+    cls = gpu_class()
+    mutate(cls)
+    with pytest.raises(InputError) as err:
+        run([*nodes("n1"), cls], [claim_pod("p")])
+    assert where in str(err.value) and words in str(err.value)
+
+
+def test_duplicate_device_names_in_a_slice() -> None:
+    s = gpu_slice("n1", 2)
+    s["spec"]["devices"][1]["name"] = "gpu-0"
+    with pytest.raises(InputError) as err:
+        run([*nodes("n1"), s], [])
+    assert "ResourceSlice n1-gpu.nvidia.com-abcde: spec.devices[1].name" in str(err.value)
+    assert "Duplicate value: 'gpu-0'" in str(err.value)
+
+
+def test_api_limits() -> None:
+    bad_count = template(count=0)
+    with pytest.raises(InputError, match=r"spec.spec.devices.requests\[0\].exactly.count.*must be greater than zero"):
+        run([*nodes("n1"), gpu_class(), bad_count], [])
+    too_many = gpu_slice("n1", 129)
+    with pytest.raises(InputError, match=r"spec.devices.*Too many: 129: must have at most 128"):
+        run([*nodes("n1"), too_many], [])
+    both = gpu_slice("n1", 1)
+    both["spec"]["allNodes"] = True
+    with pytest.raises(InputError, match="exactly one of `nodeName`"):
+        run([*nodes("n1"), both], [])
+    all_count = template(count=2, allocationMode="All")
+    with pytest.raises(InputError, match="must not be specified when allocationMode is 'All'"):
+        run([*nodes("n1"), gpu_class(), all_count], [])
