@@ -1,14 +1,16 @@
 """Seed 002's on-prem rows, each from the guide's own text: the container toolkit installed with the guide's
-yum commands (a CentOS 7 host has yum and no dnf); the device plugin through NVIDIA's Helm chart."""
+yum commands (a CentOS 7 host has yum and no dnf); the device plugin through NVIDIA's Helm chart; the
+image's CUDA against the GPU's architecture; the guide's Grafana dashboard 14574."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from click.testing import CliRunner
 
 from kgpu.cli.main import cli
 from kgpu.doctor import doctor_report
-from kgpu.render import onprem, validate
+from kgpu.render import monitoring, onprem, validate
 
 CHART_VALUES = Path(str(resources.files("kgpu.render") / "schemas" / "nvidia-device-plugin.helm-values.yaml"))
 
@@ -436,3 +438,117 @@ def test_cuda_13_image_on_a_volta_gpu_is_an_error() -> None:
     assert f.severity == "error"
     assert "builds no code below compute capability 7.5" in f.message
     assert "CUDA <= 12.9" in f.fix
+
+
+# --- Grafana dashboard 14574 ("# 面板 https://grafana.com/grafana/dashboards/14574-nvidia-gpu-metrics/") ----------
+
+EXPRS = Path(__file__).parent / "fixtures" / "monitoring" / "grafana-14574.exprs.txt"
+DASHBOARD = Path(str(resources.files("kgpu.render") / "dashboards" / "grafana-14574.json"))
+
+
+def _exprs(dashboard: dict[str, Any]) -> set[str]:
+    def walk(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for panel in panels:
+            yield panel
+            yield from walk(panel.get("panels") or [])
+
+    return {t["expr"] for p in walk(dashboard["panels"]) for t in p.get("targets") or [] if "expr" in t}
+
+
+def _reference_exprs(version: str) -> set[str]:
+    """The expressions the reference file lists for one revision of dashboard 14574."""
+    out: set[str] = set()
+    section = ""
+    for line in EXPRS.read_text().splitlines():
+        if line.startswith("====="):
+            section = line
+        elif f"dash14574_{version}" in section and line.startswith("["):
+            out.add(line.split(": ", 1)[1])
+    return out
+
+
+def test_monitoring_renders_dashboard_14574_wired_to_the_rendered_datasource(tmp_path: Path) -> None:
+    """The guide's dashboard, by id, beside kgpu's own: a sidecar ConfigMap with 14574 unchanged (every
+    expression of the current revision, gnetId 14574), its `datasource` variable starting on the uid of
+    the Grafana data source rendered for the guide's Prometheus (monitoring.prometheusUrl)."""
+
+    def prometheus(data: dict[str, Any]) -> None:
+        data.setdefault("monitoring", {}).update(
+            {"prometheusUrl": "http://192.168.2.10:9090", "grafanaDatasourceUid": "onprem-prom"}
+        )
+
+    res = CliRunner().invoke(
+        cli, ["render", "-f", str(_onprem_profile(tmp_path, prometheus)), "--target", "monitoring"]
+    )
+    assert res.exit_code == 0, res.output
+    docs = {d["metadata"]["name"]: d for d in yaml.safe_load_all(res.stdout) if d}
+    board_cm, ours = docs["kgpu-gpu-dashboard-14574"], docs["kgpu-gpu-dashboard"]
+    assert (
+        board_cm["metadata"]["labels"]["grafana_dashboard"] == ours["metadata"]["labels"]["grafana_dashboard"]
+    )
+    board = json.loads(board_cm["data"]["nvidia-gpu-metrics-14574.json"])
+    assert board["gnetId"] == 14574 and board["title"] == "Nvidia GPU Metrics"
+    assert _exprs(board) == _reference_exprs("head")
+    [var] = [v for v in board["templating"]["list"] if v["type"] == "datasource"]
+    assert var["current"]["value"] == "onprem-prom"
+    source = yaml.safe_load(docs["kgpu-grafana-datasource"]["data"]["kgpu-datasource.yaml"])
+    assert source["datasources"] == [
+        {
+            "name": "Prometheus (kgpu)",
+            "type": "prometheus",
+            "uid": "onprem-prom",
+            "access": "proxy",
+            "url": "http://192.168.2.10:9090",
+        }
+    ]
+    assert docs["kgpu-grafana-datasource"]["metadata"]["labels"]["grafana_datasource"] == "1"
+    # unchanged otherwise: the packaged file with only the variable's start and the id
+    packaged = json.loads(DASHBOARD.read_text())
+    for v in packaged["templating"]["list"]:
+        if v["type"] == "datasource":
+            v["current"] = var["current"]
+    assert board == packaged
+
+
+def test_packaged_dashboard_is_the_reference_file() -> None:
+    """Byte for byte what dashboards/SOURCES.md records."""
+    digest = hashlib.sha256(DASHBOARD.read_bytes()).hexdigest()
+    assert f"{digest}  grafana-14574.json" in (DASHBOARD.parent / "SOURCES.md").read_text()
+
+
+def test_an_externally_exported_dashboard_gets_its_ds_prometheus_input_wired() -> None:
+    """Exported "for sharing externally", 14574 names its data source ${DS_PROMETHEUS} through __inputs,
+    which Grafana resolves only in its import dialog: a sidecar-loaded copy would say "Datasource
+    ${DS_PROMETHEUS} was not found". Wired, every panel names the uid and the inputs are gone."""
+    text = DASHBOARD.read_text().replace("${datasource}", "${DS_PROMETHEUS}")
+    exported = json.loads(text)
+    exported["__inputs"] = [
+        {
+            "name": "DS_PROMETHEUS",
+            "label": "Prometheus",
+            "description": "",
+            "type": "datasource",
+            "pluginId": "prometheus",
+            "pluginName": "Prometheus",
+        }
+    ]
+    wired = monitoring.wire_datasource(exported, "prometheus")
+    assert "${DS_PROMETHEUS}" not in json.dumps(wired) and "__inputs" not in wired
+    uids = {
+        t["datasource"]["uid"] for p in wired["panels"] for t in p.get("targets") or [] if t.get("datasource")
+    }
+    assert uids == {"prometheus"}
+    assert _exprs(wired) == _exprs(json.loads(DASHBOARD.read_text()))
+
+
+def test_without_a_prometheus_url_no_datasource_is_rendered(tmp_path: Path) -> None:
+    """kube-prometheus-stack provisions its own Prometheus data source (uid prometheus): by default kgpu
+    renders none and the dashboard starts on that uid."""
+    res = CliRunner().invoke(cli, ["render", "-f", str(_onprem_profile(tmp_path)), "--target", "monitoring"])
+    assert res.exit_code == 0, res.output
+    docs = {d["metadata"]["name"]: d for d in yaml.safe_load_all(res.stdout) if d}
+    assert "kgpu-grafana-datasource" not in docs
+    board = json.loads(docs["kgpu-gpu-dashboard-14574"]["data"]["nvidia-gpu-metrics-14574.json"])
+    assert [v["current"]["value"] for v in board["templating"]["list"] if v["type"] == "datasource"] == [
+        "prometheus"
+    ]

@@ -493,6 +493,86 @@ def dashboard_configmap(*, namespace: str = "kgpu-system") -> dict[str, Any]:
     }
 
 
+GUIDE_DASHBOARD = "grafana-14574.json"  # packaged unchanged; sources in render/dashboards/SOURCES.md
+DEFAULT_DATASOURCE_UID = "prometheus"  # the uid kube-prometheus-stack's Grafana gives its Prometheus
+
+
+def wire_datasource(dashboard: dict[str, Any], uid: str) -> dict[str, Any]:
+    """A dashboard JSON model whose Prometheus data source is ``uid``, loadable as it is by Grafana's
+    dashboard sidecar or provisioning (neither resolves import-time inputs: a left ``${DS_PROMETHEUS}``
+    shows as "Datasource ${DS_PROMETHEUS} was not found").
+
+    Both ways dashboards name their data source are wired: ``__inputs`` of type datasource (a dashboard
+    exported for sharing externally: each ``${DS_X}`` becomes ``uid``, the inputs go), and template
+    variables of type datasource (14574's ``datasource``: it starts on ``uid``, still switchable)."""
+    import json
+
+    text = json.dumps(dashboard)
+    for entry in dashboard.get("__inputs") or []:
+        if isinstance(entry, dict) and entry.get("type") == "datasource" and entry.get("name"):
+            text = text.replace("${" + str(entry["name"]) + "}", uid)
+    out: dict[str, Any] = json.loads(text)
+    out.pop("__inputs", None)
+    for var in (out.get("templating") or {}).get("list") or []:
+        if isinstance(var, dict) and var.get("type") == "datasource" and var.get("query") == "prometheus":
+            var["current"] = {"selected": True, "text": uid, "value": uid}
+    out["id"] = None
+    return out
+
+
+def guide_dashboard(datasource_uid: str = DEFAULT_DATASOURCE_UID) -> dict[str, Any]:
+    """Grafana dashboard 14574 ("Nvidia GPU Metrics", seed 002's), unchanged but for its data source: it
+    charts nvidia_gpu_exporter's metric names, which kgpu's exporter serves."""
+    import json
+    from importlib import resources
+
+    raw = (resources.files("kgpu.render") / "dashboards" / GUIDE_DASHBOARD).read_text(encoding="utf-8")
+    return wire_datasource(json.loads(raw), datasource_uid)
+
+
+def guide_dashboard_configmap(*, namespace: str = "kgpu-system", datasource_uid: str) -> dict[str, Any]:
+    """Dashboard 14574 beside kgpu's own, for the same sidecar (compact JSON: it stays far below
+    ``kubectl apply``'s 256 KiB annotation limit)."""
+    import json
+
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "kgpu-gpu-dashboard-14574",
+            "namespace": namespace,
+            "labels": {"grafana_dashboard": "1", **MANAGED_BY},
+            "annotations": {"kgpu.dev/grafana-dashboard": "https://grafana.com/grafana/dashboards/14574"},
+        },
+        "data": {
+            "nvidia-gpu-metrics-14574.json": json.dumps(
+                guide_dashboard(datasource_uid), separators=(",", ":"), sort_keys=True, ensure_ascii=False
+            )
+        },
+    }
+
+
+def datasource_configmap(*, namespace: str, uid: str, url: str) -> dict[str, Any]:
+    """A Grafana data source for the Prometheus at ``url`` with the uid the dashboards use, for the
+    grafana chart's datasource sidecar (label ``grafana_datasource: "1"``) or /etc/grafana/provisioning."""
+    doc = {
+        "apiVersion": 1,
+        "datasources": [
+            {"name": "Prometheus (kgpu)", "type": "prometheus", "uid": uid, "access": "proxy", "url": url}
+        ],
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "kgpu-grafana-datasource",
+            "namespace": namespace,
+            "labels": {"grafana_datasource": "1", **MANAGED_BY},
+        },
+        "data": {"kgpu-datasource.yaml": yamltext.dump(doc)},
+    }
+
+
 def render_monitoring(
     *,
     namespace: str = "kgpu-system",
@@ -503,6 +583,8 @@ def render_monitoring(
     job: str = JOB,
     run_as_root: bool = False,
     prometheus_operator: bool = True,
+    datasource_uid: str = DEFAULT_DATASOURCE_UID,
+    prometheus_url: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object of the monitoring stack.
 
@@ -540,6 +622,9 @@ def render_monitoring(
     if prometheus_operator:
         objs += [service_monitor(namespace=namespace), prometheus_rule(namespace=namespace, job=job)]
     objs.append(dashboard_configmap(namespace=namespace))
+    objs.append(guide_dashboard_configmap(namespace=namespace, datasource_uid=datasource_uid))
+    if prometheus_url:
+        objs.append(datasource_configmap(namespace=namespace, uid=datasource_uid, url=prometheus_url))
     if static_targets or not prometheus_operator:
         objs.append(
             {

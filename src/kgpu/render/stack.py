@@ -96,6 +96,8 @@ def _render_monitoring(profile: Profile) -> list[dict[str, Any]]:
         job=profile.monitoring.job_name,
         run_as_root=profile.monitoring.exporter_run_as_root,
         prometheus_operator=profile.monitoring.prometheus_operator,
+        datasource_uid=profile.monitoring.grafana_datasource_uid,
+        prometheus_url=profile.monitoring.prometheus_url,
     )
     return docs
 
