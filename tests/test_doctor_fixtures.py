@@ -155,8 +155,9 @@ def test_every_check_id_fires_on_some_fixture():
         "shared-request-gt-one",
         "nodepool-overlay",
         "shared-memory-isolation",
-        # GPU architecture vs the image's CUDA: tests/test_guide_002_onprem.py
+        # GPU architecture vs the image's CUDA, GPU hosts not labelled yet: tests/test_guide_002_onprem.py
         "cuda-arch-unsupported",
+        "gpu-node-unrecognised",
     }
     all_ids = {c for ids in CHECK_IDS.values() for c in ids}
     assert all_ids - fired == unit_tested

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -552,3 +553,83 @@ def test_without_a_prometheus_url_no_datasource_is_rendered(tmp_path: Path) -> N
     assert [v["current"]["value"] for v in board["templating"]["list"] if v["type"] == "datasource"] == [
         "prometheus"
     ]
+
+
+# --- a GPU host before GFD, NFD's labels or the plugin: "kubectl describe no k8s-node05 | grep gpu" ----------
+
+
+def _node_findings(node: dict[str, Any], *pods: dict[str, Any]) -> dict[str, list[Any]]:
+    report = doctor_report(_snapshot([node, *pods]))
+    out: dict[str, list[Any]] = {}
+    for f in report.findings:
+        out.setdefault(f.check, []).append(f)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("label", "reason"),
+    [
+        ("feature.node.kubernetes.io/pci-10de.present", "(an NVIDIA PCI device)"),  # NVIDIA's chart's NFD
+        ("feature.node.kubernetes.io/pci-0300_10de.present", "per Node Feature Discovery"),  # NFD's default
+        ("feature.node.kubernetes.io/pci-0302_10de.present", "per Node Feature Discovery"),  # 3D controller
+    ],
+)
+def test_nfd_pci_label_makes_the_unplugged_host_a_gpu_node(label: str, reason: str) -> None:
+    """The guide's k8s-node05 before the device plugin (gpu-node=true by hand, no nvidia.com/gpu yet), with
+    NFD's PCI label in either naming: a GPU node that advertises no GPUs (error, the plugin is missing),
+    not a CPU node."""
+    found = _node_findings(onprem_node("k8s-node05", labels={"gpu-node": "true", label: "true"}, gpus=None))
+    [f] = found["gpu-node-no-gpus"]
+    assert f.object == "Node/k8s-node05" and f.severity == "error"
+    assert label in f.message and reason in f.message
+    assert "gpu-node-unrecognised" not in found
+
+
+def test_nvidia_hdmi_audio_alone_is_not_a_gpu() -> None:
+    """NFD labels NVIDIA's HDMI audio function (class 0403) too when its whitelist has class 04: not a GPU,
+    so the hand-made label leaves doctor unable to tell."""
+    labels = {"gpu-node": "true", "feature.node.kubernetes.io/pci-0403_10de.present": "true"}
+    found = _node_findings(onprem_node("k8s-node05", labels=labels, gpus=None))
+    assert "gpu-node-no-gpus" not in found
+    assert [f.object for f in found["gpu-node-unrecognised"]] == ["Node/k8s-node05"]
+
+
+def test_zero_gpu_capacity_left_by_a_removed_plugin_counts() -> None:
+    """kubelet keeps nvidia.com/gpu at 0 once the plugin that registered it is gone: a GPU host whose
+    plugin stopped, not a CPU node."""
+    found = _node_findings(onprem_node("k8s-node05", labels={"gpu-node": "true"}, gpus=0))
+    [f] = found["gpu-node-no-gpus"]
+    assert "a device plugin registered GPUs here before" in f.message
+
+
+def test_a_running_pod_with_the_nvidia_runtime_class_marks_its_node() -> None:
+    """A Running pod with runtimeClassName nvidia proves the host's containerd has the nvidia handler (the
+    guide's containerd config): a GPU host, though nothing else says so yet."""
+    smi = yaml.safe_load(GUIDE_VERIFY_POD)
+    smi["metadata"]["name"] = "nvidia-smi"
+    smi["spec"]["runtimeClassName"] = "nvidia"
+    del smi["spec"]["containers"][0]["resources"]
+    found = _node_findings(
+        onprem_node("k8s-node05", gpus=None), _bound(smi, "k8s-node05", "nvidia/cuda:12.4.1-base-ubuntu22.04")
+    )
+    [f] = found["gpu-node-no-gpus"]
+    assert "pod default/nvidia-smi runs there with runtimeClassName nvidia" in f.message
+
+
+def test_a_host_labelled_by_hand_only_is_one_doctor_cannot_tell() -> None:
+    """Only the guide's own label gpu-node=true: doctor says it cannot tell (info, naming every sign it
+    looked for and how to check on the host); a GPU-sounding node name alone is no hint."""
+    found = _node_findings(onprem_node("k8s-node05", labels={"gpu-node": "true"}, gpus=None))
+    [f] = found["gpu-node-unrecognised"]
+    assert f.severity == "info" and "labelled gpu-node=true" in f.message
+    assert "cannot tell whether it is a GPU host" in f.message
+    for sign in (
+        "nvidia.com/gpu.present",
+        "feature.node.kubernetes.io/pci-10de.present",
+        "nvidia.com/gpu capacity",
+        "nvidia runtime class",
+    ):
+        assert sign in f.message
+    assert "lspci -nn | grep -i nvidia" in f.fix and "kgpu node-check" in f.fix
+    assert "gpu-node-no-gpus" not in found
+    assert _node_findings(onprem_node("gpu-node-1", gpus=None)) == {}

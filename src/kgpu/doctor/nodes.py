@@ -13,10 +13,12 @@ from typing import Any
 from kgpu.catalog import aws_catalog
 from kgpu.doctor.common import names, snippet
 from kgpu.doctor.deviceplugin import plugin_log_command
-from kgpu.doctor.findings import ERROR, WARNING, Finding
+from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding
 from kgpu.doctor.state import (
     LABEL_EKS_NODEGROUP,
     LABEL_EKSCTL_NODEGROUP,
+    LABEL_GFD_PRESENT,
+    LABEL_NFD_NVIDIA_PCI,
     LABEL_NODEPOOL,
     ClusterState,
     NodeInfo,
@@ -308,7 +310,44 @@ def idle_cost(state: ClusterState) -> float:
     return round(total, 4)
 
 
+def _gpu_hint(node: NodeInfo) -> str:
+    """A label that says someone means the node for GPUs (seed 002's hand-made ``gpu-node=true``,
+    ``gpu=nvidia-4090``): a hint, never proof; a name like ``gpu-node-1`` is not even that."""
+    for key, value in sorted(node.labels.items()):
+        if key.startswith(("kubernetes.io/", "node.kubernetes.io/", "beta.kubernetes.io/", "topology.")):
+            continue
+        text = f"{key}={value}".lower()
+        if "gpu" in text or "nvidia" in text or "cuda" in text:
+            return f"{key}={value}" if value else key
+    return ""
+
+
+def check_unrecognised(state: ClusterState) -> Iterator[Finding]:
+    """Nodes labelled for GPUs that show none of the signs doctor reads: doctor says it cannot tell rather
+    than treating them as CPU nodes silently (no GPU check looks at them)."""
+    for node in state.nodes:
+        if node.is_gpu or node.virtual:
+            continue
+        hint = _gpu_hint(node)
+        if not hint:
+            continue
+        yield Finding(
+            "gpu-node-unrecognised",
+            INFO,
+            node.ref,
+            f"node is labelled {hint}, but kgpu cannot tell whether it is a GPU host: no GPU Feature Discovery "
+            f"label ({LABEL_GFD_PRESENT}), no Node Feature Discovery PCI label ({LABEL_NFD_NVIDIA_PCI}), no "
+            f"nvidia.com/gpu capacity (no device plugin ever registered GPUs), no GPU instance type, no Running "
+            "pod with the nvidia runtime class; GPU checks skip it",
+            "# on the host: lspci -nn | grep -i nvidia; kgpu node-check\n"
+            "# then let the cluster see the GPUs: the device plugin (kgpu render --target device-plugin) or NFD:\n"
+            "helm upgrade -i nfd oci://registry.k8s.io/nfd/charts/node-feature-discovery -n node-feature-discovery "
+            "--create-namespace",
+        )
+
+
 CHECKS = {
+    "gpu-node-unrecognised": check_unrecognised,
     "gpu-node-no-gpus": check_no_gpus,
     "gpu-node-missing-gpus": check_no_gpus,
     "gpu-node-not-ready": check_no_gpus,

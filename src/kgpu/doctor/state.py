@@ -12,6 +12,7 @@ is left out of the scheduling model; any other invalid object is bad input (one 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -249,23 +250,59 @@ class _Catalog:
         return self._types[name]
 
 
+# NFD's PCI labels name the fields its deviceLabelFields configure: the vendor alone (the GPU Operator's and
+# NVIDIA's chart's NFD: pci-10de.present) or NFD's default class and vendor (pci-0300_10de.present,
+# pci-0302_10de.present for 3D controllers); class 12 is a processing accelerator. NVIDIA's HDMI audio
+# function (class 0403) is not a GPU.
+_NFD_NVIDIA_PCI = re.compile(
+    r"^feature\.node\.kubernetes\.io/pci-(?:(?:03|12)[0-9a-f]{2}_)?10de(?:_[0-9a-f]{4})*\.present$"
+)
+# The runtime classes NVIDIA's stack installs (GPU Operator, k3s/RKE2, kgpu's docs): a Running pod with
+# one of them proves the node's runtime has the nvidia handler, hence a GPU host.
+NVIDIA_RUNTIME_CLASSES = frozenset({"nvidia", "nvidia-cdi", "nvidia-legacy", "nvidia-experimental"})
+
+
 def gpu_node_reason(
     labels: Mapping[str, str], capacity_gpus: int | None, catalog_type: InstanceType | None
 ) -> str:
-    """Why a node counts as a GPU node: its instance type, GFD/NFD labels, or advertised GPUs."""
+    """Why a node counts as a GPU node: its instance type, GFD/NFD labels, or advertised GPUs (a 0 capacity
+    counts: kubelet keeps a resource a device plugin once registered, at 0 once the plugin is gone)."""
     if catalog_type is not None and catalog_type.gpu_count > 0 and catalog_type.gpu_manufacturer != "amd":
         return f"instance type {catalog_type.name} has {catalog_type.gpu_count} GPU(s)"
     if _truthy(labels.get(LABEL_GFD_PRESENT)):
         return f"label {LABEL_GFD_PRESENT}=true"
     if _truthy(labels.get(LABEL_NFD_NVIDIA_PCI)):
         return f"label {LABEL_NFD_NVIDIA_PCI}=true (an NVIDIA PCI device)"
+    for key in sorted(labels):
+        if (
+            key.startswith("feature.node.kubernetes.io/pci-")
+            and _NFD_NVIDIA_PCI.match(key)
+            and _truthy(labels[key])
+        ):
+            return f"label {key}=true (an NVIDIA PCI device, per Node Feature Discovery)"
     if (_int_quantity(labels.get(LABEL_KARPENTER_GPU_COUNT)) or 0) > 0:
         return f"label {LABEL_KARPENTER_GPU_COUNT}={labels[LABEL_KARPENTER_GPU_COUNT]}"
     if capacity_gpus:
         return f"capacity nvidia.com/gpu: {capacity_gpus}"
+    if capacity_gpus == 0:
+        return "capacity nvidia.com/gpu: 0 (a device plugin registered GPUs here before)"
     if LABEL_ACCELERATOR in labels and "nvidia" in labels[LABEL_ACCELERATOR].lower():
         return f"label {LABEL_ACCELERATOR}={labels[LABEL_ACCELERATOR]}"
     return ""
+
+
+def _runtime_class_reasons(state: ClusterState) -> None:
+    """Nodes nothing else marks as GPU hosts, where a Running pod uses an NVIDIA runtime class."""
+    for pod in state.pods:
+        if pod.phase != "Running" or not pod.node_name:
+            continue
+        node = state.node_by_name.get(pod.node_name)
+        if node is None or node.gpu_reason:
+            continue
+        spec = pod.raw.get("spec")
+        rc = spec.get("runtimeClassName") if isinstance(spec, dict) else None
+        if isinstance(rc, str) and rc in NVIDIA_RUNTIME_CLASSES:
+            node.gpu_reason = f"pod {pod.namespace}/{pod.name} runs there with runtimeClassName {rc}"
 
 
 def _node_info(item: dict[str, Any], model: Node, catalog: _Catalog) -> NodeInfo:
@@ -472,6 +509,7 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
         state.node_by_name[node.name] = node
         if not state.region and node.labels.get(LABEL_REGION):
             state.region = node.labels[LABEL_REGION]
+    _runtime_class_reasons(state)
     by_node = state.pods_by_node
     for pod in state.pods:
         if pod.node_name and not pod.terminated:
