@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kgpu.catalog.aws import aws_catalog
 from kgpu.doctor.state import ClusterState
 from kgpu.model.profile import Profile, parse_profile
 
@@ -105,6 +106,16 @@ def nodepool_profile(state: ClusterState) -> tuple[Profile | None, list[str]]:
         return None, []
     region = state.region or DEFAULT_REGION
     notes: list[str] = []
+    priced = aws_catalog().regions
+    if region not in priced:
+        # A real region the price catalog lacks: the cluster is fine, only the offerings and prices there are
+        # unknown. Pending pods are still explained against the nodes the cluster has.
+        notes.append(
+            f"region {region!r} (the nodes' topology.kubernetes.io/region) is not in kgpu's price catalog: "
+            f"the NodePools' offerings and prices there are unknown, so they are left out of the simulation "
+            f"(priced regions: {', '.join(priced)})"
+        )
+        return None, notes
     if not state.region:
         notes.append(
             f"no node has a topology.kubernetes.io/region label: NodePools priced in {DEFAULT_REGION}"
