@@ -902,6 +902,21 @@ class Metadata(_Model):
     description: str = ""
 
 
+class CatalogOverrides(_Model):
+    """Instance types outside kgpu's catalog (seed 001's quick start: t3.micro), or corrected rows: the
+    columns of ``kgpu catalog --file`` (instance_type, region, vcpus, memory_gib, gpu_count, gpu_name,
+    gpu_memory_gib, ondemand_usd_per_hour, spot_usd_per_hour_min/median, zones, max_pods)."""
+
+    file: str | None = Field(
+        default=None,
+        min_length=1,
+        description="a CSV or YAML file of rows, relative to the profile (kgpu render/plan/simulate --catalog FILE adds one)",
+    )
+    instance_types: list[dict[str, str | int | float]] = Field(
+        default_factory=list, max_length=10000, description="rows given inline, merged before the file's"
+    )
+
+
 class Profile(_Model):
     api_version: Literal["kgpu.dev/v1alpha1"] = "kgpu.dev/v1alpha1"
     kind: Literal["ClusterProfile"] = "ClusterProfile"
@@ -918,6 +933,10 @@ class Profile(_Model):
     spot_interruptions: SpotInterruptions = Field(default_factory=SpotInterruptions)
     workloads: list[str] = Field(
         default_factory=list, description="workload manifest files, relative to the profile; used by plan"
+    )
+    catalog: CatalogOverrides = Field(
+        default_factory=CatalogOverrides,
+        description="instance types the built-in catalog lacks or gets wrong, for render, plan and simulate",
     )
 
     @model_validator(mode="after")
