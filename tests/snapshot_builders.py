@@ -427,7 +427,7 @@ def daemonset(
             "name": name,
             "namespace": namespace,
             "resourceVersion": "3456789",
-            "uid": uid("ds", namespace, name),
+            "uid": uid("DaemonSet", namespace, name),
         },
         "spec": {
             "revisionHistoryLimit": 10,
