@@ -145,6 +145,17 @@ def test_relative_paths_resolve_against_a_relatively_named_kubeconfig(api: FakeA
         assert json.loads((tmp_path / "work" / f"{context}.json").read_text())["metadata"]["counts"]["Node"] == 2
 
 
+def test_a_context_without_a_user_talks_without_credentials(tmp_path: Path) -> None:
+    server = FakeApiServer(cluster_objects(), token=None, served=SERVED)  # e.g. kubectl proxy's port
+    with server.running():
+        cfg = server.kubeconfig()
+        del cfg["contexts"][0]["context"]["user"], cfg["users"]
+        res = snapshot(server, tmp_path, cfg=cfg)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["metadata"]["counts"]["Node"] == 2
+    assert all("authorization" not in r.headers for r in server.requests)
+
+
 def test_a_missing_token_file_is_one_line(api: FakeApiServer, tmp_path: Path) -> None:
     res = snapshot(api, tmp_path, cfg=api.kubeconfig(user={"tokenFile": "no-such-token"}))
     assert res.exit_code == 2

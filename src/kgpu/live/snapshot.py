@@ -46,7 +46,8 @@ EVENT_REASONS = ("FailedScheduling", "FailedCreate")
 MAX_EVENTS = 5000
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 SECRET_KEY = re.compile(r"secret|token|passw|credential|api[-_.]?key|private[-_.]?key|auth|cert[-_.]?data", re.I)
-PARAMS_KEY = re.compile(r"params$|parameters$", re.I)
+_PARAMS_ENDINGS = ("params", "Params", "parameters", "Parameters")
+_SPECIAL = frozenset({"metadata", "env", "status"})
 
 # (resource, namespaced by the user's -n?, optional: its CRD may be missing)
 SOURCES: tuple[tuple[Resource, bool], ...] = (
@@ -118,8 +119,11 @@ def encode(doc: dict[str, Any]) -> bytes:
     (size, depth, integer digits): a snapshot kgpu writes, kgpu reads."""
     from kgpu.model.safeyaml import MAX_BYTES, check_depth
 
+    # Depth and integers: every answer was read within the readers' limits (kgpu.live.client), and each
+    # object sits as deep in the snapshot (document, items, object) as in its list (list, items, object);
+    # redaction only replaces values. The envelope is checked here.
     try:
-        check_depth(doc, "the snapshot")
+        check_depth({k: v for k, v in doc.items() if k != "items"}, "the snapshot")
     except InputError as exc:
         raise ClusterError(f"{exc.message}; the file readers would refuse it", where="the snapshot") from None
     data = msgspec.json.encode(doc)
@@ -155,29 +159,45 @@ def redact(obj: Any) -> Any:
     ``status`` subtrees are not walked (no secret is written there, and they are the bulk of nodes).
     """
     stack: list[Any] = [obj]
+    pop, push = stack.pop, stack.append
     while stack:
-        value = stack.pop()
-        if isinstance(value, list):
-            stack.extend(v for v in value if isinstance(v, (dict, list)))
+        value = pop()
+        if type(value) is list:
+            for v in value:
+                if type(v) is dict or type(v) is list:
+                    push(v)
             continue
-        if not isinstance(value, dict):
+        if type(value) is not dict:
             continue
-        for key, child in list(value.items()):
-            if key == "status" or not isinstance(key, str):
-                continue
-            if key == "metadata":
-                _metadata(child)
-            elif key == "env" and (isinstance(child, list) or (child is not None and "image" in value)):
-                value[key] = _env(child)
-                continue
-            elif PARAMS_KEY.search(key) and isinstance(child, dict):
-                for name, v in child.items():
-                    if SECRET_KEY.search(str(name)) and not isinstance(v, (dict, list)):
-                        child[name] = REDACTED
-            child = value.get(key)
-            if isinstance(child, (dict, list)):
-                stack.append(child)
+        for key, child in value.items():
+            kind = type(child)
+            if kind is dict or kind is list:
+                if key in _SPECIAL or (type(key) is str and key.endswith(_PARAMS_ENDINGS)):
+                    _special(value, key, child)
+                else:
+                    push(child)
+            elif key == "env" and child is not None and "image" in value:
+                value[key] = REDACTED
     return obj
+
+
+def _special(holder: dict[str, Any], key: str, child: Any) -> None:
+    """A key whose value holds secrets, or none worth walking."""
+    if key == "status":
+        return
+    if key == "metadata":
+        _metadata(child)
+        push = [child]
+    elif key == "env":
+        holder[key] = _env(child)
+        return
+    else:  # a params map
+        if type(child) is dict:
+            for name, v in child.items():
+                if SECRET_KEY.search(str(name)) and type(v) is not dict and type(v) is not list:
+                    child[name] = REDACTED
+        push = [child]
+    redact(push)
 
 
 def _metadata(meta: Any) -> None:
