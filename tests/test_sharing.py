@@ -353,3 +353,22 @@ def test_mig_profile_typo_is_named() -> None:
     result = plan(prof, workloads(gpu_pod("typo", "nvidia.com/mig-1g.5gbb")))
     assert placement(result.simulation, "typo").phase == "Unschedulable"
     assert any("did you mean nvidia.com/mig-1g.5gb?" in w for w in result.warnings)
+
+
+def test_cluster_autoscaler_scales_a_shared_group_from_zero_by_its_resources_tags() -> None:
+    """A renamed time-sliced node group at size 0: the node-template resources tags say 4 nvidia.com/gpu.shared
+    per g5.xlarge, so 8 pods asking one each scale it to 2 nodes."""
+    data = profile_dict(
+        {
+            "name": "infer",
+            "kind": "nodegroup",
+            "instanceTypes": ["g5.xlarge"],
+            "taints": [GPU_TAINT],
+            "maxSize": 10,
+            "sharing": time_slicing(4, renameByDefault=True),
+        },
+        autoscaler="cluster-autoscaler",
+    )
+    result = plan(parse_profile(data), workloads(*(gpu_pod(f"p{i}", "nvidia.com/gpu.shared") for i in range(8))))
+    assert {p.phase for p in result.simulation.placements} == {"Provisioned"}
+    assert len(result.simulation.new_nodes) == 2
