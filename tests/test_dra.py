@@ -219,3 +219,55 @@ def test_api_limits() -> None:
     all_count = template(count=2, allocationMode="All")
     with pytest.raises(InputError, match="must not be specified when allocationMode is 'All'"):
         run([*nodes("n1"), gpu_class(), all_count], [])
+
+
+# --- NVIDIA's DRA driver: generated slices ---------------------------------------------------------------
+
+
+def test_generated_slices_of_a_catalog_type_are_valid_and_selectable() -> None:
+    """A p4de node's slice as the driver publishes it: 8 A100 80GB devices the gpu.nvidia.com class selects;
+    in MIG mode (all-1g.10gb) 56 MIG devices the mig.nvidia.com class selects, with parentUUID and profile."""
+    from kgpu.catalog.dra import device_classes, node_slices
+
+    whole = node_slices("ip-10-0-1-5.ec2.internal", "a100", 8, 81920)
+    assert [d["name"] for d in whole[0]["spec"]["devices"]] == [f"gpu-{i}" for i in range(8)]
+    attrs = whole[0]["spec"]["devices"][0]["attributes"]
+    assert attrs["productName"] == {"string": "NVIDIA A100-SXM4-80GB"} and attrs["cudaComputeCapability"] == {"version": "8.0.0"}
+    tpl = template(selectors=["device.attributes['gpu.nvidia.com'].architecture == 'Ampere' && "
+                              "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) == 0"])
+    out = run([*nodes("ip-10-0-1-5.ec2.internal"), *device_classes(), *whole, tpl], [claim_pod("p")])
+    assert out["p"].devices[0]["device"] == "gpu-0"
+    mig = node_slices("ip-10-0-1-5.ec2.internal", "a100", 8, 81920, mig={"1g.10gb": 7})
+    devices = mig[0]["spec"]["devices"]
+    assert len(devices) == 56 and devices[0]["name"] == "gpu-0-mig-19-0-1"
+    assert devices[0]["attributes"]["parentUUID"] == attrs["uuid"]
+    mig_tpl = template(selectors=["device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"], count=2)
+    mig_tpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "mig.nvidia.com"
+    out = run([*nodes("ip-10-0-1-5.ec2.internal"), *device_classes(), *mig, mig_tpl], [claim_pod("m")])
+    assert [d["device"] for d in out["m"].devices] == ["gpu-0-mig-19-0-1", "gpu-0-mig-19-1-1"]
+    # the whole-GPU class does not select MIG devices
+    out = run([*nodes("ip-10-0-1-5.ec2.internal"), *device_classes(), *mig, template()], [claim_pod("g")])
+    assert out["g"].phase == UNSCHEDULABLE
+
+
+def test_the_node_lane_agrees_with_filtering_every_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heap of a class of pods with their own claims places every pod where filtering every node and
+    taking the best-scored one does (seeded: mixed GPU counts, nodes of different sizes)."""
+    import random
+
+    import kgpu.sim.dra as dra_mod
+
+    rng = random.Random(7)
+    cl: list[dict[str, Any]] = [gpu_class(), template("one", 1), template("two", 2), template("four", 4)]
+    for i in range(12):
+        n = node_dict(f"n{i}", cpu=str(rng.choice((8, 16, 32))), memory="128Gi")
+        cl += [n, gpu_slice(f"n{i}", rng.choice((2, 4, 8)))]
+    work = [claim_pod(f"p{k}", tpl=rng.choice(("one", "two", "four"))) for k in range(40)]
+    for k, p in enumerate(work):
+        p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = str(rng.choice((1, 2, 4)))
+        p["metadata"]["name"] = f"p{k}"
+    fast = run(cl, copy.deepcopy(work))
+    monkeypatch.setattr(dra_mod, "_lane_ok", lambda *a: False)
+    exact = run(cl, copy.deepcopy(work))
+    assert {k: (v.node, v.devices) for k, v in fast.items()} == {k: (v.node, v.devices) for k, v in exact.items()}
+    assert sum(1 for v in fast.values() if v.phase == UNSCHEDULABLE) > 0  # the cluster fills up

@@ -404,8 +404,21 @@ def _claim_spec(devices: dict[str, Any], where: str, warnings: list[str]) -> Cla
     return ClaimSpec(tuple(requests), tuple(constraints))
 
 
+_VALID_NAMES: set[tuple[str, bool]] = set()  # names found valid already: 40,000 devices repeat a dozen
+_QUANTITIES: dict[object, int] = {}
+_VERSIONS: set[str] = set()
+
+
 def _qualified_attribute(name: str, where: str, *, need_domain: bool) -> None:
     """validateQualifiedName: <domain>/<C identifier of at most 32 characters>; the domain a DNS subdomain."""
+    if (name, need_domain) in _VALID_NAMES:
+        return
+    _check_qualified(name, where, need_domain=need_domain)
+    if len(_VALID_NAMES) < 10_000:
+        _VALID_NAMES.add((name, need_domain))
+
+
+def _check_qualified(name: str, where: str, *, need_domain: bool) -> None:
     domain, sep, ident = name.rpartition("/")
     if need_domain and not sep:
         raise InputError(f"Required value: a fully qualified name must be a domain and a name separated by a slash, got {quote(name)}", where=where)
@@ -479,6 +492,10 @@ def _attribute(name: str, value: Any, where: str) -> Any:
     if len(s) > ATTRIBUTE_VALUE_MAX:
         raise InputError(f"Too long: may not be more than {ATTRIBUTE_VALUE_MAX} bytes", where=f"{where}.{kind}")
     if kind == "version":
+        if s in _VERSIONS:
+            return ("semver", s)
+        if len(_VERSIONS) < 10_000:
+            _VERSIONS.add(s) if _SEMVER.match(s) else None
         if not _SEMVER.match(s):
             raise InputError(f"Invalid value: {quote(s)}: must be a string compatible with semver.org spec 2.0.0", where=f"{where}.version")
         return ("semver", s)
@@ -522,7 +539,11 @@ def _slice(name: str, spec: dict[str, Any], where: str, warnings: list[str]) -> 
     for i, item in enumerate(items):
         dw = f"{sw}.devices[{i}]"
         d = _map(item, dw)
-        dname = _name(_str(d.get("name"), f"{dw}.name", required=True), f"{dw}.name", subdomain=False)
+        dname = d.get("name")
+        if not isinstance(dname, str) or (dname, False) not in _VALID_NAMES:
+            dname = _name(_str(dname, f"{dw}.name", required=True), f"{dw}.name", subdomain=False)
+            if len(_VALID_NAMES) < 10_000:
+                _VALID_NAMES.add((dname, False))
         if dname in seen:
             raise InputError(f"Duplicate value: {quote(dname)}", where=f"{dw}.name")
         seen.add(dname)
@@ -540,8 +561,13 @@ def _slice(name: str, spec: dict[str, Any], where: str, warnings: list[str]) -> 
         for key, val in raw_caps.items():
             cw = f"{dw}.capacity[{key}]"
             _qualified_attribute(key, cw, need_domain=False)
-            q = parse_quantity(_map(val, cw).get("value"), where=f"{cw}.value")
-            caps[key if "/" in key else f"{driver}/{key}"] = int(q * 1000)
+            raw = _map(val, cw).get("value")
+            milli = _QUANTITIES.get(raw) if isinstance(raw, str) else None
+            if milli is None:
+                milli = int(parse_quantity(raw, where=f"{cw}.value") * 1000)
+                if isinstance(raw, str) and len(_QUANTITIES) < 10_000:
+                    _QUANTITIES[raw] = milli
+            caps[key if "/" in key else f"{driver}/{key}"] = milli
         for extra in ("consumesCounters", "taints", "bindingConditions"):
             if d.get(extra):
                 warnings.append(f"{dw}.{extra}: an alpha field in Kubernetes 1.34 (off by default): the API server drops it")

@@ -172,7 +172,7 @@ def device_value(driver: str, device: Device) -> dict[str, Any]:
 class Program:
     """One compiled selector and what it can read of a device (for the memo)."""
 
-    __slots__ = ("_program", "everything", "expression", "names")
+    __slots__ = ("_program", "everything", "expression", "names", "ordered")
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
@@ -185,6 +185,7 @@ class Program:
         for tok in _TOKEN.findall(expression):
             names.add(tok[1:-1] if tok[:1] in "\"'" else tok)
         self.names = frozenset(names)
+        self.ordered = tuple(sorted(names))
         self.everything = bool(_ENUMERATES.search(expression))
 
     def run(self, context: cel.Context) -> bool:
@@ -209,30 +210,34 @@ class Evaluator:
         self._programs: dict[str, Program] = {}
         self._memo: dict[tuple[Any, ...], bool | Exception] = {}
         self._values: dict[int, tuple[Device, dict[str, Any]]] = {}
+        self._views: dict[int, tuple[Device, tuple[Any, dict[str, Any]]]] = {}
         self._context = cel.Context()
         for name, fn in FUNCTIONS.items():
             self._context.add_function(name, fn)
         self.evaluations = 0  # real evaluations (memo misses), for the benchmark
+        # every attribute and capacity name (unqualified) of the devices to be seen, when known up front:
+        # an expression's other identifiers then stay out of the memo's key
+        self.known: frozenset[str] | None = None
 
     def program(self, expression: str) -> Program:
         p = self._programs.get(expression)
         if p is None:
             p = self._programs[expression] = Program(expression)
+            if self.known is not None:
+                p.ordered = tuple(n for n in p.ordered if n in self.known)
         return p
 
     def matches(self, expression: str, driver: str, device: Device) -> bool:
         """Whether ``device`` (of ``driver``) matches; raises CelRuntimeError or Unsupported."""
         p = self.program(expression)
+        view = self._views.get(id(device))
+        if view is None or view[0] is not device:
+            view = self._views[id(device)] = (device, _view(device))
+        domains, by_name = view[1]
         if p.everything:
             key: tuple[Any, ...] = (expression, driver, device.name, _freeze(device.attributes), _freeze(device.capacity))
         else:
-            names = p.names
-            key = (
-                expression, driver,
-                tuple(sorted({k.rpartition("/")[0] for k in device.attributes} | {k.rpartition("/")[0] for k in device.capacity})),
-                tuple(sorted((k, v) for k, v in device.attributes.items() if k.rpartition("/")[2] in names)),
-                tuple(sorted((k, v) for k, v in device.capacity.items() if k.rpartition("/")[2] in names)),
-            )
+            key = (expression, driver, domains, *[by_name.get(n) for n in p.ordered])
         hit = self._memo.get(key)
         if hit is None:
             self.evaluations += 1
@@ -252,6 +257,18 @@ class Evaluator:
             cached = self._values[id(device)] = (device, device_value(driver, device))
         self._context.add_variable("device", cached[1])
         return self._context
+
+
+def _view(device: Device) -> tuple[Any, dict[str, Any]]:
+    """The device's domains, and per unqualified name its (qualified name, value) pairs (attributes, then
+    capacities): what an expression naming that identifier can read."""
+    domains = {k.rpartition("/")[0] for k in device.attributes} | {k.rpartition("/")[0] for k in device.capacity}
+    by_name: dict[str, list[tuple[str, Any]]] = {}
+    for k, v in device.attributes.items():
+        by_name.setdefault(k.rpartition("/")[2], []).append((k, v))
+    for k, c in device.capacity.items():
+        by_name.setdefault(k.rpartition("/")[2], []).append((k, ("capacity", c)))
+    return tuple(sorted(domains)), {n: tuple(v) if len(v) == 1 else tuple(sorted(v)) for n, v in by_name.items()}
 
 
 def _freeze(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:

@@ -101,6 +101,9 @@ class DRA:
         self.claims: dict[str, Claim] = dict(objects.claims)
         self.templates = objects.templates
         self.evaluator = Evaluator()
+        self.evaluator.known = frozenset(
+            k.rpartition("/")[2] for sl in objects.slices for d in sl.devices for k in (*d.attributes, *d.capacity)
+        )
         self.warnings: dict[str, list[str]] = {}  # pod key -> unsupported selectors it met
         self._unsupported: set[str] = set()
         for sel in self._all_selectors():
@@ -108,12 +111,20 @@ class DRA:
                 self.evaluator.program(sel.expression)
             except CelSyntaxError as exc:
                 raise InputError(f"compilation failed: {exc}", where=sel.where) from None
-        self._pools_by_key: dict[tuple[str, str], list[ResourceSlice]] = {}
+        # pools by the node their slices name, and the pools whose slices select nodes (allNodes, nodeSelector)
+        self._by_node: dict[str, dict[tuple[str, str], list[ResourceSlice]]] = {}
+        self._selecting: dict[tuple[str, str], list[ResourceSlice]] = {}
+        self._order = {id(s): i for i, s in enumerate(objects.slices)}
         for s in objects.slices:
-            self._pools_by_key.setdefault((s.driver, s.pool), []).append(s)
+            if s.node_name:
+                self._by_node.setdefault(s.node_name, {}).setdefault((s.driver, s.pool), []).append(s)
+            elif s.all_nodes or s.node_selector is not None:
+                self._selecting.setdefault((s.driver, s.pool), []).append(s)
         self._node_pools: dict[str, list[_Pool]] = {}
         self._in_use: set[tuple[str, str, str]] = set()
         self._pinned: dict[str, str | None] = {}  # claim key -> node name its allocation is bound to
+        self._candidates: dict[tuple[Any, ...], tuple[list[_Candidate], tuple[str, ...], str]] = {}
+        self._lanes: dict[tuple[Any, ...], _Lane] = {}
         for claim in self.claims.values():
             if claim.allocation is not None:
                 for d in claim.allocation.devices:
@@ -191,7 +202,7 @@ class DRA:
         todo = [c for c in claims if c.allocation is None]
         if not todo:
             return None, []
-        result = _Search(self, pod, todo, self._pools(node)).run()
+        result = _Search(self, pod, todo, node, self._pools(node)).run()
         if result is None:
             return CANNOT_ALLOCATE, []
         return None, result
@@ -212,11 +223,15 @@ class DRA:
         if hit is not None:
             return hit
         pools = []
-        for (driver, name), slices in self._pools_by_key.items():
-            mine = [s for s in slices if (s.node_name == node.name) or s.all_nodes
-                    or (s.node_selector is not None and node_selector_matches(s.node_selector, node.labels, node.name))]
-            if not mine:
-                continue
+        found: dict[tuple[str, str], list[ResourceSlice]] = {k: list(v) for k, v in self._by_node.get(node.name, {}).items()}
+        for key, slices in self._selecting.items():
+            for s in slices:
+                if s.all_nodes or (s.node_selector is not None and node_selector_matches(s.node_selector, node.labels, node.name)):
+                    found.setdefault(key, []).append(s)
+        mixed = set(found) & set(self._selecting) & set(self._by_node.get(node.name, {}))
+        for (driver, name), mine in found.items():
+            if (driver, name) in mixed:  # slices of both kinds: input order
+                mine.sort(key=lambda s: self._order[id(s)])
             newest = max(s.generation for s in mine)
             mine = [s for s in mine if s.generation == newest]  # outdated generations are ignored
             pools.append(_Pool(driver, name, mine, len(mine) < mine[0].slice_count))
@@ -224,7 +239,32 @@ class DRA:
         self._node_pools[node.name] = pools
         return pools
 
-    def matches(self, pod: Pod, alt: Exact, driver: str, device: Device) -> bool:
+    def candidates(self, pod: Pod, node: Node, pools: list[_Pool], alt: Exact) -> list[_Candidate]:
+        """The node's devices that match the class's and the request's selectors, in allocator order
+        (pool, slice, device); memoised per node and selectors: slices do not change during a simulation."""
+        key = (node.name, alt.device_class, alt.selectors)
+        hit = self._candidates.get(key)
+        if hit is None:
+            found: list[_Candidate] = []
+            warned: list[str] = []
+            error = ""
+            try:
+                for pool in pools:
+                    for s in pool.slices:
+                        local = not s.all_nodes and s.node_selector is None
+                        for d in s.devices:
+                            if self.matches(warned, alt, s.driver, d):
+                                found.append(_Candidate(s.driver, pool.name, d, local))
+            except AllocationError as exc:
+                error = str(exc)
+            hit = self._candidates[key] = (found, tuple(warned), error)
+        for w in hit[1]:
+            self._warn(pod, w)
+        if hit[2]:
+            raise AllocationError(hit[2])
+        return hit[0]
+
+    def matches(self, warned: list[str], alt: Exact, driver: str, device: Device) -> bool:
         cls = self.classes[alt.device_class]
         for label, sels in ((f"class {cls.name}", cls.selectors), ("claim", alt.selectors)):
             for i, sel in enumerate(sels):
@@ -232,7 +272,8 @@ class DRA:
                     if not self.evaluator.matches(sel.expression, driver, device):
                         return False
                 except Unsupported as exc:
-                    self._warn(pod, f"{sel.where}: {exc}")
+                    if f"{sel.where}: {exc}" not in warned:
+                        warned.append(f"{sel.where}: {exc}")
                     return False
                 except CelRuntimeError as exc:
                     raise AllocationError(f"{label}: selector #{i}: CEL runtime error: {exc}") from None
@@ -247,11 +288,10 @@ class DRA:
 class _Search:
     """One run of the allocator for one pod's claims on one node."""
 
-    def __init__(self, dra: DRA, pod: Pod, claims: list[Claim], pools: list[_Pool]) -> None:
-        self.dra, self.pod, self.claims, self.pools = dra, pod, claims, pools
+    def __init__(self, dra: DRA, pod: Pod, claims: list[Claim], node: Node, pools: list[_Pool]) -> None:
+        self.dra, self.pod, self.claims, self.node, self.pools = dra, pod, claims, node, pools
         self.taken: set[tuple[str, str, str]] = set()
         self.chosen: list[list[AllocatedDevice]] = [[] for _ in claims]
-        self._candidates: dict[tuple[int, str], list[_Candidate]] = {}
         self._constraint_values: list[dict[int, tuple[Any, int]]] = [{} for _ in claims]
 
     def run(self) -> list[list[AllocatedDevice]] | None:
@@ -267,17 +307,7 @@ class _Search:
         return any(self._fill(ci, ri, req.name, alt) for alt in req.alternatives)
 
     def _devices(self, ci: int, alt: Exact) -> list[_Candidate]:
-        key = (ci, alt.name)
-        hit = self._candidates.get(key)
-        if hit is None:
-            hit = []
-            for pool in self.pools:
-                for s in pool.slices:
-                    for d in s.devices:
-                        if self.dra.matches(self.pod, alt, s.driver, d):
-                            hit.append(_Candidate(s.driver, pool.name, d, not s.all_nodes and s.node_selector is None))
-            self._candidates[key] = hit
-        return hit
+        return self.dra.candidates(self.pod, self.node, self.pools, alt)
 
     def _fill(self, ci: int, ri: int, request: str, alt: Exact) -> bool:
         devices = self._devices(ci, alt)
@@ -385,6 +415,13 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
     verdict = dra.prefilter(pod)
     if verdict.message:
         return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True)
+    if _lane_ok(sched, pod, verdict.claims):
+        try:
+            fast = _place_lane(dra, sched, pod, verdict.claims)
+        except AllocationError as exc:
+            return Outcome(reason=f'running Filter plugin "{PLUGIN}": {exc}')
+        if fast is not None:
+            return fast
     spec = pod.spec
     topo = None
     counter: Counter[str] = Counter()
@@ -414,17 +451,106 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
     if not passing:
         return Outcome(reason=unschedulable_message(len(states), counter))
     best = sched.best_of(pod, passing)
-    alloc = allocations[best.index]
-    local = _node_local(dra, best.node, alloc)
-    dra.commit(verdict.claims, alloc, best.node, local)
+    return _bound(dra, sched, pod, verdict.claims, best, allocations[best.index])
+
+
+def _bound(dra: DRA, sched: Any, pod: Pod, claims: list[Claim], best: Any,
+           alloc: list[list[AllocatedDevice]]) -> Outcome:
+    dra.commit(claims, alloc, best.node, _node_local(dra, best.node, alloc))
     sched.bind(pod, best)
-    todo = [c for c in verdict.claims if c.allocation is not None]
     devices = [
         {"claim": c.name, "request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device,
          **({"adminAccess": True} if d.admin_access else {})}
-        for c in todo for d in (c.allocation.devices if c.allocation is not None else ())
+        for c in claims for d in (c.allocation.devices if c.allocation is not None else ())
     ]
     return Outcome(node=best, devices=devices)
+
+
+# --- the fast lane: pods whose claims are their own, new ones --------------------------------------------
+
+
+@dataclass
+class _Lane:
+    """Identical pods (same spec, namespace) whose claims are all made for them from templates: a max-heap
+    of the nodes their node-only filters pass, by score, kept as the scheduler keeps a class's heap.
+
+    kube-scheduler binds the best-scored node among those every filter passes; DynamicResources does not
+    score. So the heap's best node that fits and that the allocator can serve is the node kube-scheduler
+    picks. A node the allocator cannot serve never can again for this lane (devices are only taken during
+    a simulation, and these claims pin nothing): it is dropped for good. Nodes bound since the lane's last
+    turn (the scheduler's bind log) are pushed again with their current score, so every entry on top is
+    exact (BalancedAllocation may rise after a bind).
+    """
+
+    heap: list[tuple[int, str, int, int]] = field(default_factory=list)
+    latest: dict[int, int] = field(default_factory=dict)
+    members: set[int] = field(default_factory=set)
+    dead: set[int] = field(default_factory=set)
+    seen: int = 0
+    log_pos: int = 0
+    slow: bool = False  # a node with a PreferNoSchedule taint: TaintToleration's score varies
+
+
+def _lane_ok(sched: Any, pod: Pod, claims: list[Claim]) -> bool:
+    if pod.spec.preferred or sched.needs_exact(pod):
+        return False
+    return all(c.allocation is None and c.owner == ("Pod", pod.name) for c in claims)
+
+
+def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome | None:
+    import heapq
+
+    from kgpu.sim.scheduler import fits, score
+
+    spec = pod.spec
+    key = (spec, pod.namespace)
+    lane = dra._lanes.get(key)
+    if lane is None:
+        lane = dra._lanes[key] = _Lane(log_pos=sched.log_length)
+    states = sched.states
+    heap, latest = lane.heap, lane.latest
+
+    def push(idx: int) -> None:
+        st = states[idx]
+        latest[idx] = st.version
+        heapq.heappush(heap, (-score(spec, st), st.node.name, idx, st.version))
+
+    feasible = sched.feasible_nodes(spec)
+    for idx in feasible[lane.seen:]:
+        if any(t.effect == "PreferNoSchedule" for t in states[idx].node.taints):
+            lane.slow = True
+        lane.members.add(idx)
+        push(idx)
+    lane.seen = len(feasible)
+    if lane.slow:
+        return None
+    if lane.log_pos < sched.log_length:
+        for idx in set(sched.changed_since(lane.log_pos)):
+            if idx in lane.members and idx not in lane.dead:
+                push(idx)
+        lane.log_pos = sched.log_length
+    while heap:
+        _, _, idx, version = heap[0]
+        st = states[idx]
+        if version != latest.get(idx) or idx in lane.dead:
+            heapq.heappop(heap)  # superseded by a newer entry, or dropped
+            continue
+        if version != st.version:
+            push(idx)
+            continue
+        if not fits(spec, st):
+            heapq.heappop(heap)  # pushed again if the node changes (an eviction)
+            continue
+        reason, alloc = dra.filter(pod, claims, st.node)
+        if reason is not None:
+            lane.dead.add(idx)
+            heapq.heappop(heap)
+            continue
+        out = _bound(dra, sched, pod, claims, st, alloc)
+        lane.log_pos = sched.log_length  # its own bind: the entry above is superseded at the next turn
+        push(idx)
+        return out
+    return None
 
 
 def _node_local(dra: DRA, node: Node, alloc: list[list[AllocatedDevice]]) -> bool:
