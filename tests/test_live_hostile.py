@@ -173,6 +173,8 @@ def hostile_objects() -> list[dict[str, Any]]:
                                      "not-a-container"]
     odd["metadata"]["annotations"] = "token=annotation-secret-2"
     odd["metadata"]["labels"] = {"env": "prod"}
+    odd["spec"]["containers"][0]["args"] = ["--db=postgres://app:db-pass-8@db.ml:5432/runs", "--mirror",
+                                            "https://mirror-user:mirror-pass-9@pypi.internal/simple"]
     ray = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc", "namespace": "ml"},
            "spec": {"headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0",
                                                          "redis-password": "ray-redis-secret-3",
@@ -196,11 +198,13 @@ def test_objects_of_any_shape_are_redacted_not_crashed_on(tmp_path: Path) -> Non
     assert res.exit_code == 0, res.output
     text = out.read_text()
     for secret in ("init-secret-1", "annotation-secret-2", "ray-redis-secret-3", "ray-token-4", "ray-secret-5",
-                   "ray-secret-6"):
+                   "ray-secret-6", "db-pass-8", "mirror-pass-9"):
         assert secret not in text, secret
     doc = json.loads(text)
     by_name = {o["metadata"]["name"]: o for o in doc["items"]}
     assert by_name["odd"]["metadata"]["labels"] == {"env": "prod"}  # a label named env is not an env list
+    assert by_name["odd"]["spec"]["containers"][0]["args"] == ["--db=postgres://db.ml:5432/runs", "--mirror",
+                                                               "https://pypi.internal/simple"]
     params = by_name["rc"]["spec"]["headGroupSpec"]["rayStartParams"]
     assert params == {"dashboard-host": "0.0.0.0", "redis-password": "<redacted>", "auth-token": "<redacted>"}
     assert by_name["rc2"]["spec"]["workerGroupSpecs"][1]["rayStartParams"]["num-gpus"] == "1"

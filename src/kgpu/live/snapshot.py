@@ -37,7 +37,7 @@ from kgpu.live.client import (
     NotServed,
     Resource,
 )
-from kgpu.live.kubeconfig import ClusterError
+from kgpu.live.kubeconfig import ClusterError, strip_userinfo
 
 API_VERSION = "kgpu.dev/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -154,7 +154,8 @@ def redact(obj: Any) -> Any:
     - ``env``: each entry's ``value`` replaced (names and ``valueFrom`` kept); an ``env`` that is not a
       list of objects is replaced whole;
     - params maps (a key ending in ``params`` or ``parameters``, e.g. a RayCluster's ``rayStartParams``):
-      every value whose key names a password, token or secret replaced.
+      every value whose key names a password, token or secret replaced;
+    - URLs: the ``user:password@`` of any URL in a string value (a container argument, an annotation).
 
     ``status`` subtrees are not walked (no secret is written there, and they are the bulk of nodes).
     """
@@ -163,9 +164,11 @@ def redact(obj: Any) -> Any:
     while stack:
         value = pop()
         if type(value) is list:
-            for v in value:
+            for i, v in enumerate(value):
                 if type(v) is dict or type(v) is list:
                     push(v)
+                elif type(v) is str and "@" in v and "://" in v:
+                    value[i] = strip_userinfo(v)
             continue
         if type(value) is not dict:
             continue
@@ -178,6 +181,8 @@ def redact(obj: Any) -> Any:
                     push(child)
             elif key == "env" and child is not None and "image" in value:
                 value[key] = REDACTED
+            elif kind is str and "@" in child and "://" in child:  # a URL's user:password
+                value[key] = strip_userinfo(child)
     return obj
 
 
