@@ -77,7 +77,7 @@ def command(
     _aws(gpu, min_gpus, region or DEFAULT_REGION, file, output)
 
 
-def _load_overrides(path: str) -> list[dict[str, Any]]:
+def load_overrides(path: str) -> list[Any]:
     from kgpu.cli.files import read_text
     from kgpu.model.safeyaml import load_document
 
@@ -136,7 +136,7 @@ def _aws(gpu: str | None, min_gpus: int, region: str, file: str | None, output: 
 
     overrides = None
     if file:
-        overrides = _load_overrides(file)
+        overrides = load_overrides(file)
     try:
         catalog = aws_catalog(region, overrides)
     except InputError as exc:

@@ -123,9 +123,12 @@ def region_of(labels: Mapping[str, str]) -> str:
     return zone.rstrip("abcdefghijklmnopqrstuvwxyz") if zone and zone[-1].isalpha() else ""
 
 
-def catalog_price(instance_type: str, capacity: str, labels: Mapping[str, str]) -> float | None:
-    """What an existing node costs per hour: its type's price in its region from the AWS catalog, spot
-    (the region's median) or on-demand as its capacity-type label says (on-demand when it has none)."""
+def catalog_price(
+    instance_type: str, capacity: str, labels: Mapping[str, str], catalog: Any = None
+) -> float | None:
+    """What an existing node costs per hour: its type's price in its region from the AWS catalog (or
+    ``catalog``: the profile's, with its override rows), spot (the region's median) or on-demand as its
+    capacity-type label says (on-demand when it has none)."""
     region = region_of(labels)
     if not instance_type or not region:
         return None
@@ -133,7 +136,7 @@ def catalog_price(instance_type: str, capacity: str, labels: Mapping[str, str]) 
     from kgpu.errors import InputError
 
     try:
-        pricing = aws_catalog().pricing(instance_type, region)
+        pricing = (catalog or aws_catalog()).pricing(instance_type, region)
     except InputError:  # a type the catalog does not know
         return None
     if pricing is None:

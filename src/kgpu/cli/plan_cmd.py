@@ -75,10 +75,23 @@ from kgpu.cli.report import compare_report, plan_report
     default=None,
     help="Also write one self-contained HTML page (no network): node view and cost as SVG, placements.",
 )
+@click.option(
+    "--catalog",
+    "catalog",
+    metavar="FILE",
+    type=PATH,
+    default=None,
+    help="Instance types outside kgpu's catalog (CSV or YAML rows, as kgpu catalog --file): vCPUs, memory, GPUs, prices.",
+)
 @output_option("table", "wide", "json", "yaml", "name")
 @handle_input_errors
 def command(
-    profile: str | None, workload: tuple[str, ...], compare: bool, report: Path | None, output: str
+    profile: str | None,
+    workload: tuple[str, ...],
+    compare: bool,
+    report: Path | None,
+    output: str,
+    catalog: str | None,
 ) -> None:
     """Place the workloads on the profile's capacity, provision what is missing, and price it.
 
@@ -96,7 +109,7 @@ def command(
 
     if profile is None and not compare and Path("kgpu.yaml").is_file():
         profile = "kgpu.yaml"
-    prof = load_profile_file(profile)
+    prof = load_profile_file(profile, catalog)
     if not compare and output in ("table", "wide"):
         used = (
             f"{profile} ({prof.metadata.name})" if profile else f"the built-in template {prof.metadata.name}"
@@ -175,12 +188,16 @@ def _baseline_pricer(prof: Any) -> nodeview.PriceOf:
         for g in group_names(prof, p)
     }
 
+    from kgpu.sim.pools import catalog_for
+
+    catalog = catalog_for(prof)
+
     def price_of(itype: str, capacity: str, labels: Any) -> float | None:
         name = str(labels.get("kubernetes.io/hostname", ""))
         if name in static:
             return static[name]
         group = next((labels[k] for k in nodeview.POOL_LABELS if labels.get(k) in caps), None)
-        return nodeview.catalog_price(itype, caps[group] if group else capacity, labels)
+        return nodeview.catalog_price(itype, caps[group] if group else capacity, labels, catalog)
 
     return price_of
 

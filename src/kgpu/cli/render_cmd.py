@@ -111,6 +111,14 @@ def kustomization(files: list[str]) -> str:
 @click.option("-f", "--file", "path", type=PATH, default=None, help="Profile to render (default kgpu.yaml).")
 @click.option("--template", default=None, help="Render a built-in template instead of a file.")
 @click.option(
+    "--catalog",
+    "catalog",
+    metavar="FILE",
+    type=PATH,
+    default=None,
+    help="Instance types outside kgpu's catalog (CSV or YAML rows, as kgpu catalog --file): vCPUs, memory, GPUs, prices.",
+)
+@click.option(
     "--target", "targets", multiple=True, type=click.Choice(TARGETS), help="Only these targets (repeatable)."
 )
 @click.option(
@@ -147,6 +155,7 @@ def command(
     output: str,
     with_workloads: bool,
     validate: bool,
+    catalog: str | None,
 ) -> None:
     """Render every manifest of the GPU stack from a profile.
 
@@ -160,7 +169,7 @@ def command(
     """
     from kgpu.cli.files import exists, is_dir, write_tree
     from kgpu.cli.profile_cmd import read_profile_file
-    from kgpu.cli.profile_io import check_catalog_names
+    from kgpu.cli.profile_io import check_catalog_names, with_catalog
     from kgpu.model.profile import builtin_profile, load_profile_text
     from kgpu.render import consistency, onprem
     from kgpu.render.stack import (
@@ -183,10 +192,12 @@ def command(
     if path and template:
         raise InputError("give either -f FILE or --template NAME, not both", where="render")
     if template:
-        profile = builtin_profile(template)
+        profile = with_catalog(builtin_profile(template), None, catalog)
+        if catalog:
+            check_catalog_names(profile, catalog)
     else:
         source = path or "kgpu.yaml"
-        profile = load_profile_text(read_profile_file(source), source=source)
+        profile = with_catalog(load_profile_text(read_profile_file(source), source=source), source, catalog)
         check_catalog_names(profile, source)
     if out_dir is not None and exists(out_dir, str(out_dir)) and not is_dir(out_dir, str(out_dir)):
         raise InputError("exists and is not a directory", where=str(out_dir))

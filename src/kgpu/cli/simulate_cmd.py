@@ -77,9 +77,19 @@ REGION_LABEL = "topology.kubernetes.io/region"
     type=PATH,
     help="A cluster profile (kgpu.yaml): its pools provision nodes for pods that fit nowhere.",
 )
+@click.option(
+    "--catalog",
+    "catalog",
+    metavar="FILE",
+    type=PATH,
+    default=None,
+    help="Instance types outside kgpu's catalog (CSV or YAML rows, as kgpu catalog --file): vCPUs, memory, GPUs, prices.",
+)
 @output_option("table", "wide", "json", "yaml", "name")
 @handle_input_errors
-def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | None, output: str) -> None:
+def command(
+    cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | None, output: str, catalog: str | None
+) -> None:
     """Place pods on a cluster the way kube-scheduler would.
 
     Pods are queued by priority, then input order, and each goes to the feasible node with the best
@@ -114,7 +124,7 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
     if profile:
         from kgpu.cli.profile_io import load_profile_file
 
-        prof = load_profile_file(profile)
+        prof = load_profile_file(profile, catalog)
     region = _nodes_region(objects)
     if nodepools and prof is None and region is not None and not _priced(region):
         # A real region the price catalog lacks: the cluster is fine, only prices (and the offerings
@@ -132,6 +142,10 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
 
         prof, pool_notes = profile_with_nodepools(nodepools, {**objects.nodeclasses, **work.nodeclasses}, prof, region)
         notes.extend(pool_notes)
+        if catalog and not profile:
+            from kgpu.cli.profile_io import with_catalog
+
+            prof = with_catalog(prof, None, catalog)
     if prof is not None:
         from kgpu.sim.provision import baseline_nodes, provisioner_for
 
@@ -145,7 +159,18 @@ def command(cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | 
     view = None
     if output in ("table", "wide") and headers_wanted():
         pool_of = nodeview.profile_pools(prof) if prof is not None else {}
-        view = nodeview.pools(result.nodes, result.new_nodes, pool_of)
+        if prof is not None and prof.catalog.instance_types:
+            from kgpu.sim.pools import catalog_for
+
+            merged = catalog_for(prof)
+            view = nodeview.pools(
+                result.nodes,
+                result.new_nodes,
+                pool_of,
+                lambda t, c, labels: nodeview.catalog_price(t, c, labels, merged),
+            )
+        else:
+            view = nodeview.pools(result.nodes, result.new_nodes, pool_of)
     owners = [p.pod.owner_name for p in result.placements]
     emit(
         data,

@@ -255,10 +255,30 @@ def profile_daemonsets(profile: Profile, given: Sequence[DaemonSet] = ()) -> lis
 
 
 def catalog_for(profile: Profile) -> Catalog | None:
-    """The instance catalog of the profile's cloud; None where there is none (TKE, on-prem)."""
+    """The instance catalog of the profile's cloud; None where there is none (TKE, on-prem). The profile's
+    ``catalog.instanceTypes`` rows (the CLI has added its ``catalog.file`` and ``--catalog`` rows) are
+    merged in: a type outside the catalog (seed 001's t3.micro) is then known to render, plan and
+    simulate alike. Bad rows raise InputError naming the row and column."""
     if profile.provider != Provider.EKS:
         return None
-    return aws_catalog(profile.cluster.region)
+    rows = profile.catalog.instance_types
+    if not rows:
+        return aws_catalog(profile.cluster.region)
+    return _catalog_with(profile.cluster.region, json.dumps(rows, sort_keys=True))
+
+
+_OVERRIDDEN: dict[tuple[str, str], Catalog] = {}
+
+
+def _catalog_with(region: str, rows: str) -> Catalog:
+    """One merged catalog per (region, rows): plan and render ask for it per pool and per pod."""
+    key = (region, rows)
+    found = _OVERRIDDEN.get(key)
+    if found is None:
+        if len(_OVERRIDDEN) > 16:
+            _OVERRIDDEN.clear()
+        found = _OVERRIDDEN[key] = aws_catalog(region, json.loads(rows))
+    return found
 
 
 def _known(catalog: Catalog, name: str) -> bool:
