@@ -529,6 +529,20 @@ class Pool(_Model):
         description="TKE super node: image cache for the rendered GPU workloads: auto (match a cache by image, "
         "with an ImageCache resource and the guide's disk size), an imc-... id from the console, or none",
     )
+    cache_images: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="TKE super node: your own images for the ImageCache (imageCache: auto) instead of the example "
+        "workloads' images, e.g. pytorch/pytorch:2.0.1-cuda11.7-cudnn8-runtime",
+    )
+    cache_size_gib: int | None = Field(
+        default=None,
+        ge=20,
+        le=2048,
+        alias="cacheSizeGiB",
+        description="TKE super node: the ImageCache's imageCacheSize and the pods' disk size; default: seed 003's "
+        "table for the images' sizes (5 GiB for an image kgpu does not know)",
+    )
     prices: TkePricing | None = Field(
         default=None,
         description="TKE super node: pay-as-you-go prices (date, source, cpuCoreHour, memoryGiBHour, gpuHour "
