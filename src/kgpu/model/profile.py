@@ -529,7 +529,7 @@ class Pool(_Model):
         description="TKE super node: image cache for the rendered GPU workloads: auto (match a cache by image, "
         "with an ImageCache resource and the guide's disk size), an imc-... id from the console, or none",
     )
-    cache_images: list[str] = Field(
+    cache_images: list[Annotated[str, Field(pattern=r"^[^\s]{1,512}$")]] = Field(
         default_factory=list,
         max_length=64,
         description="TKE super node: your own images for the ImageCache (imageCache: auto) instead of the example "
