@@ -476,6 +476,14 @@ def node_selector(value: Any, where: str) -> NodeSelector:
 
 
 def _attribute(name: str, value: Any, where: str) -> Any:
+    if type(value) is dict and len(value) == 1:  # the common shape, checked without the general path
+        (kind, x), = value.items()
+        if kind == "string" and type(x) is str and len(x) <= ATTRIBUTE_VALUE_MAX:
+            return x
+        if kind == "version" and x in _VERSIONS:
+            return ("semver", x)
+        if (kind == "int" and type(x) is int) or (kind == "bool" and type(x) is bool):
+            return x
     v = _map(value, where)
     kinds = [k for k in ("int", "bool", "string", "version") if v.get(k) is not None]
     if len(kinds) != 1:

@@ -24,14 +24,35 @@ a few evaluations each.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import os
 import re
 from fractions import Fraction
 from typing import Any
 
-import cel
-
 from kgpu.model.dra import Device
 from kgpu.model.quantity import parse_quantity
+
+def _load_cel() -> Any:
+    """The library's compiled module (``cel.cel``) without its package: ``import cel`` also imports the
+    library's command line (typer, rich, prompt_toolkit), 0.6 s on this project's machine against 10 ms."""
+    spec = importlib.util.find_spec("cel")
+    where = list(spec.submodule_search_locations or ()) if spec is not None else []
+    for folder in where:
+        for name in sorted(os.listdir(folder)):
+            if name.startswith("cel.") and name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+                ext = importlib.util.spec_from_file_location("cel.cel", os.path.join(folder, name))
+                if ext is not None and ext.loader is not None:
+                    module = importlib.util.module_from_spec(ext)
+                    ext.loader.exec_module(module)
+                    return module
+    import cel  # the package as installed, whatever its layout
+
+    return cel
+
+
+cel = _load_cel()
 
 _SEMVER = "__semver__"
 _QUANTITY = "__quantity__"
@@ -172,7 +193,7 @@ def device_value(driver: str, device: Device) -> dict[str, Any]:
 class Program:
     """One compiled selector and what it can read of a device (for the memo)."""
 
-    __slots__ = ("_program", "everything", "expression", "names", "ordered")
+    __slots__ = ("_program", "everything", "expression", "names")
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
@@ -185,10 +206,9 @@ class Program:
         for tok in _TOKEN.findall(expression):
             names.add(tok[1:-1] if tok[:1] in "\"'" else tok)
         self.names = frozenset(names)
-        self.ordered = tuple(sorted(names))
         self.everything = bool(_ENUMERATES.search(expression))
 
-    def run(self, context: cel.Context) -> bool:
+    def run(self, context: Any) -> bool:
         try:
             out = self._program.execute(context)
         except KeyError as exc:
@@ -210,34 +230,32 @@ class Evaluator:
         self._programs: dict[str, Program] = {}
         self._memo: dict[tuple[Any, ...], bool | Exception] = {}
         self._values: dict[int, tuple[Device, dict[str, Any]]] = {}
-        self._views: dict[int, tuple[Device, tuple[Any, dict[str, Any]]]] = {}
+        self._layouts: dict[tuple[Any, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._context = cel.Context()
         for name, fn in FUNCTIONS.items():
             self._context.add_function(name, fn)
         self.evaluations = 0  # real evaluations (memo misses), for the benchmark
-        # every attribute and capacity name (unqualified) of the devices to be seen, when known up front:
-        # an expression's other identifiers then stay out of the memo's key
-        self.known: frozenset[str] | None = None
 
     def program(self, expression: str) -> Program:
         p = self._programs.get(expression)
         if p is None:
             p = self._programs[expression] = Program(expression)
-            if self.known is not None:
-                p.ordered = tuple(n for n in p.ordered if n in self.known)
         return p
 
     def matches(self, expression: str, driver: str, device: Device) -> bool:
         """Whether ``device`` (of ``driver``) matches; raises CelRuntimeError or Unsupported."""
         p = self.program(expression)
-        view = self._views.get(id(device))
-        if view is None or view[0] is not device:
-            view = self._views[id(device)] = (device, _view(device))
-        domains, by_name = view[1]
+        attrs, caps = device.attributes, device.capacity
         if p.everything:
-            key: tuple[Any, ...] = (expression, driver, device.name, _freeze(device.attributes), _freeze(device.capacity))
+            key: tuple[Any, ...] = (expression, driver, device.name, _freeze(attrs), _freeze(caps))
         else:
-            key = (expression, driver, domains, *[by_name.get(n) for n in p.ordered])
+            # devices of one driver share their attribute names: what the expression reads is found once
+            # per layout, then read by qualified name
+            layout = (expression, tuple(attrs), tuple(caps))
+            reads = self._layouts.get(layout)
+            if reads is None:
+                reads = self._layouts[layout] = _reads(p, attrs, caps)
+            key = (layout, driver, tuple([attrs[q] for q in reads[0]]), tuple([caps[q] for q in reads[1]]))
         hit = self._memo.get(key)
         if hit is None:
             self.evaluations += 1
@@ -251,7 +269,7 @@ class Evaluator:
             raise hit
         return hit
 
-    def _with_device(self, driver: str, device: Device) -> cel.Context:
+    def _with_device(self, driver: str, device: Device) -> Any:
         cached = self._values.get(id(device))
         if cached is None or cached[0] is not device:
             cached = self._values[id(device)] = (device, device_value(driver, device))
@@ -259,16 +277,11 @@ class Evaluator:
         return self._context
 
 
-def _view(device: Device) -> tuple[Any, dict[str, Any]]:
-    """The device's domains, and per unqualified name its (qualified name, value) pairs (attributes, then
-    capacities): what an expression naming that identifier can read."""
-    domains = {k.rpartition("/")[0] for k in device.attributes} | {k.rpartition("/")[0] for k in device.capacity}
-    by_name: dict[str, list[tuple[str, Any]]] = {}
-    for k, v in device.attributes.items():
-        by_name.setdefault(k.rpartition("/")[2], []).append((k, v))
-    for k, c in device.capacity.items():
-        by_name.setdefault(k.rpartition("/")[2], []).append((k, ("capacity", c)))
-    return tuple(sorted(domains)), {n: tuple(v) if len(v) == 1 else tuple(sorted(v)) for n, v in by_name.items()}
+def _reads(p: Program, attrs: dict[str, Any], caps: dict[str, int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The qualified attribute and capacity names whose unqualified name appears in the expression."""
+    names = p.names
+    return (tuple(k for k in attrs if k.rpartition("/")[2] in names),
+            tuple(k for k in caps if k.rpartition("/")[2] in names))
 
 
 def _freeze(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:

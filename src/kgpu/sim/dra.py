@@ -101,9 +101,6 @@ class DRA:
         self.claims: dict[str, Claim] = dict(objects.claims)
         self.templates = objects.templates
         self.evaluator = Evaluator()
-        self.evaluator.known = frozenset(
-            k.rpartition("/")[2] for sl in objects.slices for d in sl.devices for k in (*d.attributes, *d.capacity)
-        )
         self.warnings: dict[str, list[str]] = {}  # pod key -> unsupported selectors it met
         self._unsupported: set[str] = set()
         for sel in self._all_selectors():
