@@ -34,6 +34,7 @@ from typing import Any
 from kgpu.model.dra import Device
 from kgpu.model.quantity import parse_quantity
 
+
 def _load_cel() -> Any:
     """The library's compiled module (``cel.cel``) without its package: ``import cel`` also imports the
     library's command line (typer, rich, prompt_toolkit), 0.6 s on this project's machine against 10 ms."""
