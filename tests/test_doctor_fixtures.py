@@ -158,6 +158,11 @@ def test_every_check_id_fires_on_some_fixture():
         # GPU architecture vs the image's CUDA, GPU hosts not labelled yet: tests/test_guide_002_onprem.py
         "cuda-arch-unsupported",
         "gpu-node-unrecognised",
+        # TKE image cache: tests/test_guide_003_image_cache.py
+        "tke-image-cache-not-ready",
+        "tke-image-cache-not-used",
+        "tke-image-cache-missing",
+        "tke-image-cache-unknown",
     }
     all_ids = {c for ids in CHECK_IDS.values() for c in ids}
     assert all_ids - fired == unit_tested

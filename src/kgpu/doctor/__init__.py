@@ -16,6 +16,7 @@ from kgpu.doctor import (
     cuda,
     cuda_arch,
     deviceplugin,
+    image_cache,
     monitoring,
     nodes,
     pending,
@@ -40,12 +41,15 @@ CHECK_IDS: dict[str, tuple[str, ...]] = {
     "visible devices": tuple(visible_devices.CHECKS),
     "monitoring": tuple(monitoring.CHECKS),
     "shared GPUs": tuple(sharing.CHECKS),
+    "TKE image cache": tuple(image_cache.CHECKS),
 }
 
 
 def _functions() -> list[Check]:
     out: list[Check] = []
-    for module in (deviceplugin, nodes, workloads, cuda, tke_cuda, cuda_arch, visible_devices, monitoring, sharing):
+    for module in (
+        deviceplugin, nodes, workloads, cuda, tke_cuda, cuda_arch, visible_devices, monitoring, sharing, image_cache
+    ):
         for fn in module.CHECKS.values():
             if fn not in out:
                 out.append(fn)

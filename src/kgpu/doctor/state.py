@@ -186,6 +186,7 @@ class ClusterState:
         default_factory=list
     )  # device-plugin configs (kgpu.doctor.sharing)
     nodeoverlays: list[dict[str, Any]] = field(default_factory=list)
+    imagecaches: list[dict[str, Any]] = field(default_factory=list)  # TKE's eks.cloud.tencent.com ImageCache
     events: list[Event] = field(default_factory=list)
     objects: Objects = field(default_factory=Objects)  # the scheduling model (nodes, pods, PriorityClasses)
     node_by_name: dict[str, NodeInfo] = field(default_factory=dict)
@@ -500,6 +501,8 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
             state.configmaps.append(item)
         elif ikind == "NodeOverlay":
             state.nodeoverlays.append(item)
+        elif ikind == "ImageCache":
+            state.imagecaches.append(item)
     models = _PodModels(parser, source)
     for item, label in pods_raw:
         state.pods.append(_pod_info(item, label, models))

@@ -82,11 +82,18 @@ def _images(pool: Pool) -> tuple[str, str, str, str]:
 
 
 def tke_cache_images(pool: Pool) -> list[str]:
+    """The images the pool's ImageCache holds: the profile's ``cacheImages`` (the user's own), else the
+    example workloads' images."""
+    if pool.cache_images:
+        return list(pool.cache_images)
     train, infer, _, _ = _images(pool)
     return [train, infer]
 
 
 def tke_disk_size(pool: Pool) -> int:
+    """The cache's size and the pods' disk: the profile's ``cacheSizeGiB``, else seed 003's table."""
+    if pool.cache_size_gib is not None:
+        return pool.cache_size_gib
     return tke_disk_size_gib(sum(IMAGE_SIZES_GIB.get(i, 5.0) for i in tke_cache_images(pool)))
 
 
