@@ -29,6 +29,7 @@ import importlib.util
 import os
 import re
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 
 from kgpu.model.dra import Device
@@ -231,7 +232,9 @@ class Evaluator:
         self._programs: dict[str, Program] = {}
         self._memo: dict[tuple[Any, ...], bool | Exception] = {}
         self._values: dict[int, tuple[Device, dict[str, Any]]] = {}
-        self._layouts: dict[tuple[Any, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._layouts: dict[tuple[str, int], tuple[Any, Any]] = {}
+        self._layout_ids: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
+        self._device_layout: dict[int, tuple[Device, int]] = {}
         self._context = cel.Context()
         for name, fn in FUNCTIONS.items():
             self._context.add_function(name, fn)
@@ -245,18 +248,22 @@ class Evaluator:
 
     def matches(self, expression: str, driver: str, device: Device) -> bool:
         """Whether ``device`` (of ``driver``) matches; raises CelRuntimeError or Unsupported."""
-        p = self.program(expression)
+        p = self._programs.get(expression) or self.program(expression)
         attrs, caps = device.attributes, device.capacity
         if p.everything:
             key: tuple[Any, ...] = (expression, driver, device.name, _freeze(attrs), _freeze(caps))
         else:
-            # devices of one driver share their attribute names: what the expression reads is found once
-            # per layout, then read by qualified name
-            layout = (expression, tuple(attrs), tuple(caps))
-            reads = self._layouts.get(layout)
+            # devices of one driver share their attribute names (a layout): what the expression reads is
+            # found once per layout, then read by qualified name
+            held = self._device_layout.get(id(device))
+            if held is None or held[0] is not device:
+                shape = (tuple(attrs), tuple(caps))
+                held = self._device_layout[id(device)] = (device, self._layout_ids.setdefault(shape, len(self._layout_ids)))
+            lay = (expression, held[1])
+            reads = self._layouts.get(lay)
             if reads is None:
-                reads = self._layouts[layout] = _reads(p, attrs, caps)
-            key = (layout, driver, tuple([attrs[q] for q in reads[0]]), tuple([caps[q] for q in reads[1]]))
+                reads = self._layouts[lay] = _reads(p, attrs, caps)
+            key = (lay, driver, reads[0](attrs), reads[1](caps))
         hit = self._memo.get(key)
         if hit is None:
             self.evaluations += 1
@@ -278,11 +285,18 @@ class Evaluator:
         return self._context
 
 
-def _reads(p: Program, attrs: dict[str, Any], caps: dict[str, int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The qualified attribute and capacity names whose unqualified name appears in the expression."""
+def _reads(p: Program, attrs: dict[str, Any], caps: dict[str, int]) -> tuple[Any, Any]:
+    """Getters of the attribute and capacity values whose unqualified name appears in the expression."""
     names = p.names
-    return (tuple(k for k in attrs if k.rpartition("/")[2] in names),
-            tuple(k for k in caps if k.rpartition("/")[2] in names))
+    return (_getter(tuple(k for k in attrs if k.rpartition("/")[2] in names)),
+            _getter(tuple(k for k in caps if k.rpartition("/")[2] in names)))
+
+
+def _getter(keys: tuple[str, ...]) -> Any:
+    if not keys:
+        return lambda d: ()
+    get = itemgetter(*keys)
+    return get if len(keys) > 1 else (lambda d: (get(d),))
 
 
 def _freeze(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:

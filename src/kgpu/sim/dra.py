@@ -122,6 +122,8 @@ class DRA:
         self._pinned: dict[str, str | None] = {}  # claim key -> node name its allocation is bound to
         self._candidates: dict[tuple[Any, ...], tuple[list[_Candidate], tuple[str, ...], str]] = {}
         self._lanes: dict[tuple[Any, ...], _Lane] = {}
+        # (class, id(device)) -> whether the class selects it, and the warnings that gave; devices live as long
+        self._class_match: dict[tuple[str, int], tuple[bool, tuple[str, ...]]] = {}
         for claim in self.claims.values():
             if claim.allocation is not None:
                 for d in claim.allocation.devices:
@@ -263,17 +265,27 @@ class DRA:
 
     def matches(self, warned: list[str], alt: Exact, driver: str, device: Device) -> bool:
         cls = self.classes[alt.device_class]
-        for label, sels in ((f"class {cls.name}", cls.selectors), ("claim", alt.selectors)):
-            for i, sel in enumerate(sels):
-                try:
-                    if not self.evaluator.matches(sel.expression, driver, device):
-                        return False
-                except Unsupported as exc:
-                    if f"{sel.where}: {exc}" not in warned:
-                        warned.append(f"{sel.where}: {exc}")
+        key = (cls.name, id(device))
+        hit = self._class_match.get(key)
+        if hit is None:
+            mine: list[str] = []
+            hit = self._class_match[key] = (self._selected(mine, f"class {cls.name}", cls.selectors, driver, device), tuple(mine))
+        for w in hit[1]:
+            if w not in warned:
+                warned.append(w)
+        return hit[0] and self._selected(warned, "claim", alt.selectors, driver, device)
+
+    def _selected(self, warned: list[str], label: str, sels: tuple[Selector, ...], driver: str, device: Device) -> bool:
+        for i, sel in enumerate(sels):
+            try:
+                if not self.evaluator.matches(sel.expression, driver, device):
                     return False
-                except CelRuntimeError as exc:
-                    raise AllocationError(f"{label}: selector #{i}: CEL runtime error: {exc}") from None
+            except Unsupported as exc:
+                if f"{sel.where}: {exc}" not in warned:
+                    warned.append(f"{sel.where}: {exc}")
+                return False
+            except CelRuntimeError as exc:
+                raise AllocationError(f"{label}: selector #{i}: CEL runtime error: {exc}") from None
         return True
 
     def _warn(self, pod: Pod, text: str) -> None:
