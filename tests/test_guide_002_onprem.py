@@ -196,6 +196,19 @@ def test_helm_install_renders_the_charts_values_instead_of_the_daemonset(tmp_pat
             assert set(value) <= set(upstream[key])
     assert validate.chart_values_errors(values, validate.CHART_VALUES["device-plugin-chart"]) == []
 
+    checked = CliRunner().invoke(
+        cli,
+        [
+            "render",
+            "-f",
+            str(_onprem_profile(tmp_path, _helm)),
+            "--target",
+            "device-plugin-chart",
+            "--validate",
+        ],
+    )
+    assert checked.exit_code == 0, checked.output
+
     piped = CliRunner().invoke(cli, ["render", "-f", str(_onprem_profile(tmp_path, _helm))])
     assert piped.exit_code == 0, piped.output
     assert "nvidia-device-plugin-daemonset" not in piped.stdout
