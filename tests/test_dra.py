@@ -88,7 +88,8 @@ def test_pods_get_devices_in_device_order_and_fill_nodes() -> None:
     ]
     assert out["c"].phase == UNSCHEDULABLE
     assert out["c"].reason.startswith("0/1 nodes are available: 1 cannot allocate all claims.")
-    assert "still not schedulable, preemption:" in out["c"].reason
+    assert out["c"].reason.endswith("still not schedulable, preemption: 0/1 nodes are available: 1 Preemption is not "
+                                    "helpful for scheduling.")
     assert out["a"].warnings == ()
 
 
@@ -161,8 +162,9 @@ def test_shared_claim_pins_the_second_pod_to_the_first_pods_node() -> None:
 def test_prefilter_messages_replace_the_histogram() -> None:
     cl = [*nodes("n1", "n2"), gpu_slice("n1", 1), template()]
     out = run(cl, [claim_pod("p")])
-    assert out["p"].reason.startswith(
-        "0/2 nodes are available: request gpu: device class gpu.nvidia.com does not exist. no new claims to deallocate, preemption: ")
+    assert out["p"].reason == (
+        "0/2 nodes are available: request gpu: device class gpu.nvidia.com does not exist. no new claims to deallocate, "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     out = run([*cl, gpu_class()], [claim_pod("q", tpl="missing")])
     assert out["q"].reason.startswith('0/2 nodes are available: pod "default/q": ResourceClaim not created yet.')
     named = pod_dict("r")
@@ -271,3 +273,27 @@ def test_the_node_lane_agrees_with_filtering_every_node(monkeypatch: pytest.Monk
     exact = run(cl, copy.deepcopy(work))
     assert {k: (v.node, v.devices) for k, v in fast.items()} == {k: (v.node, v.devices) for k, v in exact.items()}
     assert sum(1 for v in fast.values() if v.phase == UNSCHEDULABLE) > 0  # the cluster fills up
+
+
+def test_cli_wide_shows_devices_and_exit_codes(tmp_path: Any) -> None:
+    """`kgpu simulate -o wide` has a DEVICES column; an unschedulable DRA pod exits 1, malformed CEL exits 2
+    naming the object and field."""
+    import yaml
+    from click.testing import CliRunner
+
+    from kgpu.cli.main import cli
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump_all([*nodes("gpu-node-1"), gpu_class(), gpu_slice("gpu-node-1", 1), template()]))
+    work = tmp_path / "pods.yaml"
+    work.write_text(yaml.safe_dump_all([claim_pod("trainer-0"), claim_pod("trainer-1")]))
+    res = CliRunner().invoke(cli, ["simulate", "-c", str(cluster), "-w", str(work), "-o", "wide"])
+    assert res.exit_code == 1, res.output
+    lines = res.output.splitlines()
+    assert "DEVICES" in lines[0]
+    assert any("trainer-0" in ln and "gpu-0" in ln for ln in lines)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump_all([*nodes("gpu-node-1"), gpu_class(expr="device.driver ==")]))
+    res = CliRunner().invoke(cli, ["simulate", "-c", str(bad), "-w", str(work)])
+    assert res.exit_code == 2
+    assert "DeviceClass gpu.nvidia.com: spec.selectors[0].cel.expression" in res.output

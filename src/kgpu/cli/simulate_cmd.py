@@ -210,6 +210,7 @@ def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -
     """One row per pod with the provisioned node's pool, instance type, capacity type and zone (and its
     warnings, when some pod has any)."""
     flagged = any(p.get("warnings") for p in data["pods"])
+    dra = any(p.get("devices") for p in data["pods"])  # DRA: the devices allocated for the pod's claims
     rows = [
         (
             p["namespace"],
@@ -220,17 +221,20 @@ def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -
             p.get("instance_type") or "-",
             p.get("capacity_type") or "-",
             p.get("zone") or "-",
+            *((",".join(d["device"] for d in p.get("devices", ())) or "-",) if dra else ()),
             *((warning_codes(p) or "-",) if flagged else ()),
             p["reason"] or "",
         )
         for p in data["pods"]
     ]
     headers: tuple[str, ...] = ("NAMESPACE", "POD", "PHASE", "NODE", "POOL", "INSTANCE TYPE", "CAPACITY", "ZONE")
+    headers += ("DEVICES",) if dra else ()
     headers += ("WARNINGS", "REASON") if flagged else ("REASON",)
     out = [table(headers, rows)]
     if headers_wanted():
         out += warnings_footer(data["pods"])
         out += ["", nodeview.render(view)] if view else []
+        out += nodeview.shared_cost(data.get("shared_gpus") or [], wide=True)
         out += ["", summary_line(data["summary"])]
     return "\n".join(out)
 
@@ -290,6 +294,7 @@ def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None, 
     out += warnings_footer(data["pods"])
     if view:
         out += ["", nodeview.render(view)]
+    out += nodeview.shared_cost(data.get("shared_gpus") or [])
     out.append("")
     out.append(summary_line(data["summary"]))
     return "\n".join(out)

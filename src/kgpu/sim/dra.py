@@ -410,6 +410,9 @@ class Outcome:
     reason: str | None = None
     devices: list[dict[str, Any]] = field(default_factory=list)
     prefilter: bool = False  # rejected by PreFilter (PostFilter: no new claims to deallocate)
+    # every node's status is UnschedulableAndUnresolvable (PreFilter's, or DynamicResources' Filter on each):
+    # DefaultPreemption finds no candidate and says preemption is not helpful on all of them
+    unresolvable: bool = False
 
 
 def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
@@ -423,7 +426,8 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
         return Outcome(reason="no nodes available to schedule pods")
     verdict = dra.prefilter(pod)
     if verdict.message:
-        return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True)
+        return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True,
+                       unresolvable=True)
     if _lane_ok(sched, pod, verdict.claims):
         try:
             fast = _place_lane(dra, sched, pod, verdict.claims)
@@ -458,7 +462,8 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
         allocations[st.index] = alloc
         passing.append(st)
     if not passing:
-        return Outcome(reason=unschedulable_message(len(states), counter))
+        dra_failed = counter[NOT_AVAILABLE] + counter[CANNOT_ALLOCATE]
+        return Outcome(reason=unschedulable_message(len(states), counter), unresolvable=dra_failed == len(states))
     best = sched.best_of(pod, passing)
     return _bound(dra, sched, pod, verdict.claims, best, allocations[best.index])
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from kgpu.model.load import Objects, resolve_priorities
 from kgpu.model.objects import DaemonSet, Node, NodeSelector, Pod, PodSpecInfo, Requirement, Term, Toleration
 from kgpu.model.predicates import static_reasons
-from kgpu.sim.preemption import Preemption, postfilter_words
+from kgpu.sim.preemption import NOT_HELPFUL, Preemption, postfilter_words
 from kgpu.sim.scheduler import Decision, NodeState, Scheduler
 from kgpu.sim.sharing import (
     admission_warnings,
@@ -412,7 +412,11 @@ def _place_with_claims(dra: Any, sched: Scheduler, postfilter: Preemption, pod: 
         return False
     reason = out.reason or ""
     if reason.startswith("0/"):
-        words = postfilter.message(pod)
+        n = len(sched.states)
+        # DynamicResources has no PreFilterExtensions: preemption's dry run cannot free devices, and nodes
+        # it rejected are UnschedulableAndUnresolvable, never candidates. Other mixes: DefaultPreemption's
+        # words over the other filters (kgpu.sim.preemption).
+        words = (f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}." if out.unresolvable and pod.preemption_policy != "Never" else postfilter.message(pod))
         if words:
             reason = f"{reason} {dra_mod.postfilter_words(out)}, {words}"
     placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)
