@@ -172,3 +172,36 @@ def test_host_port_daemonset_only_on_one_pool_sends_the_pod_to_the_other(tmp_pat
     _, data = run(tmp_path, [daemonset("node-exporter", "100m", port=9100, tolerate=False), pod])
     assert data["pods"][0]["phase"] == "Provisioned" and data["pods"][0]["pool"] == "gpu"
     assert data["summary"]["hourly_cost"] > 0
+
+
+def test_pod_without_requests_launches_nothing_when_daemonset_overhead_exceeds_every_type(
+    tmp_path: Path,
+) -> None:
+    """suite_test.go Daemonsets "should not schedule if daemonset overhead is too large", as written there:
+    the DaemonSet asks 10000 cores and 10000Gi, the pod asks nothing. Karpenter fits the pod's requests plus
+    the DaemonSet overhead against every resource of a type, so no type holds them and nothing launches."""
+    code, data = run(tmp_path, [daemonset("hog", "10000", "10000Gi"), pod_dict("a")])
+    assert code == 1
+    assert data["summary"]["new_nodes"] == 0 and data["cost"]["total"] == 0
+    assert data["pods"][0]["phase"] == "Unschedulable"
+    assert 'incompatible with nodepool "general", daemonset overhead={"cpu":"10000","memory":"10000Gi"' in data["pods"][0]["reason"]
+
+
+def test_daemonset_init_container_or_limit_overhead_too_large_launches_nothing(tmp_path: Path) -> None:
+    """suite_test.go Daemonsets "should not schedule if initContainer resources are too large" and "should not
+    schedule if resource requests are not defined and limits (requests) are too large": a DaemonSet pod's
+    requests are the larger of its init containers' and its containers' (and a limit without a request is
+    the request), so these DaemonSets fit no type and a pod asking nothing launches no node."""
+    init = daemonset("init-hog", "10m")
+    init["spec"]["template"]["spec"]["initContainers"] = [
+        {"name": "i", "image": "x", "resources": {"requests": {"cpu": "10000", "memory": "10000Gi"}}}
+    ]
+    limits = daemonset("limit-hog", "1")
+    limits["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1"},
+        "limits": {"cpu": "10000", "memory": "10000Gi"},
+    }
+    for ds in (init, limits):
+        code, data = run(tmp_path, [ds, pod_dict("a")])
+        assert code == 1, ds["metadata"]["name"]
+        assert data["summary"]["new_nodes"] == 0, ds["metadata"]["name"]

@@ -11,7 +11,11 @@ scheduling/scheduler.go) and the consolidated steady state kgpu shows beside it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from builders import pod_dict
 from kgpu.sim.simulate import PROVISIONED
+from test_karpenter_claims import run
 from test_provision_karpenter import GENERAL, make_pod, profile, sim
 
 ON_DEMAND = {**GENERAL, "capacityTypes": ["on-demand"]}
@@ -74,3 +78,13 @@ def test_identical_pods_fill_in_flight_claims_evenly() -> None:
     ]
     result = sim(profile(ON_DEMAND), *pods)
     assert sorted(len(n.pods) for n in result.new_nodes) == [3, 3]
+
+
+def test_simulate_json_carries_the_consolidated_view(tmp_path: Path) -> None:
+    """`kgpu simulate -o json`: the launch is the result (new_nodes, cost); the steady state is beside it."""
+    pods = [pod_dict(f"p-{i}", cpu="3", memory="2Gi") for i in range(3)]
+    _, data = run(tmp_path, pods)
+    view = data["karpenter_consolidated"]
+    assert view["launch_hourly_cost"] == data["cost"]["total"]
+    assert view["saving"] > 0 and view["hourly_cost"] < view["launch_hourly_cost"]
+    assert len(view["new_nodes"]) > len(data["new_nodes"])

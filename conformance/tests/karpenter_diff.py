@@ -219,35 +219,67 @@ def _preferred(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
     return [p["preference"].get("matchExpressions", []) for p in ordered]
 
 
+# Karpenter's NormalizedLabels: pod requirements on these keys are requirements on the stable ones
+ALIASES = {
+    "beta.kubernetes.io/instance-type": "node.kubernetes.io/instance-type",
+    "beta.kubernetes.io/arch": "kubernetes.io/arch",
+    "beta.kubernetes.io/os": "kubernetes.io/os",
+    "failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+}
+
+
+def _collapses(reqs: list[dict[str, Any]]) -> bool:
+    """Karpenter's Requirement.Intersection of ``reqs`` (all on one key) is DoesNotExist: a concrete value
+    set left empty (In with nothing in common, In minus NotIn, Exists or Gt/Lt with DoesNotExist) or an
+    empty Gt/Lt range."""
+    complement, values = True, set()  # no requirement: Exists
+    gt: int | None = None
+    lt: int | None = None
+    for e in reqs:
+        op, vals = e["operator"], set(e.get("values") or ())
+        other_complement = op in ("NotIn", "Exists", "Gt", "Lt")
+        other_values = vals if op in ("In", "NotIn") else set()
+        if op == "Gt":
+            gt = max(gt, int(e["values"][0])) if gt is not None else int(e["values"][0])
+        if op == "Lt":
+            lt = min(lt, int(e["values"][0])) if lt is not None else int(e["values"][0])
+        if complement and other_complement:
+            values = values | other_values
+        elif complement:
+            values = other_values - values
+        elif other_complement:
+            values = values - other_values
+        else:
+            values = values & other_values
+        complement = complement and other_complement
+    if gt is not None and lt is not None and gt >= lt:
+        return True
+
+    def within(v: str) -> bool:
+        if gt is None and lt is None:
+            return True
+        if not v.lstrip("-").isdigit():
+            return False
+        return (gt is None or int(v) > gt) and (lt is None or int(v) < lt)
+
+    return not complement and not {v for v in values if within(v)}
+
+
 def _contradictory_in(pod: dict[str, Any]) -> bool:
     """A set of requirements Karpenter tries (the first term, then each required term with the heaviest
-    preference, the last with each lighter one) requires some key In values that its other requirements on
-    the key (In, NotIn, Gt/Lt, DoesNotExist) rule out."""
+    preference, the last with each lighter one) requires some label (In, Exists, Gt, Lt) that its other
+    requirements on the key rule out: Karpenter's Requirement.Intersection collapses the key to
+    DoesNotExist instead of failing (keys normalized first, as Karpenter's NormalizedLabels)."""
 
     def contradictory(term: list[dict[str, Any]]) -> bool:
-        # the values an In leaves once every other requirement on its key is intersected (NotIn, Gt/Lt,
-        # DoesNotExist); Karpenter's Requirement.Intersection turns an empty In into DoesNotExist
-        sets: dict[str, set[str]] = {}
+        by_key: dict[str, list[dict[str, Any]]] = {}
         for e in term:
-            if e["operator"] == "In":
-                values = set(e["values"])
-                sets[e["key"]] = sets[e["key"]] & values if e["key"] in sets else values
-        for e in term:
-            left = sets.get(e["key"])
-            if left is None:
-                continue
-            op = e["operator"]
-            if op == "NotIn":
-                left -= set(e["values"])
-            elif op == "DoesNotExist":
-                left.clear()
-            elif op in ("Gt", "Lt"):
-                bound = int(e["values"][0])
-                left -= {
-                    v for v in left
-                    if not v.lstrip("-").isdigit() or (int(v) <= bound if op == "Gt" else int(v) >= bound)
-                }
-        return any(not v for v in sets.values())
+            by_key.setdefault(ALIASES.get(e["key"], e["key"]), []).append(e)
+        return any(
+            any(e["operator"] in ("In", "Exists", "Gt", "Lt") for e in reqs) and _collapses(reqs)
+            for reqs in by_key.values()
+        )
 
     terms, preferred = _terms(pod), _preferred(pod)
     tries = [terms[0]]

@@ -4,7 +4,7 @@ sigs.k8s.io/karpenter at the pinned version) on seeded random scenarios.
 Needs the oracle binary: ``$KGPU_CONFORMANCE_BIN/karpenter/karpenter-oracle`` (``make conformance`` builds it).
 ``KGPU_CONFORMANCE_CASES`` (default 200) scenarios from ``KGPU_CONFORMANCE_SEED`` on. Prints the
 agreement rate per comparison and every disagreement class; fails on any disagreement outside the known,
-documented classes (docs/simulate.md, "Known differences from Karpenter"), and when fewer than 98 % of the
+documented classes (docs/simulate.md, "Known differences from Karpenter"), and when fewer than 97 % of the
 scenarios agree on the claims.
 """
 
@@ -20,7 +20,7 @@ from karpenter_gen import scenario
 from conftest import binary, cases, seed
 
 CASES = cases(200)
-CLAIMS_FLOOR = 0.98
+CLAIMS_FLOOR = 0.97
 SEED = seed()
 
 
@@ -67,7 +67,8 @@ def test_differential(oracle: Path) -> None:
         print(f"  e.g. {examples[key][:400]}")
     assert totals["claims"]["agree"] > 0 and totals["errors"]["agree"] > 0
     # kgpu launches what Karpenter launches: only the known causes (mostly Go's random map order among tied
-    # zones) may make the claims differ, 1 % of the scenarios or so on any seed
+    # zones) may make the claims differ: 0 to 1.3 % of the scenarios on the seeds tried, so the floor leaves
+    # room for chance and still fails on a systematic difference (capped claims: a quarter)
     claims = totals["claims"]
     assert claims["agree"] >= CLAIMS_FLOOR * sum(claims.values()), f"claims agree in {claims['agree']} only"
     assert not unexplained, f"{len(unexplained)} unexplained disagreements:\n" + "\n".join(unexplained[:20])

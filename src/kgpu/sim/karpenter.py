@@ -161,6 +161,10 @@ class PoolModel:
                     self.overhead = ov
             alloc = opt.node.allocatable
             cap = tuple(alloc.get(d, 0) - ov.get(d, 0) for d in dims)
+            if any(alloc.get(k, 0) < v for k, v in ov.items()):
+                # the DaemonSet pods alone do not fit, on some resource the pods may not even ask for:
+                # Karpenter fits pod and daemon requests together on every resource, so nothing fits
+                cap = (-1,) * len(dims)
             # limits count capacity, as Karpenter's filterByRemainingResources and subtractMax do; `nodes` is
             # no instance capacity: a claim reserves none of it (Karpenter v1.8's Solve), only the pool's
             # existing nodes count against it (_remaining)
