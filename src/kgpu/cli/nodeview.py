@@ -14,6 +14,14 @@ price (on-prem, a type or region it lacks) is marked ``n/a``, and a pool total c
 The default view fits 80 columns (five-cell bars, node names shortened with ``…``, ``od`` for on-demand,
 ``+`` before a new node); ``-o wide`` draws the full one.
 
+A node whose GPUs the NVIDIA device plugin shares or partitions (time-slicing, MPS, MIG) counts its devices
+in the GPU bar (``nvidia.com/gpu`` times the replicas, ``nvidia.com/gpu.shared``, ``nvidia.com/mig-*``), and
+gets a line per device resource under it: its slices used over advertised and how many are idle
+(``1 idle   gpu shared x4   3/4``, ``mig-1g.5gb 5/16``), read from the node's allocatable and GPU Feature
+Discovery's labels (``nvidia.com/gpu.replicas``, ``.sharing-strategy``, ``.product``), so existing nodes
+show theirs as new ones do. ``shared_cost`` is the cost split of those nodes (the plan's ``shared_gpus``):
+what the pods pay for their share of the GPUs, and the idle slices' cost.
+
 The rows are plain data, drawn twice: as text bars here and as SVG in the HTML report (``cli.report``).
 """
 
@@ -26,6 +34,8 @@ from typing import Any
 from kgpu.cli.output import headers_wanted, style, table
 
 GPU = "nvidia.com/gpu"
+SHARED = "nvidia.com/gpu.shared"
+MIG = "nvidia.com/mig-"
 CPU = "cpu"
 MEMORY = "memory"
 POOL_LABELS = ("karpenter.sh/nodepool", "eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name")
@@ -55,6 +65,59 @@ class Usage:
         return Usage(self.used + other.used, self.total + other.total)
 
 
+@dataclass(frozen=True)
+class Slice:
+    """One device resource of a shared or partitioned GPU node: ``gpu shared x4``, ``mig-1g.5gb``."""
+
+    resource: str  # nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-1g.5gb, ...
+    usage: Usage
+    kind: str  # "shared x4", "mps x2", "mig 1g.5gb" (single strategy), "" (a MIG device, not replicated)
+
+    @property
+    def label(self) -> str:
+        """``gpu shared x4``, ``gpu.shared x10`` (renamed: the name says shared), ``mig-1g.5gb``."""
+        short = self.resource.removeprefix("nvidia.com/")
+        kind = self.kind.removeprefix("shared ") if short.endswith(".shared") else self.kind
+        return f"{short} {kind}".strip()
+
+    @property
+    def idle(self) -> int:
+        return max(0, self.usage.total - self.usage.used)
+
+
+def is_device(name: str) -> bool:
+    """An NVIDIA GPU device resource the plugin advertises: whole, shared (renamed or not) or MIG."""
+    return name == GPU or name.startswith(MIG) or (name.endswith(".shared") and name.startswith("nvidia.com/"))
+
+
+def slices(allocatable: Mapping[str, int], requested: Mapping[str, int], labels: Mapping[str, str]
+           ) -> tuple[Slice, ...]:
+    """The device resources of a node that shares or partitions its GPUs (none for whole GPUs)."""
+    devices = sorted(k for k, v in allocatable.items() if v and is_device(k))
+    if not devices:
+        return ()
+    out = []
+    partitioned = False
+    for name in devices:
+        base = name.removesuffix(".shared") if name.startswith(MIG) or name == SHARED else name
+        replicas = labels.get(f"{base}.replicas", "")
+        r = int(replicas) if replicas.isdigit() else (2 if name.endswith(".shared") else 1)
+        strategy = labels.get(f"{base}.sharing-strategy", "")
+        kind = ""
+        if r > 1:
+            kind = f"{'mps' if strategy == 'mps' else 'shared'} x{r}"
+            partitioned = True
+        if name.startswith(MIG):
+            partitioned = True
+        elif name == GPU and labels.get("nvidia.com/mig.strategy") == "single":
+            profile = labels.get(f"{GPU}.product", "").rpartition("-MIG-")[2]
+            if profile and "-MIG-" in labels.get(f"{GPU}.product", ""):
+                kind = " ".join(x for x in (f"mig {profile}", kind) if x)
+                partitioned = True
+        out.append(Slice(name, Usage(requested.get(name, 0), allocatable[name]), kind))
+    return tuple(out) if partitioned else ()
+
+
 @dataclass
 class NodeGroup:
     """One line of the view: ``count`` alike nodes of a pool (the first one's name shown)."""
@@ -70,6 +133,7 @@ class NodeGroup:
     pods: int
     hourly_price: float | None
     count: int = 1
+    slices: tuple[Slice, ...] = ()
 
     @property
     def label(self) -> str:
@@ -175,7 +239,11 @@ def pools(
         capacity = (made.capacity_type if made else "") or _first(labels, CAPACITY_LABELS).lower()
         alloc = node.allocatable
         req = state.requested
-        gpu = Usage(req.get(GPU, 0), alloc.get(GPU, 0))
+        shared = slices(alloc, req, labels)
+        if shared:  # the GPU bar counts every device the plugin advertises
+            gpu = Usage(sum(x.usage.used for x in shared), sum(x.usage.total for x in shared))
+        else:
+            gpu = Usage(req.get(GPU, 0), alloc.get(GPU, 0))
         cpu = Usage(req.get(CPU, 0), alloc.get(CPU, 0))
         mem = Usage(req.get(MEMORY, 0), alloc.get(MEMORY, 0))
         if made is not None:
@@ -187,13 +255,15 @@ def pools(
             if key3 not in prices:
                 prices[key3] = price_of(itype, capacity, labels)
             price = prices[key3]
-        key = (pool, itype, capacity, made is not None, gpu, _cells(cpu), _cells(mem), state.pod_count, price)
+        key = (pool, itype, capacity, made is not None, gpu, _cells(cpu), _cells(mem), state.pod_count, price,
+               shared)
         group = index.get(key)
         if group is not None:
             group.count += 1
             continue
         group = NodeGroup(
-            pool, node.name, itype, capacity, made is not None, gpu, cpu, mem, state.pod_count, price
+            pool, node.name, itype, capacity, made is not None, gpu, cpu, mem, state.pod_count, price,
+            slices=shared,
         )
         index[key] = group
         out.setdefault(pool, Pool(pool)).groups.append(group)
@@ -243,14 +313,18 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
-def legend(*, compact: bool = True) -> list[str]:
-    """What the colours and marks of the view mean (two lines, within 80 columns)."""
+SLICES_LEGEND = "N idle: a shared or MIG node's free devices; shared xR: R replicas per device"
+
+
+def legend(*, compact: bool = True, shared: bool = False) -> list[str]:
+    """What the colours and marks of the view mean (two lines, within 80 columns; a third for slices)."""
     marks = "+ new node, (xN) N alike nodes, od on-demand" if compact else "(xN) N alike nodes"
     return [
         "Bars: requests / allocatable; "
         + ", ".join(style(f"{w} {r}", fg=c) for w, r, c in (("green", "≥ 80 %", "green"), ("yellow", "≥ 30 %", "yellow"), ("red", "< 30 %", "red")))
         + " used",
         f"{marks}; {UNPRICED}: no price in the catalog",
+        *([SLICES_LEGEND] if shared else []),
     ]
 
 
@@ -294,6 +368,11 @@ def render(
                     money(g.hourly_price),
                 ]
             )
+            for x in g.slices:  # each device resource of a shared node: its slices and how many are idle
+                rows.append(
+                    [f"   {x.idle} idle", _cut(x.label, 20) if compact else x.label,
+                     bar(x.usage, count=True, width=width), "", "", ""]
+                )
     headers = ["POOL / NODE", "TYPE", "GPU", "CPU", "MEMORY", "$/H EACH" if compact else "PRICE EACH"]
     if compact:
         # the name column takes what the others leave of 80 columns (never under 10)
@@ -307,7 +386,8 @@ def render(
             if _visible(r[0]) > room:
                 r[0] = _cut(click_unstyle(r[0]), room)
     text = table(headers, rows, title=title)
-    return "\n".join([text, *legend(compact=compact), caption()]) if headers_wanted() else text
+    shared = any(g.slices for p in view for g in p.groups)
+    return "\n".join([text, *legend(compact=compact, shared=shared), caption()]) if headers_wanted() else text
 
 
 def _visible(text: str) -> int:
@@ -350,3 +430,65 @@ def cost_bars(
             f"${value:,.4f}/h (${monthly(value):,.2f}/mo)"
         )
     return lines
+
+
+SHARED_TITLE = "Shared GPU cost (pods pay their share of a GPU; free slices are idle)"
+
+
+SHARED_HEADERS = ("CONFIG", "NODES", "GPUS", "SLICES", "PODS $/H", "IDLE $/H", "IDLE")
+POD_HEADERS = ("POD", "NODE", "CONFIG", "GPU $/H")
+
+
+def shared_cost_rows(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    """Per device-plugin config (``SHARED_HEADERS``): nodes, physical GPUs, slices used over advertised,
+    what the pods pay per hour, the idle slices' cost and its share of the nodes' price. Nodes without a
+    price (existing ones the catalog cannot price) count their slices, not their cost."""
+    groups: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        g = groups.setdefault(e["config"], {"nodes": 0, "gpus": 0, "used": 0, "advertised": 0,
+                                            "paid": 0.0, "idle": 0.0, "price": 0.0, "unpriced": 0})
+        g["nodes"] += 1
+        g["gpus"] += e["gpus"]
+        g["used"] += sum(d["used"] for d in e["devices"].values())
+        g["advertised"] += sum(d["advertised"] for d in e["devices"].values())
+        if "pods" not in e:
+            g["unpriced"] += 1
+            continue
+        g["paid"] += sum(e["pods"].values())
+        g["idle"] += e["idle"]
+        g["price"] += e["hourly_price"]
+    rows: list[tuple[str, ...]] = []
+    for name, g in groups.items():
+        priced = g["nodes"] > g["unpriced"]
+        share = f"{round(100 * g['idle'] / g['price'])}%" if priced and g["price"] > 0 else UNPRICED
+        nodes = f"{g['nodes']}" + (f" ({g['unpriced']} {UNPRICED})" if g["unpriced"] and priced else "")
+        rows.append((
+            name, nodes, str(g["gpus"]), f"{g['used']}/{g['advertised']}",
+            f"${g['paid']:,.4f}" if priced else UNPRICED,
+            f"${g['idle']:,.4f}" if priced else UNPRICED,
+            share,
+        ))
+    return rows
+
+
+def shared_pod_rows(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    """One row per pod on a shared node (``POD_HEADERS``: its GPU share's cost), and one per node for its
+    idle slices."""
+    rows: list[tuple[str, ...]] = []
+    for e in entries:
+        for pod, cost in (e.get("pods") or {}).items():
+            rows.append((pod, e["node"], e["config"], f"${cost:,.4f}/h"))
+        idle = sum(d["advertised"] - d["used"] for d in e["devices"].values())
+        rows.append((f"({idle} idle slice(s))", e["node"], e["config"],
+                     f"${e['idle']:,.4f}/h" if "idle" in e else UNPRICED))
+    return rows
+
+
+def shared_cost(entries: Sequence[Mapping[str, Any]], *, wide: bool = False) -> list[str]:
+    """The cost split of the plan's ``shared_gpus``: per device-plugin config, or with ``wide`` per pod.
+    [] when no node shares its GPUs; a blank line and the titled table otherwise."""
+    if not entries:
+        return []
+    if wide:
+        return ["", table(POD_HEADERS, shared_pod_rows(entries), title=SHARED_TITLE)]
+    return ["", table(SHARED_HEADERS, shared_cost_rows(entries), title=SHARED_TITLE)]

@@ -257,7 +257,8 @@ def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -
     out = [f"Plan for profile {data['profile']}", "", text, *warnings_footer(data["pods"]), *_new_nodes(data)]
     if view:
         out += ["", nodeview.render(view)]
-    return "\n".join(out + _cost(data) + _scale_to_zero(data) + _footer(data))
+    out += _cost(data) + nodeview.shared_cost(data.get("shared_gpus") or [], wide=True)
+    return "\n".join(out + _scale_to_zero(data) + _footer(data))
 
 
 def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
@@ -266,7 +267,7 @@ def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) 
     text, reasons = _placements(data)
     out = [f"Plan for profile {data['profile']}", "", text, *warnings_footer(data["pods"])]
     out += ["", nodeview.render(view)] if view else _new_nodes(data)
-    out += _cost(data) + _scale_to_zero(data)
+    out += _cost(data) + nodeview.shared_cost(data.get("shared_gpus") or []) + _scale_to_zero(data)
     if reasons:
         out.append("")
         out.append("Why pods cannot run")

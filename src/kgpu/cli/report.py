@@ -2,8 +2,9 @@
 
 No scripts, no fonts, no stylesheets or images from anywhere: inline CSS and inline SVG, so the file opens
 offline, attaches to a ticket and renders the same in any browser. The charts are the terminal's: the node
-view (a bar per node group for GPU, CPU and memory, grouped by pool) and cost bars; then the placement
-table, grouped by workload as in the terminal, and the warnings.
+view (a bar per node group for GPU, CPU and memory, grouped by pool, and on shared or MIG nodes a bar per
+device resource with its idle slices) and cost bars; the cost split of shared GPUs (per config, and per pod);
+then the placement table, grouped by workload as in the terminal, and the warnings.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from html import escape
 from typing import Any
 
 from kgpu import __version__
-from kgpu.cli.nodeview import Pool, Usage, color_for
+from kgpu.cli.nodeview import (
+    POD_HEADERS,
+    SHARED_HEADERS,
+    SLICES_LEGEND,
+    Pool,
+    Usage,
+    color_for,
+    shared_cost_rows,
+    shared_pod_rows,
+)
 
 COLORS = {"green": "#2e7d32", "yellow": "#f9a825", "red": "#c62828", "cyan": "#00838f", "empty": "#e0e0e0"}
 PHASE_COLORS = {"Scheduled": "#2e7d32", "Provisioned": "#00838f", "Unschedulable": "#c62828"}
@@ -51,7 +61,7 @@ def _bar(x: int, y: int, u: Usage, *, count: bool, css: str) -> str:
 
 def node_view_svg(view: Sequence[Pool]) -> str:
     """The node view as SVG: a header, then per pool its total and one line per group of alike nodes."""
-    lines = sum(1 + len(p.groups) for p in view)
+    lines = sum(1 + len(p.groups) + sum(len(g.slices) for g in p.groups) for p in view)
     cols = [LABEL_W + TYPE_W + i * (BAR_W + GAP) for i in range(3)]
     width = cols[-1] + BAR_W + GAP
     height = (lines + 1) * ROW + 6
@@ -86,6 +96,11 @@ def node_view_svg(view: Sequence[Pool]) -> str:
             parts.append(_bar(cols[1], y, g.cpu, count=False, css="bar cpu"))
             parts.append(_bar(cols[2], y, g.memory, count=False, css="bar memory"))
             y += ROW
+            for sl in g.slices:  # a shared or MIG node's device resources, each with its idle slices
+                parts.append(f'<text x="24" y="{y + 15}" class="muted idle">{sl.idle} idle</text>')
+                parts.append(f'<text x="{LABEL_W}" y="{y + 15}" class="slice">{escape(sl.label)}</text>')
+                parts.append(_bar(cols[0], y, sl.usage, count=True, css="bar slice"))
+                y += ROW
     parts.append("</svg>")
     return "".join(parts)
 
@@ -194,11 +209,14 @@ def plan_report(
         if n
     ]
     caveat = "".join(f'<p class="unpriced">{escape(u)}</p>' for u in unpriced)
+    shared = any(g.slices for p in view for g in p.groups)
     sections = [
-        ("Nodes by pool (requests / allocatable)", node_view_svg(view) + _legend()),
+        ("Nodes by pool (requests / allocatable)", node_view_svg(view) + _legend(shared=shared)),
         ("Cost per hour", cost_svg(cost_items) + caveat + _prices_note()),
-        ("Placements", _table(headers, rows, css="placements")),
     ]
+    if data.get("shared_gpus"):
+        sections.append(("Shared GPU cost", shared_cost_html(data["shared_gpus"])))
+    sections.append(("Placements", _table(headers, rows, css="placements")))
     if reasons:
         items = "".join(f"<li>[{n}] {escape(r)}</li>" for r, n in reasons.items())
         sections.append(("Why pods cannot run", f"<ul>{items}</ul>"))
@@ -217,13 +235,27 @@ def _prices_note() -> str:
     return f'<p class="muted">{escape(caption())}</p>'
 
 
-def _legend() -> str:
+def shared_cost_html(entries: Sequence[dict[str, Any]]) -> str:
+    """The plan's ``shared_gpus`` as two tables: per config (the terminal's), then every pod's share and
+    each node's idle slices."""
+    return (
+        '<p class="muted">A pod pays its share of a GPU (1/R of a time-sliced one, a MIG device by its memory '
+        "slices); the free slices are idle cost; pods plus idle are the node's price.</p>"
+        + _table(SHARED_HEADERS, shared_cost_rows(entries), css="shared-config")
+        + "<h3>Per pod</h3>"
+        + _table(POD_HEADERS, shared_pod_rows(entries), css="shared-pods")
+    )
+
+
+def _legend(*, shared: bool = False) -> str:
     return (
         '<p class="muted">Bars: requests / allocatable; '
         f'<span style="color:{COLORS["green"]}">green</span> from 80 % used, '
         f'<span style="color:{COLORS["yellow"]}">yellow</span> from 30 %, '
         f'<span style="color:{COLORS["red"]}">red</span> below; (xN) N alike nodes; '
-        "n/a: no price in the catalog.</p>"
+        "n/a: no price in the catalog."
+        + (f" {escape(SLICES_LEGEND)}." if shared else "")
+        + "</p>"
     )
 
 
