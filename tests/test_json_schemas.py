@@ -5,6 +5,7 @@ and failing templates, both catalog providers, a failing host, a match error and
 
 from __future__ import annotations
 
+import copy
 import json
 from importlib import resources
 from pathlib import Path
@@ -12,12 +13,14 @@ from typing import Any
 
 import jsonschema
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from fakes.fake_nvml import FakeGpu, FakeNvml
 from kgpu.cli.main import cli
 from kgpu.exporter import nodecheck
 from kgpu.exporter.nvml import Nvml
+from test_sharing import gpu_pod, karpenter_pool, profile_dict, time_slicing
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = str(ROOT / "tests" / "fixtures" / "plan" / "vector-add-and-web.yaml")
@@ -59,6 +62,32 @@ def test_plan(tmp_path: Path):
     data = kgpu_json("plan", "-f", str(prof), "-w", WORK, "-o", "json")
     validate("plan", data)
     assert data["cost"]["unpriced_baseline_nodes"] == 2 and data["summary"]["unschedulable"] > 0
+
+
+def test_plan_shared_gpus(tmp_path: Path):
+    """Time-sliced, renamed and MIG pools: the cost split validates; a wrong shape does not."""
+    prof = profile_dict(
+        karpenter_pool("infer", ["g5.xlarge"], time_slicing(4)),
+        karpenter_pool("notebooks", ["g5.xlarge"], time_slicing(10, renameByDefault=True)),
+        karpenter_pool("mig", ["p4d.24xlarge"], {"mig": {"strategy": "mixed", "config": "all-balanced"}}),
+    )
+    pods = [gpu_pod("chat-0"), gpu_pod("nb-0", "nvidia.com/gpu.shared"), gpu_pod("embed-0", "nvidia.com/mig-1g.5gb")]
+    (tmp_path / "kgpu.yaml").write_text(yaml.safe_dump(prof))
+    (tmp_path / "pods.yaml").write_text(yaml.safe_dump_all(pods))
+    data = kgpu_json("plan", "-f", str(tmp_path / "kgpu.yaml"), "-w", str(tmp_path / "pods.yaml"), "-o", "json")
+    validate("plan", data)
+    assert {e["config"] for e in data["shared_gpus"]} == {"infer", "notebooks", "mig"}
+    entry = data["shared_gpus"][0]
+    for broken in (
+        {k: v for k, v in entry.items() if k != "pods"},  # a price without the split
+        {**entry, "devices": {"cpu": {"used": 1, "advertised": 2}}},
+        {**entry, "idle": -0.5},
+        {**entry, "node_price": 1.0},
+    ):
+        bad = copy.deepcopy(data)
+        bad["shared_gpus"][0] = broken
+        with pytest.raises(jsonschema.ValidationError):
+            validate("plan", bad)
 
 
 def test_plan_compare(monkeypatch):
