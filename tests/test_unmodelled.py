@@ -85,11 +85,12 @@ def test_statefulset_volume_claim_templates() -> None:
 
 
 def test_resource_claims_are_modelled_but_unsupported_cel_is_dra() -> None:
-    """Claims are allocated (kgpu.sim.dra): only a selector kgpu cannot evaluate leaves the dra warning."""
+    """Claims are allocated (kgpu.sim.dra) when the DRA objects are given: then only a selector kgpu cannot
+    evaluate leaves the dra warning; without any DRA object the claims are not allocated, and said so."""
     claim = with_spec(
         pod_dict("dra"), resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
     )
-    assert codes([claim, pod_dict("plain")]) == {"dra": [], "plain": []}
+    assert codes([claim, pod_dict("plain")]) == {"dra": ["dra"], "plain": []}
     tpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
            "metadata": {"name": "one-gpu", "namespace": "default"},
            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {

@@ -46,6 +46,7 @@ CORE = {
     wire.EphemeralVolumeSource: "io.k8s.api.core.v1.EphemeralVolumeSource",
     wire.Volume: "io.k8s.api.core.v1.Volume",
     wire.PodResourceClaim: "io.k8s.api.core.v1.PodResourceClaim",
+    wire.PodResourceClaimStatus: "io.k8s.api.core.v1.PodResourceClaimStatus",
     wire.VolumeClaimTemplate: "io.k8s.api.core.v1.PersistentVolumeClaim",
     wire.PodSpec: "io.k8s.api.core.v1.PodSpec",
     wire.PodStatus: "io.k8s.api.core.v1.PodStatus",

@@ -375,8 +375,7 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     else:
         karpenter = ()
     annotate(result.placements, karpenter)
-    if dra is not None:
-        _dra_warnings(dra, result)
+    _dra_warnings(dra, result)
     profile = getattr(provisioner, "profile", None)
     if profile is not None and shared_profile(profile):
         by_name = {st.node.name: st.node for st in sched.states}
@@ -391,8 +390,10 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
 
 
 def _dra_state(cluster: Objects, workloads: Objects, pending: Sequence[Pod]) -> Any:
-    """The DRA state (kgpu.sim.dra) when the inputs hold DRA objects or a pod has resource claims."""
-    if not (cluster.dra or workloads.dra or any(p.spec.claim_refs for p in pending)):
+    """The DRA state (kgpu.sim.dra) when the inputs hold DRA objects. Without any (a snapshot or files
+    that leave them out), pods with claims are placed as if they had none, with the ``dra`` warning: saying
+    that every claim is missing would be a guess about objects kgpu was not given."""
+    if not (cluster.dra or workloads.dra):
         return None
     from kgpu.model.dra import read
     from kgpu.sim.dra import DRA
@@ -424,6 +425,14 @@ def _place_with_claims(dra: Any, sched: Scheduler, postfilter: Preemption, pod: 
 
 
 def _dra_warnings(dra: Any, result: SimulationResult) -> None:
+    if dra is None:
+        for p in result.placements:
+            if p.pod.spec.claim_refs:
+                names = ", ".join(ref[0] for ref in p.pod.spec.claim_refs)
+                text = (f"resourceClaims {names}: no DeviceClass, ResourceClaim or ResourceSlice was given, so "
+                        "the claims' devices were not allocated")
+                p.warnings = p.warnings + (Unmodelled("dra", text),)
+        return
     result.warnings.extend(dra.objects.warnings)
     for p in result.placements:
         texts = dra.warnings.get(p.pod.key)

@@ -54,8 +54,8 @@ def _volumes(spec: PodSpecInfo) -> str | None:
 
 
 def _dra(spec: PodSpecInfo) -> str | None:
-    # Resource claims are modelled (kgpu.sim.dra); what is not (a CEL selector calling a function kgpu does
-    # not evaluate) is added per pod by kgpu.sim.simulate under this code.
+    # Resource claims are modelled (kgpu.sim.dra); what is not (no DRA object given at all, a CEL selector
+    # calling a function kgpu does not evaluate) is added per pod by kgpu.sim.simulate under this code.
     return None
 
 
@@ -106,7 +106,7 @@ def _karpenter_preferences(spec: PodSpecInfo) -> str | None:
 
 RULES: tuple[Rule, ...] = (
     Rule("volumes", ANY, _volumes, "PersistentVolumeClaims: volume binding, the volumes' zones and attach limits are not modelled"),
-    Rule("dra", ANY, _dra, "dynamic resource allocation (DRA): a CEL selector kgpu cannot evaluate matches no device here; the real allocator may differ"),
+    Rule("dra", ANY, _dra, "dynamic resource allocation (DRA): claims without the DRA objects in the input, or a CEL selector kgpu cannot evaluate (it matches no device here)"),
     Rule("runtime-class", ANY, _runtime_class, "the RuntimeClass's pod overhead and node scheduling are not read"),
     Rule("namespace-selector", ANY, _namespace_selector, "pod affinity namespaceSelector: namespaces' labels are not read, only kubernetes.io/metadata.name"),
     Rule("karpenter-topology", KARPENTER, _karpenter_topology, "Karpenter's topology for new nodes (spread on other keys than zone and hostname, pod (anti-)affinity) is not modelled"),
