@@ -158,6 +158,9 @@ def test_slices_of_a_node() -> None:
     assert ts[0].idle == 1
     renamed = nodeview.slices({"nvidia.com/gpu.shared": 80}, {}, {"nvidia.com/gpu.replicas": "10"})
     assert renamed[0].label == "gpu.shared x10" and renamed[0].idle == 80
+    # no GFD labels (GFD not deployed): the name says shared, the replicas are not known
+    (bare,) = nodeview.slices({"nvidia.com/gpu.shared": 8}, {"nvidia.com/gpu.shared": 8}, {})
+    assert (bare.label, bare.idle) == ("gpu.shared", 0)
     mixed = nodeview.slices(
         {"nvidia.com/mig-1g.10gb.shared": 28, "nvidia.com/mig-3g.40gb": 0},
         {"nvidia.com/mig-1g.10gb.shared": 2},
@@ -191,3 +194,19 @@ def test_chromium_shows_slices_and_idle_cost(report: Path) -> None:
     for shown in ("gpu shared x4", "gpu.shared x10", "mig-1g.5gb", "11 idle", "5/16", "Shared GPU cost",
                   "Per pod", "default/embed-0", "(1 idle slice(s))", "N idle: a shared or MIG node"):
         assert shown in text, shown
+
+
+def test_long_device_names_give_way_within_80_columns() -> None:
+    """Eight H100s, MIG 1g.10gb time-sliced 10 ways and renamed: 560 slices and the longest resource name."""
+    u = nodeview.Usage
+    x = nodeview.Slice("nvidia.com/mig-1g.10gb.shared", u(497, 560), "shared x10")
+    group = nodeview.NodeGroup(
+        "h100-mig-timesliced", "ip-10-0-7-201.us-west-2.compute.internal", "p5.48xlarge", "on-demand", True,
+        u(497, 560), u(180000, 191450), u(10**12, 2 * 10**12), 497, 98.32, count=2, slices=(x,),
+    )
+    lines = nodeview.render([nodeview.Pool("h100-mig-timesliced", [group])]).splitlines()
+    assert max(len(ln) for ln in lines) <= 80, "\n".join(lines)
+    line = next(ln for ln in lines if ln.startswith("   63 idle"))
+    assert re.search(r" mig-1g\.\S*… x10 ", line) and line.endswith("497/560"), line
+    wide = nodeview.render([nodeview.Pool("h100-mig-timesliced", [group])], compact=False)
+    assert "mig-1g.10gb.shared x10" in wide

@@ -80,6 +80,14 @@ class Slice:
         kind = self.kind.removeprefix("shared ") if short.endswith(".shared") else self.kind
         return f"{short} {kind}".strip()
 
+    def within(self, width: int) -> str:
+        """The label in ``width`` columns: the resource's name shortened with ``…``, its kind kept whole."""
+        text = self.label
+        if len(text) <= width:
+            return text
+        name, _, kind = text.partition(" ")
+        return f"{_cut(name, max(4, width - len(kind) - 1))} {kind}".strip()
+
     @property
     def idle(self) -> int:
         return max(0, self.usage.total - self.usage.used)
@@ -101,13 +109,13 @@ def slices(allocatable: Mapping[str, int], requested: Mapping[str, int], labels:
     for name in devices:
         base = name.removesuffix(".shared") if name.startswith(MIG) or name == SHARED else name
         replicas = labels.get(f"{base}.replicas", "")
-        r = int(replicas) if replicas.isdigit() else (2 if name.endswith(".shared") else 1)
+        r = int(replicas) if replicas.isdigit() else 1  # no GFD label: the count is not known
         strategy = labels.get(f"{base}.sharing-strategy", "")
         kind = ""
         if r > 1:
             kind = f"{'mps' if strategy == 'mps' else 'shared'} x{r}"
             partitioned = True
-        if name.startswith(MIG):
+        if name.startswith(MIG) or name.endswith(".shared"):
             partitioned = True
         elif name == GPU and labels.get("nvidia.com/mig.strategy") == "single":
             profile = labels.get(f"{GPU}.product", "").rpartition("-MIG-")[2]
@@ -338,6 +346,8 @@ def render(
     money = _short_money if compact else (lambda v: _money(v) or UNPRICED)
     rows: list[list[str]] = []
     names: list[tuple[int, str, NodeGroup]] = []  # rows whose first cell is a node group's label
+    sliced: list[int] = []  # rows of a shared node's device resources
+    slice_of: dict[int, Slice] = {}
     for pool in view:
         rows.append(
             [
@@ -369,15 +379,22 @@ def render(
                 ]
             )
             for x in g.slices:  # each device resource of a shared node: its slices and how many are idle
-                rows.append(
-                    [f"   {x.idle} idle", _cut(x.label, 20) if compact else x.label,
-                     bar(x.usage, count=True, width=width), "", "", ""]
-                )
+                sliced.append(len(rows))
+                slice_of[len(rows)] = x
+                rows.append([f"   {x.idle} idle", x.label, bar(x.usage, count=True, width=width), "", "", ""])
     headers = ["POOL / NODE", "TYPE", "GPU", "CPU", "MEMORY", "$/H EACH" if compact else "PRICE EACH"]
     if compact:
-        # the name column takes what the others leave of 80 columns (never under 10)
+        # the name column takes what the others leave of 80 columns (never under its header); long device
+        # resource names (mig-1g.10gb.shared x10) give way first
+        floor = max(10, _visible(headers[0]))  # the header is never cut
         others = sum(max(_visible(r[i]) for r in [headers, *rows]) + 2 for i in range(1, len(headers)))
-        room = max(10, COLUMNS - others)
+        if sliced and others > COLUMNS - floor:
+            kind_w = max(_visible(r[1]) for i, r in enumerate([headers, *rows]) if i - 1 not in sliced)
+            cut = max(kind_w, 12, max(_visible(rows[i][1]) for i in sliced) - (others - COLUMNS + floor))
+            for i in sliced:
+                rows[i][1] = slice_of[i].within(cut)
+            others = sum(max(_visible(r[i]) for r in [headers, *rows]) + 2 for i in range(1, len(headers)))
+        room = max(floor, COLUMNS - others)
         for i, mark, g in names:  # shorten the node's name, keep its (xN)
             if _visible(rows[i][0]) > room:
                 suffix = "" if g.count == 1 else f" (x{g.count})"
