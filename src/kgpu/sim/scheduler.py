@@ -73,7 +73,7 @@ from __future__ import annotations
 import heapq
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -275,12 +275,24 @@ class _FilterGroup:
         self.prefer_counts: set[int] = set()
         self._prefer_memo: dict[tuple[Taint, ...], int] = {}
 
-    def catch_up(self, states: Sequence[NodeState]) -> None:
+    def catch_up(self, states: Sequence[NodeState], by_name: Mapping[str, NodeState] | None = None) -> None:
         reason = self.flt.reason
         counter, feasible, fset = self.static_counter, self.feasible, self.feasible_set
         memo, prefer, counts = self._prefer_memo, self.prefer, self.prefer_counts
         tolerations = self.flt.spec.tolerations
-        for idx in range(self.seen, len(states)):
+        todo: Iterable[int] = range(self.seen, len(states))
+        names = self.flt.names
+        if names is not None and by_name is not None and len(by_name) == len(states):
+            # Pinned by NodeAffinity's PreFilter (a DaemonSet's pod): the nodes outside the names are counted,
+            # not filtered one by one; names are unique, so each named node has one index.
+            picked = sorted(
+                st.index for st in (by_name.get(n) for n in names) if st is not None and st.index >= self.seen
+            )
+            outside = len(states) - self.seen - len(picked)
+            if outside:
+                counter[ERR_PREFILTER_NODE_AFFINITY] += outside
+            todo = picked
+        for idx in todo:
             node = states[idx].node
             why = reason(node)
             if why is None:
@@ -479,7 +491,7 @@ class Scheduler:
         """Take in the nodes added since the class last looked: filter, score, push."""
         group = cls.group
         if group.seen < len(self.states):
-            group.catch_up(self.states)
+            group.catch_up(self.states, self.by_name)
         feasible = group.feasible
         if cls.pos == len(feasible):
             return
@@ -542,7 +554,7 @@ class Scheduler:
         if not cls.varies:
             group = cls.group
             if group.seen < len(self.states):
-                group.catch_up(self.states)
+                group.catch_up(self.states, self.by_name)
             if group.prefer_varies or (spec.preferred and self._affinity_varies(cls)):
                 cls.varies = True
                 if cls.scores is not None or self._array_ok(spec):
@@ -808,7 +820,7 @@ class Scheduler:
         if group.flt.names is not None and not group.flt.names:
             return [], f"0/{len(self.states)} nodes are available: {ERR_AFFINITY_CONFLICT}."
         if group.seen < len(self.states):
-            group.catch_up(self.states)
+            group.catch_up(self.states, self.by_name)
         topo = self.topology.prepare(pod)
         reason = topo.reason
         states = self.states
@@ -882,13 +894,13 @@ class Scheduler:
                 view += plugin.weight * plugin.normalize_array(raw[:n], ok)
         if self.topology.scored(pod):
             idx = np.flatnonzero(ok)
-            feasible = [self.states[i] for i in idx.tolist()]
-            totals = view[idx].tolist()
-            extra = self.topology.scores(pod, feasible) if len(feasible) > 1 else None
+            totals = view[idx]
+            extra = self.topology.scores_at(pod, idx) if len(idx) > 1 else None
             if extra is not None:
-                totals = [a + b for a, b in zip(totals, extra, strict=True)]
-            best = min(range(len(feasible)), key=lambda i: (-totals[i], feasible[i].node.name))
-            st = feasible[best]
+                totals = totals + extra
+            ties = np.flatnonzero(totals == totals.max())
+            best = ties[0] if len(ties) == 1 else ties[arrays.name_rank(self.states)[idx[ties]].argmin()]
+            st = self.states[int(idx[best])]
         else:
             masked = np.where(ok, view, -1)
             top = int(masked.argmax())
@@ -977,7 +989,7 @@ class Scheduler:
         assert arrays is not None
         group = cls.group
         if group.seen < len(self.states):
-            group.catch_up(self.states)
+            group.catch_up(self.states, self.by_name)
         if len(cls.scores) < len(self.states):
             size = max(len(self.states), 2 * len(cls.scores))
             grown = np.full(size, -1, dtype=np.int64)

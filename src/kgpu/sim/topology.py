@@ -213,8 +213,13 @@ class SpreadCounter(_Counter):
         if value is None:
             return
         self.domains.setdefault(value, 0)
-        for pod in st.pods:
-            self.add(pod, st)
+        selector, namespace = self.selector, self.namespace
+        if selector is None:
+            return
+        # add() for each pod on the node, in one pass
+        n = sum(1 for pod in st.pods if pod.namespace == namespace and selector_matches(selector, pod.labels))
+        if n:
+            self.domains[value] += n
 
     def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         if st.index >= self.seen:
@@ -262,9 +267,13 @@ class NodeCounter(_Counter):
         self.counts: list[int] = []
 
     def take(self, st: NodeLike) -> None:
-        self.counts.append(0)
-        for pod in st.pods:
-            self.add(pod, st)
+        selector, namespace = self.selector, self.namespace
+        if selector is None:
+            self.counts.append(0)
+            return
+        self.counts.append(
+            sum(1 for pod in st.pods if pod.namespace == namespace and selector_matches(selector, pod.labels))
+        )
 
     def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         if st.index >= self.seen or self.selector is None or pod.namespace != self.namespace:
@@ -283,6 +292,15 @@ class AntiAffinityCounter(_Counter):
         super().__init__()
         self.term = term
         self.counts: Counter[str] = Counter()
+
+    def take(self, st: NodeLike) -> None:
+        value = st.node.labels.get(self.term.topology_key)
+        if value is None:
+            return
+        matches = self.term.matches
+        n = sum(1 for pod in st.pods if matches(pod))
+        if n:
+            self.counts[value] += n
 
     def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         if st.index >= self.seen:
@@ -600,6 +618,79 @@ class Topology:
                     out[i] += SCORE_WEIGHT * v
         return out
 
+    def scores_at(self, pod: Pod, idx: Any) -> Any:
+        """:meth:`scores` over the nodes whose indexes are ``idx`` (a numpy array, ascending), in numpy: the
+        same integer and float operations in the same order, so the same values; None when neither scores
+        this pod."""
+        spread = self._spread_scores_at(pod, idx)
+        affinity = self._affinity_scores_at(pod, idx)
+        if spread is None and affinity is None:
+            return None
+        if spread is None:
+            return SCORE_WEIGHT * affinity
+        if affinity is None:
+            return SCORE_WEIGHT * spread
+        return SCORE_WEIGHT * spread + SCORE_WEIGHT * affinity
+
+    def _spread_scores_at(self, pod: Pod, idx: Any) -> Any:
+        spec = pod.spec
+        soft = [c for c in spec.topology_spread if c.when_unsatisfiable == "ScheduleAnyway"]
+        if not soft:
+            return None
+        dom = self.domain_ids
+        np = dom.np
+        keys = tuple(c.topology_key for c in soft)
+        ids = {k: dom.ids(k)[idx] for k in set(keys)}
+        ignored = np.zeros(len(idx), dtype=bool)
+        for k in keys:
+            ignored |= ids[k] < 0
+        kept = ~ignored
+        n_kept = int(kept.sum())
+        raw = np.zeros(len(idx), dtype=np.float64)
+        for c in soft:
+            selector = _with_keys(c.selector, pod.labels, c.match_label_keys)
+            key = c.topology_key
+            if key == HOSTNAME:
+                nc = self._node_counter(pod.namespace, selector)
+                if nc.seen < len(self.states):
+                    nc.catch_up(self.states)
+                weight = math.log(n_kept + 2)
+                counts = np.asarray(nc.counts, dtype=np.int64)[idx]
+            else:
+                counter = self._spread_counter(pod.namespace, selector, c, keys, spec)
+                if counter.seen < len(self.states):
+                    counter.catch_up(self.states)
+                weight = math.log(len(np.unique(ids[key][kept])) + 2)
+                counts = dom.counts(key, counter.domains)[ids[key]]
+            raw = np.where(kept, raw + (counts * weight + (c.max_skew - 1)), raw)
+        scores = np.floor(raw + 0.5).astype(np.int64)  # Go's math.Round of a non-negative score
+        if not n_kept:
+            return np.zeros(len(idx), dtype=np.int64)
+        valid = scores[kept]
+        low, high = int(valid.min()), max(0, int(valid.max()))
+        if high == 0:
+            return np.where(kept, MAX_NODE_SCORE, 0).astype(np.int64)
+        return np.where(kept, MAX_NODE_SCORE * (high + low - scores) // high, 0).astype(np.int64)
+
+    def _affinity_scores_at(self, pod: Pod, idx: Any) -> Any:
+        pairs = self._affinity_pairs(pod)
+        if not pairs:
+            return None
+        dom = self.domain_ids
+        np = dom.np
+        by_key: dict[str, dict[str, int]] = {}
+        for (k, v), w in pairs.items():
+            by_key.setdefault(k, {})[v] = w
+        raw = np.zeros(len(idx), dtype=np.int64)
+        for k, weights in by_key.items():
+            ids = dom.ids(k)[idx]
+            raw += dom.counts(k, weights)[ids]
+        low, high = int(raw.min()), int(raw.max())
+        diff = high - low
+        if diff <= 0:
+            return np.zeros(len(idx), dtype=np.int64)
+        return (float(MAX_NODE_SCORE) * ((raw - low) / diff)).astype(np.int64)
+
     def _spread_scores(self, pod: Pod, feasible: Sequence[NodeLike]) -> list[int] | None:
         """PodTopologySpread's PreScore, Score and NormalizeScore for the ScheduleAnyway constraints: per
         node, the matching pods in its domain (on the node itself for the hostname key) times
@@ -650,6 +741,22 @@ class Topology:
         """InterPodAffinity's PreScore, Score and NormalizeScore: per topology pair, the weights of the pod's
         preferred terms matching pods there (anti negative), plus the placed pods' required affinity (1) and
         preferred terms (anti negative) that match the pod; min-max normalised to 0..100."""
+        pairs = self._affinity_pairs(pod)
+        if not pairs:
+            return None
+        keys = {k for k, _ in pairs}
+        raw = []
+        for st in feasible:
+            labels = st.node.labels
+            raw.append(sum(pairs.get((k, labels[k]), 0) for k in keys if k in labels))
+        low, high = min(raw), max(raw)
+        diff = high - low
+        if diff <= 0:
+            return [0] * len(raw)
+        return [int(float(MAX_NODE_SCORE) * ((v - low) / diff)) for v in raw]
+
+    def _affinity_pairs(self, pod: Pod) -> Counter[tuple[str, str]]:
+        """InterPodAffinity's PreScore: the summed weight per topology pair."""
         spec = pod.spec
         pairs: Counter[tuple[str, str]] = Counter()
         own = [(w.term, w.weight) for w in spec.preferred_pod_affinity]
@@ -668,18 +775,7 @@ class Topology:
             if t.matches(pod):
                 for pair, n in placed.items():
                     pairs[pair] += weight * n
-        if not pairs:
-            return None
-        keys = {k for k, _ in pairs}
-        raw = []
-        for st in feasible:
-            labels = st.node.labels
-            raw.append(sum(pairs.get((k, labels[k]), 0) for k in keys if k in labels))
-        low, high = min(raw), max(raw)
-        diff = high - low
-        if diff <= 0:
-            return [0] * len(raw)
-        return [int(float(MAX_NODE_SCORE) * ((v - low) / diff)) for v in raw]
+        return pairs
 
     def _register(self, namespace: str, counter: SpreadCounter | NodeCounter) -> None:
         slot: tuple[str, str] | None = None
