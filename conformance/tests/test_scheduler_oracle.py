@@ -11,6 +11,11 @@ The oracle does not run PostFilter (preemption): kgpu's messages are compared up
 part, and a scenario where kgpu evicts a pod is put in the "preemption" class (every later pod's
 placement may differ from there on). Pods kgpu reports Preempted or recreated are not in the oracle's
 output and are not compared.
+
+Every scenario is then run a second time with shared and MIG GPUs added (``shared_scenarios``: time-sliced,
+MPS and MIG nodes as the device plugin advertises them, and pods asking ``nvidia.com/gpu.shared``,
+``nvidia.com/mig-<profile>``, ...), drawn from a random stream of their own so the scenarios above stay as
+they are; both sets are held to the same rules and their agreement is printed apart.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from scenarios import Scenario, generate
+from shared_scenarios import add_shared
 
 from conftest import binary, cases, seed
 from kgpu.cli.main import cli
@@ -71,34 +77,38 @@ def compare(s: Scenario, ours: dict[str, dict[str, str]], theirs: dict[str, dict
 
 def test_simulate_agrees_with_kube_scheduler(tmp_path: Path) -> None:
     n = cases(300)
-    totals: Counter[str] = Counter()
-    wrong: Counter[str] = Counter()
+    totals: dict[str, Counter[str]] = {"whole GPUs": Counter(), "shared and MIG GPUs": Counter()}
+    wrong: dict[str, Counter[str]] = {k: Counter() for k in totals}
     known: Counter[str] = Counter()
     unexplained: list[str] = []
     for i in range(n):
-        s = generate(seed() + i)
-        d = tmp_path / f"s{i}"
-        d.mkdir()
-        cluster, pods = s.write(d)
-        theirs = run_oracle(cluster, pods)
-        ours = run_kgpu(cluster, pods)
-        if any(p["phase"] == "Preempted" for p in ours.values()):
-            s.features.add("preemption")
-        totals["schedulable"] += len(theirs)
-        totals["placement"] += sum(1 for t in theirs.values() if t.get("node"))
-        totals["message"] += sum(1 for t in theirs.values() if not t.get("node"))
-        for kind, detail in compare(s, ours, theirs):
-            wrong[kind] += 1
-            classes = [k for k in KNOWN if k in s.features]
-            if classes:
-                known[classes[0]] += 1
-            else:
-                unexplained.append(f"seed {s.seed} [{kind}] {detail}")
-    agree = {kind: totals[kind] - wrong[kind] for kind in totals}
-    print(f"\nkube-scheduler oracle: {n} scenarios, {totals['schedulable']} pods")
-    for kind in ("schedulable", "placement", "message"):
-        rate = agree[kind] / totals[kind] if totals[kind] else 1.0
-        print(f"  {kind:12s} {agree[kind]}/{totals[kind]} agree ({rate:.2%})")
+        base = generate(seed() + i)
+        for label, s in (("whole GPUs", base), ("shared and MIG GPUs", add_shared(base))):
+            d = tmp_path / f"s{i}-{'shared' if s is not base else 'whole'}"
+            d.mkdir()
+            cluster, pods = s.write(d)
+            theirs = run_oracle(cluster, pods)
+            ours = run_kgpu(cluster, pods)
+            if any(p["phase"] == "Preempted" for p in ours.values()):
+                s.features.add("preemption")
+            total = totals[label]
+            total["schedulable"] += len(theirs)
+            total["placement"] += sum(1 for t in theirs.values() if t.get("node"))
+            total["message"] += sum(1 for t in theirs.values() if not t.get("node"))
+            for kind, detail in compare(s, ours, theirs):
+                wrong[label][kind] += 1
+                classes = [k for k in KNOWN if k in s.features]
+                if classes:
+                    known[classes[0]] += 1
+                else:
+                    unexplained.append(f"seed {s.seed} ({label}) [{kind}] {detail}")
+    print(f"\nkube-scheduler oracle: {n} scenarios, each with whole GPUs and again with shared and MIG GPUs added")
+    for label, total in totals.items():
+        print(f"  {label}: {total['schedulable']} pods")
+        for kind in ("schedulable", "placement", "message"):
+            agree = total[kind] - wrong[label][kind]
+            rate = agree / total[kind] if total[kind] else 1.0
+            print(f"    {kind:12s} {agree}/{total[kind]} agree ({rate:.2%})")
     for cls, count in known.most_common():
         print(f"  known difference: {KNOWN[cls]}: {count} pod(s)")
     for line in unexplained[:40]:
