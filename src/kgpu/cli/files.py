@@ -81,6 +81,8 @@ def read_bytes(label: str, path: Path | None) -> bytes:
             data = sys.stdin.buffer.read(MAX_BYTES + 1)
         else:
             with open(path, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size > MAX_BYTES:  # a regular file: refused before it is read
+                    raise InputError(f"larger than {MAX_BYTES // 2**20} MiB (size limit)", where=label)
                 data = fh.read(MAX_BYTES + 1)
     except OSError as exc:
         raise os_error(exc, label) from None

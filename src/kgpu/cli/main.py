@@ -64,6 +64,47 @@ def _with_progress(name: str, command: click.Command) -> None:
     setattr(command, "_kgpu_progress", True)  # noqa: B010 - click.Command has no such attribute to type
 
 
+# Verbs that read, build and check a cluster's worth of objects: millions of small dicts and lists that all
+# live to the end of the verb. Python's cyclic collector would walk them again at every full collection
+# (most of `snapshot`'s CPU, half of a live `doctor`'s); nothing they hold makes cycles worth collecting
+# early. Long-running verbs (the exporter, `run` waiting on its pods) keep the collector.
+GC_PAUSED = {"plan", "simulate", "doctor", "snapshot", "render", "profile", "tke"}
+
+
+_PROCESS = {"entry": False}  # set by main(): the process ends with the verb
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside; the collector is as it was afterwards. When the process ends
+    with the verb, what is left is frozen first, so that the collection the next allocation triggers does
+    not walk it all once more on the way out (a caller that goes on, a test runner, keeps collecting it)."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if _PROCESS["entry"]:
+            gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+def _without_gc(name: str, command: click.Command) -> None:
+    if name not in GC_PAUSED or command.callback is None or getattr(command, "_kgpu_gc", False):
+        return
+    original = command.callback
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with paused_gc():
+            return original(*args, **kwargs)
+
+    command.callback = functools.update_wrapper(run, original)
+    setattr(command, "_kgpu_gc", True)  # noqa: B010 - click.Command has no such attribute to type
+
+
 # How kubectl runs a plugin: argv[0] is the path of `kubectl-gpu`; usage and examples then say `kubectl gpu`.
 PLUGIN_NAMES = ("kubectl-gpu", "kubectl_gpu", "kubectl_complete-gpu")
 
@@ -166,6 +207,7 @@ class LazyGroup(click.Group):
         command: click.Command = module.command
         _as_prog(command, ctx.find_root().info_name or "kgpu")
         _with_progress(cmd_name, command)
+        _without_gc(cmd_name, command)
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -214,6 +256,7 @@ def main(argv: list[str] | None = None) -> Any:
         from kgpu.cli.completion_cmd import kubectl_complete
 
         return kubectl_complete()
+    _PROCESS["entry"] = argv is None
     try:
         prog = prog_name()
         _as_prog(cli, prog)

@@ -77,9 +77,10 @@ QUIET_KINDS = {
     "RuntimeClass", "Secret", "Service", "ServiceAccount", "ServiceMonitor", "StorageClass",
     "ValidatingWebhookConfiguration", "VolumeAttachment",
 }
-# Pods one input may expand to: Kubernetes' scalability limit is 150,000 pods per cluster, and expanding
-# `replicas: 100000000` one pod at a time would spin for hours.
-MAX_PODS = 150_000
+# Pods one input may expand to: twice Kubernetes' scalability limit of 150,000 pods per cluster (a snapshot
+# of the largest cluster, with room), while expanding `replicas: 100000000` one pod at a time would spin
+# for hours.
+MAX_PODS = 300_000
 NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 

@@ -44,7 +44,9 @@ from yaml.scanner import Scanner
 
 from kgpu.errors import InputError
 
-MAX_BYTES = 512 * 2**20
+# Sized for the largest cluster Kubernetes supports (150,000 pods, 5,000 nodes: about 700 MiB as a compact
+# snapshot, 1-2 GiB as `kubectl get -o json` prints it, indented, with managedFields) with headroom.
+MAX_BYTES = 4 * 2**30
 MAX_DEPTH = 100
 MAX_ALIAS_NODES = 100_000
 MAX_INT_DIGITS = 100
