@@ -509,3 +509,26 @@ def shared_cost(entries: Sequence[Mapping[str, Any]], *, wide: bool = False) -> 
     if wide:
         return ["", table(POD_HEADERS, shared_pod_rows(entries), title=SHARED_TITLE)]
     return ["", table(SHARED_HEADERS, shared_cost_rows(entries), title=SHARED_TITLE)]
+
+
+def consolidated(view: Mapping[str, Any] | None) -> list[str]:
+    """The second, labelled view of Karpenter's nodes: what consolidation would replace the launched nodes
+    with (``karpenter_consolidated``). [] when there is none or it saves nothing."""
+    if not view or not view.get("saving"):
+        return []
+    from collections import Counter
+
+    from kgpu.catalog.prices import monthly
+
+    types = Counter(
+        f"{n['instance_type']} {n.get('capacity_type', '')}".strip() for n in view.get("new_nodes", [])
+    )
+    shape = ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in sorted(types.items()))
+    hourly, saving = view["hourly_cost"], view["saving"]
+    return [
+        "",
+        "After consolidation (Karpenter launches the nodes above, then replaces them with cheaper ones)",
+        f"  steady state     ${hourly:,.4f}/h (${monthly(hourly):,.2f}/mo): {shape}",
+        f"  saves            ${saving:,.4f}/h (${monthly(saving):,.2f}/mo) against the launch's "
+        f"${view['launch_hourly_cost']:,.4f}/h",
+    ]

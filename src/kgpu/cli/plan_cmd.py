@@ -352,6 +352,9 @@ def _cost(data: dict[str, Any]) -> list[str]:
             "not in the totals"
         )
     out.append(f"  ({caption()})")
+    from kgpu.cli import nodeview
+
+    out += nodeview.consolidated(data.get("karpenter_consolidated"))
     return out
 
 

@@ -295,6 +295,7 @@ def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None, 
     if view:
         out += ["", nodeview.render(view)]
     out += nodeview.shared_cost(data.get("shared_gpus") or [])
+    out += nodeview.consolidated(data.get("karpenter_consolidated"))
     out.append("")
     out.append(summary_line(data["summary"]))
     return "\n".join(out)
