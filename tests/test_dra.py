@@ -297,3 +297,67 @@ def test_cli_wide_shows_devices_and_exit_codes(tmp_path: Any) -> None:
     res = CliRunner().invoke(cli, ["simulate", "-c", str(bad), "-w", str(work)])
     assert res.exit_code == 2
     assert "DeviceClass gpu.nvidia.com: spec.selectors[0].cel.expression" in res.output
+
+
+def allocated_claim(name: str, node: str, device: str, *, pod: str = "") -> dict[str, Any]:
+    """A claim as `kubectl get resourceclaim -o json` shows it once the scheduler allocated it."""
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default", "uid": "5d3c0a2e-1f4b-4c5e-9a1d-7b2e3f4a5b6c"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+        "status": {
+            "allocation": {
+                "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": device}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+            },
+            "reservedFor": [{"resource": "pods", "name": pod, "uid": "0a1b"}] if pod else [],
+        },
+    }
+
+
+def test_claims_read_allocated_hold_their_devices_and_pin_their_pods() -> None:
+    """From a cluster: a running pod's allocated claim keeps gpu-0 taken; a pending pod whose claim is
+    allocated to n2 can only go to n2."""
+    cl = [*nodes("n1", "n2"), gpu_class(), gpu_slice("n1", 2), gpu_slice("n2", 1), template(),
+          allocated_claim("running-gpu", "n1", "gpu-0", pod="running"), allocated_claim("pinned", "n2", "gpu-0")]
+    pinned = pod_dict("waiting", cpu="1", memory="1Gi")
+    pinned["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "pinned"}]
+    out = run(cl, [claim_pod("new"), pinned])
+    assert out["new"].node == "n1" and out["new"].devices[0]["device"] == "gpu-1"
+    assert out["waiting"].node == "n2"
+    assert out["waiting"].devices == [{"claim": "pinned", "request": "gpu", "driver": DRIVER, "pool": "n2", "device": "gpu-0"}]
+
+
+def test_admin_access_takes_devices_in_use() -> None:
+    cl = [*nodes("n1"), gpu_class(), gpu_slice("n1", 1), template(),
+          allocated_claim("running-gpu", "n1", "gpu-0", pod="running"), template("monitor", adminAccess=True)]
+    out = run(cl, [claim_pod("user"), claim_pod("dcgm", tpl="monitor")])
+    assert out["user"].phase == UNSCHEDULABLE
+    assert out["dcgm"].devices == [{"claim": "dcgm-gpu", "request": "gpu", "driver": DRIVER, "pool": "n1",
+                                    "device": "gpu-0", "adminAccess": True}]
+
+
+def test_all_nodes_slices_and_incomplete_pools_for_exact_count() -> None:
+    """A network-attached pool (allNodes) serves every node; an incomplete pool still serves ExactCount."""
+    net = gpu_slice("fabric", 2, count=2, name="fabric-0")
+    del net["spec"]["nodeName"]
+    net["spec"]["allNodes"] = True
+    out = run([*nodes("n1", "n2"), gpu_class(), net, template(count=2)], [claim_pod("p")])
+    assert out["p"].phase == SCHEDULED and [d["pool"] for d in out["p"].devices] == ["fabric", "fabric"]
+
+
+def test_kubectl_json_list_and_old_api_versions() -> None:
+    """A `kubectl get -o json` List is read like YAML; a v1beta1 object is ignored with a warning."""
+    import json
+
+    from kgpu.model.load import parse_text
+
+    old = gpu_class()
+    old["apiVersion"] = "resource.k8s.io/v1beta1"
+    old["metadata"]["name"] = "old.nvidia.com"
+    items = [*nodes("n1"), gpu_class(), old, gpu_slice("n1", 1), template(), claim_pod("p")]
+    objs = parse_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}).encode(), "cluster.json")
+    result = simulate(objs)
+    assert result.placements[0].devices[0]["device"] == "gpu-0"
+    assert any("DeviceClass old.nvidia.com: apiVersion 'resource.k8s.io/v1beta1' ignored" in w for w in result.warnings)
