@@ -286,12 +286,13 @@ class AntiAffinityCounter(_Counter):
     """One pod affinity term (a required anti-affinity term, or a preferred term of either kind): matching
     pods per value of its topology key."""
 
-    __slots__ = ("counts", "term")
+    __slots__ = ("counts", "term", "view")
 
     def __init__(self, term: Term) -> None:
         super().__init__()
         self.term = term
         self.counts: Counter[str] = Counter()
+        self.view = DomainArray(term.topology_key, self.counts)
 
     def take(self, st: NodeLike) -> None:
         value = st.node.labels.get(self.term.topology_key)
@@ -301,6 +302,7 @@ class AntiAffinityCounter(_Counter):
         n = sum(1 for pod in st.pods if matches(pod))
         if n:
             self.counts[value] += n
+            self.view.changed(value)
 
     def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         if st.index >= self.seen:
@@ -308,6 +310,44 @@ class AntiAffinityCounter(_Counter):
         value = st.node.labels.get(self.term.topology_key)
         if value is not None and self.term.matches(pod):
             self.counts[value] += n
+            self.view.changed(value)
+
+
+class DomainArray:
+    """Counts per value of one topology key as a numpy array over :class:`DomainIds`' value ids (a trailing
+    0 for nodes without the key), kept current from the values that changed since it was last asked for:
+    what lets a pod's scores read a term's counts without a pass over every domain."""
+
+    __slots__ = ("arr", "counts", "dirty", "key")
+
+    def __init__(self, key: str, counts: Mapping[str, int]) -> None:
+        self.key = key
+        self.counts = counts
+        self.arr: Any = None
+        self.dirty: set[str] = set()
+
+    def changed(self, value: str) -> None:
+        if self.arr is not None:
+            self.dirty.add(value)
+
+    def array(self, dom: DomainIds) -> Any:
+        """The counts by value id; ``dom.ids(key)`` must be current."""
+        known = dom.values.get(self.key, {})
+        arr = self.arr
+        if arr is not None and len(arr) == len(known) + 1:
+            counts = self.counts
+            for value in self.dirty:
+                i = known.get(value)
+                if i is None:
+                    arr = None
+                    break
+                arr[i] = counts.get(value, 0)
+        else:
+            arr = None
+        if arr is None:
+            arr = self.arr = dom.counts(self.key, self.counts)
+        self.dirty.clear()
+        return arr
 
 
 # Reasons by code, in the order Filter checks them (code 0: the node passes), for ``PodFilter.codes``.
@@ -469,6 +509,9 @@ class Topology:
         # Terms of placed pods that InterPodAffinity's Score applies to the pods they match, with their
         # weight (required affinity: hardPodAffinityWeight 1; preferred: its weight, negative for anti).
         self.existing_score: dict[tuple[Term, int], Counter[tuple[str, str]]] = {}
+        # the same counts by value of the term's topology key, and their numpy view (_affinity_scores_at)
+        self._score_values: dict[tuple[Term, int], Counter[str]] = {}
+        self._score_views: dict[tuple[Term, int], DomainArray] = {}
         self._node_counters: dict[tuple[str, LabelSelector | None], NodeCounter] = {}
         self._matched_cache: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = {}
         self._domain_ids: DomainIds | None = None
@@ -531,8 +574,12 @@ class Topology:
                 pairs = self.existing_score.get(scored)
                 if pairs is None:
                     pairs = self.existing_score[scored] = Counter()
+                    self._score_values[scored] = Counter()
+                    self._score_views[scored] = DomainArray(term.topology_key, self._score_values[scored])
                     self._matched_cache.clear()
                 pairs[(term.topology_key, value)] += n
+                self._score_values[scored][value] += n
+                self._score_views[scored].changed(value)
 
     def unbound(self, pod: Pod, st: NodeLike) -> None:
         """``pod`` left ``st`` (preemption; the node no longer lists it): the counts drop again."""
@@ -673,18 +720,33 @@ class Topology:
         return np.where(kept, MAX_NODE_SCORE * (high + low - scores) // high, 0).astype(np.int64)
 
     def _affinity_scores_at(self, pod: Pod, idx: Any) -> Any:
-        pairs = self._affinity_pairs(pod)
-        if not pairs:
-            return None
+        # _affinity_pairs' sums, per node, from each term's counts by domain (integers: any order gives the
+        # same totals); None where _affinity_pairs has no pair
+        spec = pod.spec
         dom = self.domain_ids
         np = dom.np
-        by_key: dict[str, dict[str, int]] = {}
-        for (k, v), w in pairs.items():
-            by_key.setdefault(k, {})[v] = w
+        parts: list[tuple[int, DomainArray]] = []
+        own = [(w.term, w.weight) for w in spec.preferred_pod_affinity]
+        own += [(w.term, -w.weight) for w in spec.preferred_pod_anti_affinity]
+        for term, weight in own:
+            t = resolve_term(term, pod)
+            nc = self._anti.get(t)
+            if nc is None:
+                nc = self._anti[t] = AntiAffinityCounter(t)
+                self._pod_counters.append(nc)
+            if nc.seen < len(self.states):
+                nc.catch_up(self.states)
+            if nc.counts:
+                parts.append((weight, nc.view))
+        for (t, weight), placed in self.existing_score.items():
+            if placed and t.matches(pod):
+                parts.append((weight, self._score_views[(t, weight)]))
+        if not parts:
+            return None
         raw = np.zeros(len(idx), dtype=np.int64)
-        for k, weights in by_key.items():
-            ids = dom.ids(k)[idx]
-            raw += dom.counts(k, weights)[ids]
+        for weight, view in parts:
+            ids = dom.ids(view.key)[idx]
+            raw += weight * view.array(dom)[ids]
         low, high = int(raw.min()), int(raw.max())
         diff = high - low
         if diff <= 0:
