@@ -361,3 +361,16 @@ def test_kubectl_json_list_and_old_api_versions() -> None:
     result = simulate(objs)
     assert result.placements[0].devices[0]["device"] == "gpu-0"
     assert any("DeviceClass old.nvidia.com: apiVersion 'resource.k8s.io/v1beta1' ignored" in w for w in result.warnings)
+
+
+def test_cel_runtime_error_aborts_only_where_the_allocator_meets_it() -> None:
+    """A selector that reads an attribute some devices lack: the first device matches and the pod is placed;
+    when the search must look at a device without it, the Filter is an error (the cycle aborts)."""
+    devs = [gpu_device(0, "n1", clique="a"), gpu_device(1, "n1")]  # gpu-1 has no cliqueId
+    tpl = template(selectors=["device.attributes['gpu.nvidia.com'].cliqueId == 'a'"])
+    out = run([*nodes("n1"), gpu_class(), gpu_slice("n1", devices=devs), tpl], [claim_pod("p")])
+    assert out["p"].devices[0]["device"] == "gpu-0"
+    two = template(count=2, selectors=["device.attributes['gpu.nvidia.com'].cliqueId == 'a'"])
+    out = run([*nodes("n1"), gpu_class(), gpu_slice("n1", devices=devs), two], [claim_pod("p")])
+    assert out["p"].reason == ('running Filter plugin "DynamicResources": claim: selector #0: CEL runtime error: '
+                               "no such key: cliqueId")

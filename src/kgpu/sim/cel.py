@@ -28,6 +28,7 @@ import importlib.machinery
 import importlib.util
 import os
 import re
+from collections.abc import Sequence
 from fractions import Fraction
 from operator import itemgetter
 from typing import Any
@@ -276,6 +277,45 @@ class Evaluator:
         if isinstance(hit, Exception):
             raise hit
         return hit
+
+    def results(self, expression: str, driver: str, devices: Sequence[Device]) -> list[bool | Exception]:
+        """``matches`` for each device, in one pass: True, False, or the CelRuntimeError / Unsupported
+        evaluating it raised (the caller decides when it counts)."""
+        p = self._programs.get(expression) or self.program(expression)
+        out: list[bool | Exception] = []
+        if p.everything:
+            for d in devices:
+                try:
+                    out.append(self.matches(expression, driver, d))
+                except (CelRuntimeError, Unsupported) as exc:
+                    out.append(exc)
+            return out
+        memo, layouts, held_of, ids = self._memo, self._layouts, self._device_layout, self._layout_ids
+        last_id, reads = -1, None
+        for d in devices:
+            attrs, caps = d.attributes, d.capacity
+            held = held_of.get(id(d))
+            if held is None or held[0] is not d:
+                held = held_of[id(d)] = (d, ids.setdefault((tuple(attrs), tuple(caps)), len(ids)))
+            lid = held[1]
+            if lid != last_id:
+                lay = (expression, lid)
+                reads = layouts.get(lay)
+                if reads is None:
+                    reads = layouts[lay] = _reads(p, attrs, caps)
+                last_id = lid
+            assert reads is not None
+            key = (lay, driver, reads[0](attrs), reads[1](caps))
+            hit = memo.get(key)
+            if hit is None:
+                self.evaluations += 1
+                try:
+                    hit = p.run(self._with_device(driver, d))
+                except (CelRuntimeError, Unsupported) as exc:
+                    hit = exc
+                memo[key] = hit
+            out.append(hit)
+        return out
 
     def _with_device(self, driver: str, device: Device) -> Any:
         cached = self._values.get(id(device))

@@ -51,7 +51,7 @@ from kgpu.model.dra import (
 )
 from kgpu.model.objects import Node, Pod
 from kgpu.model.predicates import filter_reasons, node_selector_matches, unschedulable_message
-from kgpu.sim.cel import CelRuntimeError, CelSyntaxError, Evaluator, Unsupported
+from kgpu.sim.cel import CelSyntaxError, Evaluator, Unsupported
 
 NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
@@ -120,10 +120,11 @@ class DRA:
         self._node_pools: dict[str, list[_Pool]] = {}
         self._in_use: set[tuple[str, str, str]] = set()
         self._pinned: dict[str, str | None] = {}  # claim key -> node name its allocation is bound to
-        self._candidates: dict[tuple[Any, ...], tuple[list[_Candidate], tuple[str, ...], str]] = {}
+        self._candidates: dict[tuple[Any, ...], tuple[list[_Candidate | str], tuple[str, ...]]] = {}
         self._lanes: dict[tuple[Any, ...], _Lane] = {}
-        # (class, id(device)) -> whether the class selects it, and the warnings that gave; devices live as long
-        self._class_match: dict[tuple[str, int], tuple[bool, tuple[str, ...]]] = {}
+        # (class, id(slice)) -> per device whether the class selects it (or the error's text), and the
+        # warnings that gave; slices live as long
+        self._class_match: dict[tuple[str, int], tuple[list[bool | str], tuple[str, ...]]] = {}
         for claim in self.claims.values():
             if claim.allocation is not None:
                 for d in claim.allocation.devices:
@@ -238,60 +239,69 @@ class DRA:
         self._node_pools[node.name] = pools
         return pools
 
-    def candidates(self, pod: Pod, node: Node, pools: list[_Pool], alt: Exact) -> list[_Candidate]:
+    def candidates(self, pod: Pod, node: Node, pools: list[_Pool], alt: Exact) -> list[_Candidate | str]:
         """The node's devices that match the class's and the request's selectors, in allocator order
-        (pool, slice, device); memoised per node and selectors: slices do not change during a simulation."""
+        (pool, slice, device); memoised per node and selectors: slices do not change during a simulation.
+
+        A device whose selector fails to evaluate (a CEL runtime error) stays in the list as the error's
+        text, where the allocator meets it: it aborts only if the search gets that far."""
         key = (node.name, alt.device_class, alt.selectors)
         hit = self._candidates.get(key)
         if hit is None:
-            found: list[_Candidate] = []
+            found: list[_Candidate | str] = []
             warned: list[str] = []
-            error = ""
-            try:
-                for pool in pools:
-                    for s in pool.slices:
-                        local = not s.all_nodes and s.node_selector is None
-                        for d in s.devices:
-                            if self.matches(warned, alt, s.driver, d):
-                                found.append(_Candidate(s.driver, pool.name, d, local))
-            except AllocationError as exc:
-                error = str(exc)
-            hit = self._candidates[key] = (found, tuple(warned), error)
+            cls = self.classes[alt.device_class]
+            for pool in pools:
+                for s in pool.slices:
+                    local = not s.all_nodes and s.node_selector is None
+                    status = self._class_results(cls.name, cls.selectors, s, warned)
+                    for i, sel in enumerate(alt.selectors):
+                        todo = [k for k, v in enumerate(status) if v is True]
+                        got = self.evaluator.results(sel.expression, s.driver, [s.devices[k] for k in todo])
+                        for k, r in zip(todo, got, strict=True):
+                            status[k] = _verdict(r, sel, f"claim: selector #{i}", warned)
+                    for d, v in zip(s.devices, status, strict=True):
+                        if v is True:
+                            found.append(_Candidate(s.driver, pool.name, d, local))
+                        elif isinstance(v, str):
+                            found.append(v)
+            hit = self._candidates[key] = (found, tuple(warned))
         for w in hit[1]:
             self._warn(pod, w)
-        if hit[2]:
-            raise AllocationError(hit[2])
         return hit[0]
 
-    def matches(self, warned: list[str], alt: Exact, driver: str, device: Device) -> bool:
-        cls = self.classes[alt.device_class]
-        key = (cls.name, id(device))
+    def _class_results(self, name: str, sels: tuple[Selector, ...], s: ResourceSlice, warned: list[str]) -> list[bool | str]:
+        """Per device of the slice: whether the class selects it, or the text of the error evaluating it."""
+        key = (name, id(s))
         hit = self._class_match.get(key)
         if hit is None:
             mine: list[str] = []
-            hit = self._class_match[key] = (self._selected(mine, f"class {cls.name}", cls.selectors, driver, device), tuple(mine))
+            status: list[bool | str] = [True] * len(s.devices)
+            for i, sel in enumerate(sels):
+                todo = [k for k, v in enumerate(status) if v is True]
+                got = self.evaluator.results(sel.expression, s.driver, [s.devices[k] for k in todo])
+                for k, r in zip(todo, got, strict=True):
+                    status[k] = _verdict(r, sel, f"class {name}: selector #{i}", mine)
+            hit = self._class_match[key] = (status, tuple(mine))
         for w in hit[1]:
             if w not in warned:
                 warned.append(w)
-        return hit[0] and self._selected(warned, "claim", alt.selectors, driver, device)
-
-    def _selected(self, warned: list[str], label: str, sels: tuple[Selector, ...], driver: str, device: Device) -> bool:
-        for i, sel in enumerate(sels):
-            try:
-                if not self.evaluator.matches(sel.expression, driver, device):
-                    return False
-            except Unsupported as exc:
-                if f"{sel.where}: {exc}" not in warned:
-                    warned.append(f"{sel.where}: {exc}")
-                return False
-            except CelRuntimeError as exc:
-                raise AllocationError(f"{label}: selector #{i}: CEL runtime error: {exc}") from None
-        return True
+        return list(hit[0])
 
     def _warn(self, pod: Pod, text: str) -> None:
         got = self.warnings.setdefault(pod.key, [])
         if text not in got:
             got.append(text)
+
+
+def _verdict(r: bool | Exception, sel: Selector, label: str, warned: list[str]) -> bool | str:
+    if isinstance(r, Unsupported):
+        if f"{sel.where}: {r}" not in warned:
+            warned.append(f"{sel.where}: {r}")
+        return False
+    if isinstance(r, Exception):
+        return f"{label}: CEL runtime error: {r}"
+    return r
 
 
 class _Search:
@@ -315,16 +325,21 @@ class _Search:
         req = spec.requests[ri]
         return any(self._fill(ci, ri, req.name, alt) for alt in req.alternatives)
 
-    def _devices(self, ci: int, alt: Exact) -> list[_Candidate]:
+    def _devices(self, ci: int, alt: Exact) -> list[_Candidate | str]:
         return self.dra.candidates(self.pod, self.node, self.pools, alt)
 
     def _fill(self, ci: int, ri: int, request: str, alt: Exact) -> bool:
-        devices = self._devices(ci, alt)
+        entries = self._devices(ci, alt)
         if alt.mode == ALL:
+            # "all" is counted before the search, over every pool: an incomplete one cannot say how many
             for pool in self.pools:
-                if pool.incomplete and any(c.pool == pool.name and c.driver == pool.driver for c in devices):
+                if pool.incomplete:
                     raise AllocationError(f"claim {self.claims[ci].key}, request {alt.name}: asks for all devices, "
                                           f"but resource pool {pool.driver}/{pool.name} is currently being updated")
+            for e in entries:
+                if isinstance(e, str):
+                    raise AllocationError(e)
+            devices = [e for e in entries if not isinstance(e, str)]
             if not devices:
                 return False
             undo: list[_Candidate] = []
@@ -339,13 +354,15 @@ class _Search:
             for c in reversed(undo):
                 self._give_back(ci, request, alt, c)
             return False
-        return self._pick(ci, ri, request, alt, devices, 0, alt.count)
+        return self._pick(ci, ri, request, alt, entries, 0, alt.count)
 
-    def _pick(self, ci: int, ri: int, request: str, alt: Exact, devices: list[_Candidate], start: int, left: int) -> bool:
+    def _pick(self, ci: int, ri: int, request: str, alt: Exact, devices: list[_Candidate | str], start: int, left: int) -> bool:
         if left == 0:
             return self._request(ci, ri + 1)
         for i in range(start, len(devices)):
             c = devices[i]
+            if isinstance(c, str):  # the allocator evaluates this device's selectors here, and fails
+                raise AllocationError(c)
             if not self._take(ci, request, alt, c):
                 continue
             if self._pick(ci, ri, request, alt, devices, i + 1, left - 1):
