@@ -202,10 +202,28 @@ class DRA:
         todo = [c for c in claims if c.allocation is None]
         if not todo:
             return None, []
+        spec = todo[0].spec
+        if len(todo) == 1 and len(spec.requests) == 1 and not spec.constraints and len(spec.requests[0].alternatives) == 1:
+            alt = spec.requests[0].alternatives[0]
+            if alt.mode != ALL:  # one request, no constraint: the search's first solution is the first free devices
+                return self._first_free(pod, todo[0], alt, node)
         result = _Search(self, pod, todo, node, self._pools(node)).run()
         if result is None:
             return CANNOT_ALLOCATE, []
         return None, result
+
+    def _first_free(self, pod: Pod, claim: Claim, alt: Exact, node: Node) -> tuple[str | None, list[list[AllocatedDevice]]]:
+        chosen: list[AllocatedDevice] = []
+        in_use, admin, need = self._in_use, alt.admin_access, alt.count
+        for c in self.candidates(pod, node, self._pools(node), alt):
+            if isinstance(c, str):
+                raise AllocationError(c)
+            if not admin and c.id in in_use:
+                continue
+            chosen.append(AllocatedDevice(alt.name, c.driver, c.pool, c.device.name, admin))
+            if len(chosen) == need:
+                return None, [chosen]
+        return CANNOT_ALLOCATE, []
 
     def commit(self, claims: Sequence[Claim], allocations: list[list[AllocatedDevice]], node: Node,
                local: bool) -> None:
