@@ -34,6 +34,13 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "nodeclaims": ("karpenter.sh/v1", "NodeClaim", False),
     "ec2nodeclasses": ("karpenter.k8s.aws/v1", "EC2NodeClass", False),
     "rayclusters": ("ray.io/v1", "RayCluster", True),
+    "nodeoverlays": ("karpenter.sh/v1alpha1", "NodeOverlay", False),
+    "deviceclasses": ("resource.k8s.io/v1", "DeviceClass", False),
+    "resourceclaims": ("resource.k8s.io/v1", "ResourceClaim", True),
+    "resourceclaimtemplates": ("resource.k8s.io/v1", "ResourceClaimTemplate", True),
+    "resourceslices": ("resource.k8s.io/v1", "ResourceSlice", False),
+    "imagecaches": ("eks.cloud.tencent.com/v1", "ImageCache", False),
+    "configmaps": ("v1", "ConfigMap", True),
 }
 CORE = ("nodes", "pods", "events", "daemonsets", "priorityclasses")
 PATH = re.compile(

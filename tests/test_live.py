@@ -118,8 +118,12 @@ def test_snapshot_pages_strips_secrets_and_notes_missing_crds(api: FakeApiServer
     assert doc["kind"] == "ClusterSnapshot" and doc["apiVersion"] == "kgpu.dev/v1alpha1"
     meta = doc["metadata"]
     assert meta["counts"] == {"Node": 2, "Pod": 5, "DaemonSet": 1, "PriorityClass": 0, "NodePool": 1,
-                              "RayCluster": 1, "Event": 1}
-    assert sorted(meta["absent"]) == ["karpenter.k8s.aws/v1 EC2NodeClass", "karpenter.sh/v1 NodeClaim"]
+                              "RayCluster": 1, "Event": 2}  # FailedScheduling, and web's Pulled
+    assert sorted(meta["absent"]) == [
+        "eks.cloud.tencent.com/v1 ImageCache", "karpenter.k8s.aws/v1 EC2NodeClass", "karpenter.sh/v1 NodeClaim",
+        "karpenter.sh/v1alpha1 NodeOverlay", "resource.k8s.io/v1 DeviceClass", "resource.k8s.io/v1 ResourceClaim",
+        "resource.k8s.io/v1 ResourceClaimTemplate", "resource.k8s.io/v1 ResourceSlice"]
+    assert meta["forbidden"] == []
     assert meta["server"] == api.url and meta["context"] == "fake"
     web = next(o for o in doc["items"] if o["metadata"]["name"] == "web")
     env = {e["name"]: e for e in web["spec"]["containers"][0]["env"]}
@@ -427,12 +431,14 @@ def test_run_with_a_tke_profile_uses_annotations(api: FakeApiServer, tmp_path: P
 def test_rendered_rbac_grants_every_read_a_snapshot_makes() -> None:
     """`kgpu render --target rbac` must cover every list `kgpu snapshot` makes (a 403 points users at it)."""
     from kgpu.live.client import EVENT
-    from kgpu.live.snapshot import SOURCES
-    from kgpu.render.rbac import RULES
+    from kgpu.live.snapshot import BY_NAME, SOURCES
+    from kgpu.render.rbac import GET_ONLY, RULES
 
     granted = {(group, res) for group, resources in RULES for res in resources}
     needed = {(r.group, r.plural) for r, _ in SOURCES} | {(EVENT.group, EVENT.plural)}
     assert needed <= granted, needed - granted
+    by_name = {(group, res) for group, resources in GET_ONLY for res in resources}
+    assert {(r.group, r.plural) for r in BY_NAME} <= by_name
 
 
 def test_doctor_reads_the_live_cluster_read_only(api: FakeApiServer, tmp_path: Path) -> None:

@@ -218,9 +218,15 @@ def test_rbac_is_read_only_and_exact() -> None:
     assert granted == {
         ("", "nodes"), ("", "pods"), ("", "events"), ("apps", "daemonsets"),
         ("karpenter.sh", "nodepools"), ("karpenter.sh", "nodeclaims"), ("karpenter.k8s.aws", "ec2nodeclasses"),
-        ("scheduling.k8s.io", "priorityclasses"), ("ray.io", "rayclusters"),
+        ("scheduling.k8s.io", "priorityclasses"), ("ray.io", "rayclusters"), ("karpenter.sh", "nodeoverlays"),
+        ("resource.k8s.io", "deviceclasses"), ("resource.k8s.io", "resourceclaims"),
+        ("resource.k8s.io", "resourceclaimtemplates"), ("resource.k8s.io", "resourceslices"),
+        ("eks.cloud.tencent.com", "imagecaches"), ("", "configmaps"),
     }  # fmt: skip
-    assert all(rule["verbs"] == ["get", "list", "watch"] for rule in role["rules"])
+    verbs = {r: rule["verbs"] for rule in role["rules"] for r in rule["resources"]}
+    assert verbs.pop("configmaps") == ["get"]  # by name only: ConfigMaps are never listed
+    assert all(v == ["get", "list", "watch"] for v in verbs.values())
+    assert "secrets" not in verbs
     run = named(docs, "ClusterRole", "kgpu-run")
     assert {(r, v) for rule in run["rules"] for r in rule["resources"] for v in rule["verbs"]} == {
         ("pods", "create"), ("pods", "get"), ("pods", "delete"), ("pods/log", "get"),

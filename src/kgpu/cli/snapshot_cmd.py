@@ -31,11 +31,15 @@ from kgpu.cli.output import examples, handle_input_errors
 @handle_input_errors
 def command(file: str | None, output: str | None, page_size: int, kubeconfig: str | None, context: str | None, namespace: str | None,
             all_namespaces: bool, request_timeout: float) -> None:
-    """Save Nodes, Pods, DaemonSets, PriorityClasses, recent FailedScheduling/FailedCreate Events and,
-    where installed, Karpenter NodePools/NodeClaims/EC2NodeClasses and KubeRay RayClusters as one JSON
-    file that `kgpu simulate --cluster` and `kgpu doctor --snapshot` read.
+    """Save Nodes, Pods, DaemonSets, PriorityClasses, recent FailedScheduling/FailedCreate Events, the
+    pods' Pulling/Pulled Events, the device plugin's config ConfigMaps and, where installed, Karpenter
+    NodePools/NodeClaims/EC2NodeClasses/NodeOverlays, KubeRay RayClusters, DRA DeviceClasses/
+    ResourceClaims/ResourceClaimTemplates/ResourceSlices and TKE ImageCaches as one JSON file that
+    `kgpu simulate --cluster` and `kgpu doctor --snapshot` read. An optional kind the server does not serve
+    is listed under metadata.absent; one RBAC forbids under metadata.forbidden, with a note.
 
-    Read-only. Nothing secret is saved: container env values, managedFields, last-applied-configuration,
+    Read-only. Nothing secret is saved: container env values (but CUDA_VISIBLE_DEVICES and
+    NVIDIA_VISIBLE_DEVICES), managedFields, last-applied-configuration,
     secret-bearing annotations and params (a RayCluster's redis-password) and the server URL's userinfo are
     stripped. Every namespace unless -n is given.
 
@@ -75,9 +79,13 @@ def fetch(access: Any, page_size: int = 500) -> dict[str, Any]:
     ns = None if access.all_namespaces or not access.namespace else target.namespace
     with ApiClient(target, timeout=access.request_timeout) as client:
         try:
-            return take(client, ns, page_size=page_size, progress=progress_printer("listing"))
+            doc = take(client, ns, page_size=page_size, progress=progress_printer("listing"))
         finally:
             end_progress()
+    for line in doc["metadata"]["forbidden"]:
+        click.echo(f"note: skipped, {line} (the checks that read it say nothing); grant it with "
+                   "`kgpu render --target rbac`", err=True)
+    return doc
 
 
 def write(doc: dict[str, Any], output: str) -> None:

@@ -97,10 +97,21 @@ NODEPOOL = Resource("karpenter.sh", "v1", "NodePool", "nodepools", namespaced=Fa
 NODECLAIM = Resource("karpenter.sh", "v1", "NodeClaim", "nodeclaims", namespaced=False)
 EC2NODECLASS = Resource("karpenter.k8s.aws", "v1", "EC2NodeClass", "ec2nodeclasses", namespaced=False)
 RAYCLUSTER = Resource("ray.io", "v1", "RayCluster", "rayclusters")
+NODEOVERLAY = Resource("karpenter.sh", "v1alpha1", "NodeOverlay", "nodeoverlays", namespaced=False)
+DEVICECLASS = Resource("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", namespaced=False)
+RESOURCECLAIM = Resource("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims")
+RESOURCECLAIMTEMPLATE = Resource("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates")
+RESOURCESLICE = Resource("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", namespaced=False)
+IMAGECACHE = Resource("eks.cloud.tencent.com", "v1", "ImageCache", "imagecaches", namespaced=False)  # TKE
+CONFIGMAP = Resource("", "v1", "ConfigMap", "configmaps")  # only the device plugin's, by name (snapshot)
 
 
 class NotServed(ClusterError):
     """404 on a collection: the API (usually a CRD) is not installed."""
+
+
+class Forbidden(ClusterError):
+    """403: RBAC does not grant the request."""
 
 
 class NotFound(ClusterError):
@@ -321,7 +332,7 @@ class ApiClient:
                                 hint="refresh them, e.g. `aws eks update-kubeconfig --name CLUSTER`")
         if code == 403:
             hint = READ_HINT if verb in ("get", "list", "watch") and resource != POD_LOG else WRITE_HINT
-            return ClusterError(f"403 Forbidden: cannot {verb} {resource.name}: {message}", hint=hint)
+            return Forbidden(f"403 Forbidden: cannot {verb} {resource.name}: {message}", hint=hint)
         if code == 404:
             return ClusterError(f"404 Not Found: {verb} {resource.name}: {message}".rstrip(": "),
                                 hint="check the namespace (-n)" if resource.namespaced else "")

@@ -24,16 +24,25 @@ import msgspec
 from kgpu import __version__
 from kgpu.errors import InputError
 from kgpu.live.client import (
+    CONFIGMAP,
     DAEMONSET,
+    DEVICECLASS,
     EC2NODECLASS,
     EVENT,
+    IMAGECACHE,
     NODE,
     NODECLAIM,
+    NODEOVERLAY,
     NODEPOOL,
     POD,
     PRIORITY_CLASS,
     RAYCLUSTER,
+    RESOURCECLAIM,
+    RESOURCECLAIMTEMPLATE,
+    RESOURCESLICE,
     ApiClient,
+    Forbidden,
+    NotFound,
     NotServed,
     Resource,
 )
@@ -43,13 +52,18 @@ API_VERSION = "kgpu.dev/v1alpha1"
 KIND = "ClusterSnapshot"
 REDACTED = "<redacted>"
 EVENT_REASONS = ("FailedScheduling", "FailedCreate")
-MAX_EVENTS = 5000
+PULL_REASONS = ("Pulling", "Pulled")  # of the snapshot's pods: TKE image-cache use (kgpu.doctor.image_cache)
+MAX_EVENTS = 5000  # newest scheduling events kept, and newest pull events kept
+# Env values kept: not secrets, and doctor's visible-devices check compares them (kgpu.doctor.visible_devices).
+KEEP_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 SECRET_KEY = re.compile(r"secret|token|passw|credential|api[-_.]?key|private[-_.]?key|auth|cert[-_.]?data", re.I)
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # an object name (DNS-1123 subdomain)
 _PARAMS_ENDINGS = ("params", "Params", "parameters", "Parameters")
 _SPECIAL = frozenset({"metadata", "env", "status"})
 
-# (resource, namespaced by the user's -n?, optional: its CRD may be missing)
+# (resource, optional: its API may not be served (404), or RBAC may not grant it (403); either skips it
+# with a note in metadata.absent / metadata.forbidden). -n limits the namespaced ones.
 SOURCES: tuple[tuple[Resource, bool], ...] = (
     (NODE, False),
     (POD, False),
@@ -58,8 +72,16 @@ SOURCES: tuple[tuple[Resource, bool], ...] = (
     (NODEPOOL, True),
     (NODECLAIM, True),
     (EC2NODECLASS, True),
+    (NODEOVERLAY, True),
     (RAYCLUSTER, True),
+    (DEVICECLASS, True),
+    (RESOURCECLAIM, True),
+    (RESOURCECLAIMTEMPLATE, True),
+    (RESOURCESLICE, True),
+    (IMAGECACHE, True),
 )
+# Read by name (get), not listed: the device plugin's config ConfigMaps (kgpu.doctor.sharing).
+BY_NAME: tuple[Resource, ...] = (CONFIGMAP,)
 
 Progress = Callable[[str, int], None]
 
@@ -74,6 +96,9 @@ def take(client: ApiClient, namespace: str | None = None, *, page_size: int = 50
     def step(label: str) -> Callable[[int], None] | None:
         return None if progress is None else (lambda n: progress(label, n))
 
+    forbidden: list[str] = []
+    pods: list[dict[str, Any]] = []
+    daemonsets: list[dict[str, Any]] = []
     for resource, optional in SOURCES:
         try:
             got = client.list(resource, namespace if resource.namespaced else None, page_size=page_size,
@@ -83,16 +108,28 @@ def take(client: ApiClient, namespace: str | None = None, *, page_size: int = 50
                 raise
             absent.append(f"{resource.api_version} {resource.kind}")
             continue
+        except Forbidden as exc:
+            if not optional:
+                raise
+            forbidden.append(exc.message)
+            continue
         for obj in got:
             redact(obj)
         items.extend(got)
         counts[resource.kind] = len(got)
-    events: list[dict[str, Any]] = []
-    for reason in EVENT_REASONS:
-        events.extend(client.list(EVENT, namespace, page_size=page_size, field_selector=f"reason={reason}",
-                                  progress=step(f"events ({reason})")))
-    events.sort(key=_event_time, reverse=True)
-    events = events[:MAX_EVENTS]
+        if resource is POD:
+            pods = got
+        elif resource is DAEMONSET:
+            daemonsets = got
+    configs = _plugin_configmaps(client, daemonsets, forbidden)
+    items.extend(configs)
+    if configs:
+        counts["ConfigMap"] = len(configs)
+    events = _events(client, namespace, EVENT_REASONS, page_size, step)
+    in_snapshot = {_pod_key(p.get("metadata")) for p in pods}
+    pulls = [ev for ev in _events(client, namespace, PULL_REASONS, page_size, step)
+             if _involved(ev) in in_snapshot]
+    events = events[:MAX_EVENTS] + pulls[:MAX_EVENTS]
     for ev in events:
         redact(ev)
     items.extend(events)
@@ -109,6 +146,7 @@ def take(client: ApiClient, namespace: str | None = None, *, page_size: int = 50
             "kgpuVersion": __version__,
             "counts": counts,
             "absent": absent,
+            "forbidden": forbidden,
         },
         "items": items,
     }
@@ -132,6 +170,91 @@ def encode(doc: dict[str, Any]) -> bytes:
                            f"({MAX_BYTES >> 20} MiB size limit)", where="the snapshot",
                            hint="take it per namespace with -n")
     return data
+
+
+def _events(client: ApiClient, namespace: str | None, reasons: tuple[str, ...], page_size: int,
+            step: Callable[[str], Callable[[int], None] | None]) -> list[dict[str, Any]]:
+    """Events of these reasons (a field selector each), newest first."""
+    events: list[dict[str, Any]] = []
+    for reason in reasons:
+        events.extend(client.list(EVENT, namespace, page_size=page_size, field_selector=f"reason={reason}",
+                                  progress=step(f"events ({reason})")))
+    events.sort(key=_event_time, reverse=True)
+    return events
+
+
+def _pod_key(meta: Any) -> tuple[str, str]:
+    if not isinstance(meta, dict):
+        return ("", "")
+    return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+
+
+def _involved(ev: dict[str, Any]) -> tuple[str, str] | None:
+    inv = ev.get("involvedObject") or ev.get("regarding")
+    if not isinstance(inv, dict) or inv.get("kind") != "Pod":
+        return None
+    return _pod_key(inv)
+
+
+def config_refs(daemonsets: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(namespace, name) of the ConfigMaps the NVIDIA device plugin's DaemonSets mount (the Helm chart's
+    ``config.name`` or its generated ``<release>-configs``, the GPU Operator's ``devicePlugin.config.name``):
+    volumes of a DaemonSet with a container of the k8s-device-plugin image (the plugin, its
+    config-manager sidecar, GFD), ``configMap`` or ``projected`` ones."""
+    from kgpu.doctor.deviceplugin import is_plugin_image
+
+    refs: list[tuple[str, str]] = []
+    for ds in daemonsets:
+        spec = _dig(ds, "spec", "template", "spec")
+        containers = [c for key in ("containers", "initContainers") for c in _list(spec.get(key))]
+        if not any(isinstance(c, dict) and isinstance(c.get("image"), str) and is_plugin_image(c["image"])
+                   for c in containers):
+            continue
+        ns = str(_dig(ds, "metadata").get("namespace") or "default")
+        for vol in _list(spec.get("volumes")):
+            if not isinstance(vol, dict):
+                continue
+            sources = [vol] + [s for s in _list(_dig(vol, "projected").get("sources")) if isinstance(s, dict)]
+            for src in sources:
+                name = _dig(src, "configMap").get("name")
+                if isinstance(name, str) and _NAME.fullmatch(name) and _NAME.fullmatch(ns) and (ns, name) not in refs:
+                    refs.append((ns, name))
+    return refs
+
+
+def _plugin_configmaps(client: ApiClient, daemonsets: list[dict[str, Any]],
+                       forbidden: list[str]) -> list[dict[str, Any]]:
+    """The device plugin's config ConfigMaps, each read by name; one that holds no plugin config
+    (``version: v1`` with flags or sharing) is not kept. No other ConfigMap is read."""
+    from kgpu.doctor.sharing import plugin_configmaps
+    from kgpu.doctor.state import ClusterState
+
+    out: list[dict[str, Any]] = []
+    for ns, name in config_refs(daemonsets):
+        try:
+            cm = client.get(CONFIGMAP, name, ns)
+        except NotFound:  # the plugin waits for it (its pods are not Ready): doctor's device-plugin checks
+            continue
+        except Forbidden as exc:
+            forbidden.append(exc.message)
+            return out
+        if not isinstance(cm, dict):
+            continue
+        cm.setdefault("apiVersion", "v1")
+        cm.setdefault("kind", "ConfigMap")
+        if plugin_configmaps(ClusterState("snapshot", {}, configmaps=[cm])):
+            out.append(redact(cm))
+    return out
+
+
+def _dig(obj: Any, *keys: str) -> dict[str, Any]:
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _event_time(ev: dict[str, Any]) -> str:
@@ -224,7 +347,7 @@ def _env(env: Any) -> Any:
         return REDACTED
     for i, entry in enumerate(env):
         if isinstance(entry, dict):
-            if "value" in entry:
+            if "value" in entry and not (entry.get("name") in KEEP_ENV and type(entry["value"]) is str):
                 entry["value"] = REDACTED
         else:
             env[i] = REDACTED

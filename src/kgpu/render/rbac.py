@@ -3,7 +3,10 @@
 ``kgpu-doctor`` (bound to its ServiceAccount): get/list/watch on exactly what a snapshot reads: core
 nodes, pods and events; apps daemonsets (is the device plugin running where it should); scheduling
 priorityclasses (queue order); Karpenter nodepools and nodeclaims (karpenter.sh) and ec2nodeclasses
-(karpenter.k8s.aws); KubeRay rayclusters. No secrets, no writes.
+(karpenter.k8s.aws) and nodeoverlays (shared GPUs' capacity); KubeRay rayclusters; DRA deviceclasses,
+resourceclaims, resourceclaimtemplates and resourceslices (resource.k8s.io); TKE imagecaches
+(eks.cloud.tencent.com). ConfigMaps: ``get`` only, no ``list``: a snapshot reads the device plugin's config
+ConfigMaps by the names its DaemonSets mount, never lists ConfigMaps. No secrets, no writes.
 
 ``kgpu-run`` (not bound: bind it to whoever runs smoke tests): create, get and delete pods and read their
 logs, the only writes kgpu makes.
@@ -22,10 +25,13 @@ RULES: list[tuple[str, list[str]]] = [
     ("", ["events", "nodes", "pods"]),
     ("apps", ["daemonsets"]),
     ("scheduling.k8s.io", ["priorityclasses"]),
-    ("karpenter.sh", ["nodeclaims", "nodepools"]),
+    ("karpenter.sh", ["nodeclaims", "nodeoverlays", "nodepools"]),
     ("karpenter.k8s.aws", ["ec2nodeclasses"]),
     ("ray.io", ["rayclusters"]),
+    ("resource.k8s.io", ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"]),
+    ("eks.cloud.tencent.com", ["imagecaches"]),
 ]
+GET_ONLY: list[tuple[str, list[str]]] = [("", ["configmaps"])]  # read by name: the device plugin's configs
 RUN_NAME = "kgpu-run"
 RUN_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "delete"]},
@@ -49,7 +55,8 @@ def render(profile: Profile) -> list[dict[str, Any]]:
             "metadata": {"name": NAME, "labels": labels},
             "rules": [
                 {"apiGroups": [group], "resources": list(res), "verbs": list(VERBS)} for group, res in RULES
-            ],
+            ]
+            + [{"apiGroups": [group], "resources": list(res), "verbs": ["get"]} for group, res in GET_ONLY],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
