@@ -374,3 +374,12 @@ def test_cel_runtime_error_aborts_only_where_the_allocator_meets_it() -> None:
     out = run([*nodes("n1"), gpu_class(), gpu_slice("n1", devices=devs), two], [claim_pod("p")])
     assert out["p"].reason == ('running Filter plugin "DynamicResources": claim: selector #0: CEL runtime error: '
                                "no such key: cliqueId")
+
+
+def test_attribute_names_are_checked_even_after_alike_device_names() -> None:
+    """Validation memos do not mix device names (DNS labels) with attribute names (C identifiers)."""
+    good = gpu_slice("n1", 1)
+    bad = gpu_slice("n2", 1)
+    bad["spec"]["devices"][0]["attributes"]["gpu-0"] = {"string": "x"}
+    with pytest.raises(InputError, match=r"attributes\[gpu-0\].*C identifier"):
+        run([*nodes("n1", "n2"), good, bad], [])

@@ -405,6 +405,7 @@ def _claim_spec(devices: dict[str, Any], where: str, warnings: list[str]) -> Cla
 
 
 _VALID_NAMES: set[tuple[str, bool]] = set()  # names found valid already: 40,000 devices repeat a dozen
+_DEVICE_NAMES: set[str] = set()
 _QUANTITIES: dict[object, int] = {}
 _VERSIONS: set[str] = set()
 
@@ -475,8 +476,12 @@ def node_selector(value: Any, where: str) -> NodeSelector:
     return NodeSelector(tuple(terms))
 
 
-def _attribute(name: str, value: Any, where: str) -> Any:
-    if type(value) is dict and len(value) == 1:  # the common shape, checked without the general path
+_SLOW = object()
+
+
+def _fast_attribute(value: Any) -> Any:
+    """The common shapes of an attribute value, checked without the general path; _SLOW otherwise."""
+    if type(value) is dict and len(value) == 1:
         (kind, x), = value.items()
         if kind == "string" and type(x) is str and len(x) <= ATTRIBUTE_VALUE_MAX:
             return x
@@ -484,6 +489,13 @@ def _attribute(name: str, value: Any, where: str) -> Any:
             return ("semver", x)
         if (kind == "int" and type(x) is int) or (kind == "bool" and type(x) is bool):
             return x
+    return _SLOW
+
+
+def _attribute(name: str, value: Any, where: str) -> Any:
+    fast = _fast_attribute(value)
+    if fast is not _SLOW:
+        return fast
     v = _map(value, where)
     kinds = [k for k in ("int", "bool", "string", "version") if v.get(k) is not None]
     if len(kinds) != 1:
@@ -542,16 +554,17 @@ def _slice(name: str, spec: dict[str, Any], where: str, warnings: list[str]) -> 
         _name(node_name, f"{sw}.nodeName", subdomain=True)
     items = _list(spec.get("devices"), f"{sw}.devices")
     _too_many(items, SLICE_DEVICES_MAX, f"{sw}.devices")
+    prefix = f"{driver}/"
     devices = []
     seen: set[str] = set()
     for i, item in enumerate(items):
         dw = f"{sw}.devices[{i}]"
         d = _map(item, dw)
         dname = d.get("name")
-        if not isinstance(dname, str) or (dname, False) not in _VALID_NAMES:
+        if not isinstance(dname, str) or dname not in _DEVICE_NAMES:
             dname = _name(_str(dname, f"{dw}.name", required=True), f"{dw}.name", subdomain=False)
-            if len(_VALID_NAMES) < 10_000:
-                _VALID_NAMES.add((dname, False))
+            if len(_DEVICE_NAMES) < 10_000:
+                _DEVICE_NAMES.add(dname)
         if dname in seen:
             raise InputError(f"Duplicate value: {quote(dname)}", where=f"{dw}.name")
         seen.add(dname)
@@ -563,9 +576,14 @@ def _slice(name: str, spec: dict[str, Any], where: str, warnings: list[str]) -> 
             raise InputError(f"Too many: {len(raw_attrs) + len(raw_caps)}: must have at most "
                              f"{ATTRIBUTES_AND_CAPACITIES_MAX} attributes and capacities combined", where=dw)
         for key, val in raw_attrs.items():
+            if (key, False) in _VALID_NAMES:  # where strings only for what may fail
+                fast = _fast_attribute(val)
+                if fast is not _SLOW:
+                    attrs[key if "/" in key else prefix + key] = fast
+                    continue
             aw = f"{dw}.attributes[{key}]"
             _qualified_attribute(key, aw, need_domain=False)
-            attrs[key if "/" in key else f"{driver}/{key}"] = _attribute(key, val, aw)
+            attrs[key if "/" in key else prefix + key] = _attribute(key, val, aw)
         for key, val in raw_caps.items():
             cw = f"{dw}.capacity[{key}]"
             _qualified_attribute(key, cw, need_domain=False)
@@ -575,7 +593,7 @@ def _slice(name: str, spec: dict[str, Any], where: str, warnings: list[str]) -> 
                 milli = int(parse_quantity(raw, where=f"{cw}.value") * 1000)
                 if isinstance(raw, str) and len(_QUANTITIES) < 10_000:
                     _QUANTITIES[raw] = milli
-            caps[key if "/" in key else f"{driver}/{key}"] = milli
+            caps[key if "/" in key else prefix + key] = milli
         for extra in ("consumesCounters", "taints", "bindingConditions"):
             if d.get(extra):
                 warnings.append(f"{dw}.{extra}: an alpha field in Kubernetes 1.34 (off by default): the API server drops it")

@@ -122,6 +122,7 @@ class DRA:
         self._pinned: dict[str, str | None] = {}  # claim key -> node name its allocation is bound to
         self._candidates: dict[tuple[Any, ...], tuple[list[_Candidate | str], tuple[str, ...]]] = {}
         self._lanes: dict[tuple[Any, ...], _Lane] = {}
+        self._scores: dict[tuple[int, int, int, int], dict[int, tuple[int, int]]] = {}  # per score key, node
         # (class, id(slice)) -> per device whether the class selects it (or the error's text), and the
         # warnings that gave; slices live as long
         self._class_match: dict[tuple[str, int], tuple[list[bool | str], tuple[str, ...]]] = {}
@@ -549,7 +550,8 @@ def _lane_ok(sched: Any, pod: Pod, claims: list[Claim]) -> bool:
 def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome | None:
     import heapq
 
-    from kgpu.sim.scheduler import fits, score
+    from kgpu.model.objects import CPU, MEMORY
+    from kgpu.sim.scheduler import _score, fits
 
     spec = pod.spec
     key = (spec, pod.namespace)
@@ -558,11 +560,17 @@ def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome 
         lane = dra._lanes[key] = _Lane(log_pos=sched.log_length)
     states = sched.states
     heap, latest = lane.heap, lane.latest
+    # the score's inputs from the pod (kgpu.sim.scheduler.score); lanes that share them share the scores
+    skey = (spec.nonzero_cpu, spec.nonzero_memory, spec.request(CPU), spec.request(MEMORY))
+    memo = dra._scores.setdefault(skey, {})
 
     def push(idx: int) -> None:
         st = states[idx]
-        latest[idx] = st.version
-        heapq.heappush(heap, (-score(spec, st), st.node.name, idx, st.version))
+        version = latest[idx] = st.version
+        hit = memo.get(idx)
+        if hit is None or hit[0] != version:
+            hit = memo[idx] = (version, -_score(*skey, st))
+        heapq.heappush(heap, (hit[1], st.node.name, idx, version))
 
     feasible = sched.feasible_nodes(spec)
     for idx in feasible[lane.seen:]:
