@@ -504,6 +504,11 @@ class Topology:
         self._affinity: dict[tuple[Term, ...], AffinityCounter] = {}
         self._anti: dict[Term, AntiAffinityCounter] = {}
         self._pod_counters: list[_Counter] = []  # affinity and anti-affinity counters: any namespace
+        # The same, by the namespaces whose pods they can count (a term without a namespaceSelector counts
+        # only pods of its namespaces), and those that may count a pod of any namespace: a bind looks at its
+        # pod's namespace's only.
+        self._counters_by_ns: dict[str, list[_Counter]] = {}
+        self._counters_any: list[_Counter] = []
         # Required anti-affinity terms of the pods placed so far: the topology pairs each one forbids.
         self.existing_anti: dict[Term, Counter[tuple[str, str]]] = {}
         # Terms of placed pods that InterPodAffinity's Score applies to the pods they match, with their
@@ -546,7 +551,9 @@ class Topology:
                         c.add(pod, st, n)
             for c in index.get(None, ()):
                 c.add(pod, st, n)
-        for pc in self._pod_counters:
+        for pc in self._counters_any:
+            pc.add(pod, st, n)
+        for pc in self._counters_by_ns.get(pod.namespace, ()):
             pc.add(pod, st, n)
         spec = pod.spec
         if spec.pod_anti_affinity:
@@ -580,6 +587,17 @@ class Topology:
                 pairs[(term.topology_key, value)] += n
                 self._score_values[scored][value] += n
                 self._score_views[scored].changed(value)
+
+    def _add_pod_counter(self, counter: AffinityCounter | AntiAffinityCounter) -> None:
+        self._pod_counters.append(counter)
+        terms = counter.terms if isinstance(counter, AffinityCounter) else (counter.term,)
+        if any(t.namespace_selector is not None for t in terms):
+            self._counters_any.append(counter)
+            return
+        # every term must match (AffinityCounter): the namespaces all of them name
+        names = frozenset.intersection(*(t.namespaces for t in terms))
+        for ns in names:
+            self._counters_by_ns.setdefault(ns, []).append(counter)
 
     def unbound(self, pod: Pod, st: NodeLike) -> None:
         """``pod`` left ``st`` (preemption; the node no longer lists it): the counts drop again."""
@@ -628,7 +646,7 @@ class Topology:
             ac = self._affinity.get(terms)
             if ac is None:
                 ac = self._affinity[terms] = AffinityCounter(terms)
-                self._pod_counters.append(ac)
+                self._add_pod_counter(ac)
             if ac.seen < len(states):
                 ac.catch_up(states)
             first = not ac.counts and all(t.matches(pod) for t in terms)
@@ -639,7 +657,7 @@ class Topology:
             nc = self._anti.get(t)
             if nc is None:
                 nc = self._anti[t] = AntiAffinityCounter(t)
-                self._pod_counters.append(nc)
+                self._add_pod_counter(nc)
             if nc.seen < len(states):
                 nc.catch_up(states)
             anti.append((t.topology_key, nc.counts))
@@ -733,7 +751,7 @@ class Topology:
             nc = self._anti.get(t)
             if nc is None:
                 nc = self._anti[t] = AntiAffinityCounter(t)
-                self._pod_counters.append(nc)
+                self._add_pod_counter(nc)
             if nc.seen < len(self.states):
                 nc.catch_up(self.states)
             if nc.counts:
@@ -828,7 +846,7 @@ class Topology:
             nc = self._anti.get(t)
             if nc is None:
                 nc = self._anti[t] = AntiAffinityCounter(t)
-                self._pod_counters.append(nc)
+                self._add_pod_counter(nc)
             if nc.seen < len(self.states):
                 nc.catch_up(self.states)
             for value, n in nc.counts.items():
