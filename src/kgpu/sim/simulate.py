@@ -431,7 +431,7 @@ def _dra_warnings(dra: Any, result: SimulationResult) -> None:
                 names = ", ".join(ref[0] for ref in p.pod.spec.claim_refs)
                 text = (f"resourceClaims {names}: no DeviceClass, ResourceClaim or ResourceSlice was given, so "
                         "the claims' devices were not allocated")
-                p.warnings = p.warnings + (Unmodelled("dra", text),)
+                p.warnings = (*p.warnings, Unmodelled("dra", text))
         return
     result.warnings.extend(dra.objects.warnings)
     for p in result.placements:
