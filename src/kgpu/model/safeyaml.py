@@ -283,7 +283,10 @@ def check_depth(value: Any, source: str) -> None:
                 f"nested deeper than {MAX_DEPTH} levels (depth limit: {MAX_DEPTH})", where=source
             )
         for child in current.values() if isinstance(current, dict) else current:
-            if isinstance(child, (dict, list)):
+            kind = type(child)  # the exact types first: nearly every leaf is a str
+            if kind is str:
+                continue
+            if kind is dict or kind is list or isinstance(child, (dict, list)):
                 stack.append((child, depth + 1))
             elif isinstance(child, int) and child.bit_length() > int_bits:
                 raise too_long
