@@ -15,7 +15,7 @@ import click
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def cluster_options(*, all_namespaces: bool = True) -> Callable[[F], F]:
+def cluster_options(*, all_namespaces: bool = True, namespace: bool = True) -> Callable[[F], F]:
     def decorate(fn: F) -> F:
         opts = [
             click.option("--kubeconfig", metavar="FILE", type=click.Path(dir_okay=False),
@@ -27,6 +27,8 @@ def cluster_options(*, all_namespaces: bool = True) -> Callable[[F], F]:
                          help="Give up on one API request after this long (from connecting to the last byte "
                          "of the answer)."),
         ]
+        if not namespace:  # a cluster-wide view (top): no -n
+            del opts[2]
         if all_namespaces:
             opts.insert(3, click.option("-A", "--all-namespaces", is_flag=True,
                                         help="Every namespace (the default for snapshot and doctor unless -n is given)."))

@@ -169,42 +169,14 @@ class _BearerAuth(httpx.Auth):
                 yield request
 
 
-class ApiClient:
-    def __init__(self, target: Target, *, timeout: float = 30.0) -> None:
-        self.target = target
-        self.timeout = timeout
+class Watchdog:
+    """The deadline of one exchange: every socket the HTTP client opens is noted (httpcore's trace hook),
+    and shut down when the deadline passes, so no answer outlives it (a drip, an endless chunked body)."""
+
+    def __init__(self) -> None:
         self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._expired = False
-        config = target.config
-        user = config.user if config.user is not None else User()
-        where = f"{target.source}: user {config.context.user}" if config.context.user else target.source
-        try:
-            verify = verify_cluster(config.cluster, user, config.abs_file)
-            auth: httpx.Auth | None
-            if target.exec_auth is not None:
-                auth = target.exec_auth
-            elif user.token is not None or user.token_file is not None:
-                auth = _BearerAuth(user.token, user.token_file, where)
-            else:
-                auth = user_auth(user)
-        except (OSError, ValueError, ConfigError) as exc:  # unreadable CA / client certificate files
-            raise ClusterError(f"cannot load credentials: {_short(exc)}", where=target.source) from None
-        self.http = httpx.Client(base_url=str(config.cluster.server), verify=verify, auth=auth,
-                                 timeout=httpx.Timeout(timeout), trust_env=True)
-
-    def close(self) -> None:
-        self.http.close()
-
-    def __enter__(self) -> ApiClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def server(self) -> str:
-        return self.target.server  # without userinfo
 
     # --- the deadline --------------------------------------------------------------------------------------
 
@@ -246,6 +218,42 @@ class ApiClient:
             yield
         finally:
             timer.cancel()
+
+
+class ApiClient(Watchdog):
+    def __init__(self, target: Target, *, timeout: float = 30.0) -> None:
+        super().__init__()
+        self.target = target
+        self.timeout = timeout
+        config = target.config
+        user = config.user if config.user is not None else User()
+        where = f"{target.source}: user {config.context.user}" if config.context.user else target.source
+        try:
+            verify = verify_cluster(config.cluster, user, config.abs_file)
+            auth: httpx.Auth | None
+            if target.exec_auth is not None:
+                auth = target.exec_auth
+            elif user.token is not None or user.token_file is not None:
+                auth = _BearerAuth(user.token, user.token_file, where)
+            else:
+                auth = user_auth(user)
+        except (OSError, ValueError, ConfigError) as exc:  # unreadable CA / client certificate files
+            raise ClusterError(f"cannot load credentials: {_short(exc)}", where=target.source) from None
+        self.http = httpx.Client(base_url=str(config.cluster.server), verify=verify, auth=auth,
+                                 timeout=httpx.Timeout(timeout), trust_env=True)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def server(self) -> str:
+        return self.target.server  # without userinfo
 
     # --- requests ------------------------------------------------------------------------------------------
 
