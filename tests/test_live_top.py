@@ -109,7 +109,7 @@ def test_gpus_per_node_and_pool(api: FakeApiServer, tmp_path: Path) -> None:
     assert pools["gpu-train"]["nodes"] == 2 and pools["gpu-train"]["capacityTypes"] == ["spot"]
     assert pools["gpu-train"]["instanceTypes"] == ["g5.12xlarge", "p3.8xlarge"]
     assert pools["gpu-train"]["resources"]["nvidia.com/gpu"] == {"allocatable": 8, "requested": 5}
-    assert pools["ng-infer"]["source"] == "eksctl" and pools["ng-infer"]["nodes"] == 2
+    assert pools["ng-infer"]["source"] == "eksctl" and pools["ng-infer"]["nodeNames"] == ["gpu-c", "gpu-m"]
     assert pools["ng-infer"]["resources"]["nvidia.com/mig-1g.5gb"] == {"allocatable": 14, "requested": 2}
     assert data["prometheus"] is False and all(n["utilization"] is None for n in data["nodes"])
     # Read-only, and paged.

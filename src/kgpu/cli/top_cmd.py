@@ -36,8 +36,8 @@ def command(prometheus: str | None, pools_only: bool, all_nodes: bool, page_size
     resources) and `kubectl top nodes` show for CPU and memory, for nvidia.com/gpu, its .shared form and
     MIG devices.
 
-    ALLOC is the node's allocatable, REQ what its running and pending-bound pods ask (as the scheduler
-    sums them), FREE the difference, UTIL the exporter's average GPU utilisation on the node (with
+    ALLOC is the node's allocatable, REQ what the pods bound to it that have not finished ask (as
+    the scheduler sums them), FREE the difference, UTIL the exporter's average GPU utilisation on the node (with
     --prometheus). Pools are Karpenter NodePools, EKS / eksctl node groups, GKE, AKS and TKE node pools, by
     their node labels, with their nodes, instance types and capacity types.
 

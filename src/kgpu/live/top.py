@@ -147,9 +147,11 @@ def _pools(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     pools: dict[str, dict[str, Any]] = {}
     for row in rows:
         p = pools.setdefault(row["pool"], {"pool": row["pool"], "source": row["poolSource"], "nodes": 0,
+                                           "nodeNames": [],
                                            "instanceTypes": set(), "capacityTypes": set(), "resources": {},
                                            "_util": []})
         p["nodes"] += 1
+        p["nodeNames"].append(row["node"])
         if row["instanceType"]:
             p["instanceTypes"].add(row["instanceType"])
         if row["capacityType"]:
