@@ -491,7 +491,8 @@ def test_run_deletes_its_pod_on_every_interrupting_signal(api: FakeApiServer, tm
 
 
 @pytest.mark.parametrize(("verb", "sig", "code"), [("snapshot", signal.SIGINT, 130), ("doctor", signal.SIGINT, 130),
-                                                   ("snapshot", signal.SIGTERM, 143), ("doctor", signal.SIGHUP, 129)])
+                                                   ("snapshot", signal.SIGTERM, 143), ("doctor", signal.SIGHUP, 129),
+                                                   ("top", signal.SIGTERM, 143)])
 def test_an_interrupted_read_exits_with_the_interrupt_code(api: FakeApiServer, tmp_path: Path, verb: str, sig: int,
                                                            code: int) -> None:
     api.faults.append(Fault("GET", r"^/api/v1/pods$", 200, hang=True))
