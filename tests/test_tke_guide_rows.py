@@ -248,16 +248,26 @@ def test_visible_devices_findings_follow_the_allocation() -> None:
     assert not any("infer-ok" in k[2] for k in got)  # the guide's "0" on one GPU
 
 
-def test_kgpu_snapshot_redacts_the_visible_devices_values_and_doctor_says_so() -> None:
-    """kgpu snapshot replaces every env value, these two included (kgpu.live.snapshot.redact): doctor then
-    reports the variable as set and cannot compare it."""
+def test_kgpu_snapshot_keeps_the_visible_devices_values_and_doctor_compares_them() -> None:
+    """kgpu snapshot redacts env values but these two (kgpu.live.snapshot.redact): doctor gives the same
+    findings as on the unredacted objects; a value redacted elsewhere is reported as set, not compared."""
     from kgpu.doctor import doctor_report
     from kgpu.live.snapshot import redact
 
+    def levels(doc: dict[str, Any]) -> dict[str, str]:
+        report = doctor_report(doc)
+        return {f.object.rsplit("/", 1)[-1]: f.severity for f in report.findings if "visible" in f.check}
+
+    plain = levels(_fixture("visible-devices"))
     doc = _fixture("visible-devices")
     for item in doc["items"]:
         redact(item)
+    assert levels(doc) == plain and plain["train-one-r5t4y"] == "error"
+    for item in doc["items"]:
+        for c in (item.get("spec") or {}).get("containers") or []:
+            for e in c.get("env") or []:
+                e["value"] = "<redacted>"
     report = doctor_report(doc)
-    levels = {f.object.rsplit("/", 1)[-1]: f.severity for f in report.findings if "visible" in f.check}
-    assert levels["train-one-r5t4y"] == levels["train-four-q8w7e"] == "info"
+    assert {f.object.rsplit("/", 1)[-1]: f.severity for f in report.findings if "visible" in f.check}[
+        "train-one-r5t4y"] == "info"
     assert any("redacted by kgpu snapshot" in f.message for f in report.findings)
