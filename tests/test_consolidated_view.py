@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 
-
 def _kgpu(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kgpu.cli.main", *args], capture_output=True, text=True, timeout=120
