@@ -34,6 +34,16 @@ FORMATS: tuple[str, ...] = ("table", "wide", "json", "yaml", "name")
 COLOR_MODES = ("auto", "always", "never")
 # Type of every option naming a file or directory: shells complete paths for it; '-' is standard input.
 PATH = click.Path(allow_dash=True)
+
+#: ``--catalog FILE``, the same on render, plan and simulate
+catalog_option = click.option(
+    "--catalog",
+    "catalog",
+    metavar="FILE",
+    type=PATH,
+    default=None,
+    help="Instance types outside kgpu's catalog (CSV or YAML rows, as kgpu catalog --file): vCPUs, memory, GPUs, prices.",
+)
 _META_NO_HEADERS = "kgpu.no_headers"
 _META_COLOR = "kgpu.color"
 

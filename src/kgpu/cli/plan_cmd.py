@@ -11,6 +11,7 @@ from kgpu.cli import nodeview
 from kgpu.cli.output import (
     PATH,
     ExitCode,
+    catalog_option,
     emit,
     examples,
     handle_input_errors,
@@ -75,14 +76,7 @@ from kgpu.cli.report import compare_report, plan_report
     default=None,
     help="Also write one self-contained HTML page (no network): node view and cost as SVG, placements.",
 )
-@click.option(
-    "--catalog",
-    "catalog",
-    metavar="FILE",
-    type=PATH,
-    default=None,
-    help="Instance types outside kgpu's catalog (CSV or YAML rows, as kgpu catalog --file): vCPUs, memory, GPUs, prices.",
-)
+@catalog_option
 @output_option("table", "wide", "json", "yaml", "name")
 @handle_input_errors
 def command(

@@ -24,6 +24,7 @@ import click
 from kgpu.cli.output import (
     PATH,
     ExitCode,
+    catalog_option,
     examples,
     format_or_old_path,
     handle_input_errors,
@@ -110,14 +111,7 @@ def kustomization(files: list[str]) -> str:
 )
 @click.option("-f", "--file", "path", type=PATH, default=None, help="Profile to render (default kgpu.yaml).")
 @click.option("--template", default=None, help="Render a built-in template instead of a file.")
-@click.option(
-    "--catalog",
-    "catalog",
-    metavar="FILE",
-    type=PATH,
-    default=None,
-    help="Instance types outside kgpu's catalog (CSV or YAML rows, as kgpu catalog --file): vCPUs, memory, GPUs, prices.",
-)
+@catalog_option
 @click.option(
     "--target", "targets", multiple=True, type=click.Choice(TARGETS), help="Only these targets (repeatable)."
 )

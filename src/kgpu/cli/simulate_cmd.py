@@ -11,6 +11,7 @@ from kgpu.cli import nodeview
 from kgpu.cli.output import (
     PATH,
     ExitCode,
+    catalog_option,
     emit,
     examples,
     handle_input_errors,
@@ -77,14 +78,7 @@ REGION_LABEL = "topology.kubernetes.io/region"
     type=PATH,
     help="A cluster profile (kgpu.yaml): its pools provision nodes for pods that fit nowhere.",
 )
-@click.option(
-    "--catalog",
-    "catalog",
-    metavar="FILE",
-    type=PATH,
-    default=None,
-    help="Instance types outside kgpu's catalog (CSV or YAML rows, as kgpu catalog --file): vCPUs, memory, GPUs, prices.",
-)
+@catalog_option
 @output_option("table", "wide", "json", "yaml", "name")
 @handle_input_errors
 def command(
