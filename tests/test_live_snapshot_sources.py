@@ -221,3 +221,13 @@ def test_snapshot_then_doctor_finds_what_a_kubectl_list_gives(tmp_path: Path) ->
     assert got == wanted
     # The NodeOverlay came through: no nodepool-overlay finding from either.
     assert not [f for f in from_snapshot if f[0] == "nodepool-overlay"]
+
+
+def test_simulate_reads_the_snapshot_without_complaining_of_what_it_saves(tmp_path: Path) -> None:
+    server = FakeApiServer(cluster(), served=ALL)
+    with server.running():
+        res, out = snap(server, tmp_path)
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["simulate", "--cluster", str(out), "-o", "json"])
+    assert res.exit_code == 0, res.output
+    assert "ImageCache" not in res.stderr and "ConfigMap" not in res.stderr and "DeviceClass" not in res.stderr

@@ -71,7 +71,7 @@ TOLERATION_OPERATORS = ("", "Equal", "Exists")
 QUIET_KINDS = {
     "APIService", "ClusterConfig", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ControllerRevision",
     "CSIDriver", "CSINode", "CustomResourceDefinition", "Endpoints", "EndpointSlice", "Event",
-    "HorizontalPodAutoscaler", "Ingress", "IngressClass", "Lease", "LimitRange", "MutatingWebhookConfiguration",
+    "HorizontalPodAutoscaler", "ImageCache", "Ingress", "IngressClass", "Lease", "LimitRange", "MutatingWebhookConfiguration",
     "Namespace", "NetworkPolicy", "NodeClaim", "PersistentVolume", "PersistentVolumeClaim",
     "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "ResourceQuota", "Role", "RoleBinding",
     "RuntimeClass", "Secret", "Service", "ServiceAccount", "ServiceMonitor", "StorageClass",
