@@ -134,3 +134,20 @@ def test_40G_is_not_40Gi():
     g = parse_documents([pod_dict("a", memory="40G")], "x").pods[0].spec.request("memory")
     gi = parse_documents([pod_dict("b", memory="40Gi")], "x").pods[0].spec.request("memory")
     assert (g, gi) == (40 * 10**9, 40 * 2**30)
+
+
+def test_node_overlays_are_named_as_not_applied() -> None:
+    """A snapshot carries Karpenter NodeOverlays: simulate says it does not apply them (not "unknown kind")."""
+    from kgpu.model.load import parse_text
+
+    doc = (
+        b'{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "karpenter.sh/v1alpha1", '
+        b'"kind": "NodeOverlay", "metadata": {"name": "shared"}, "spec": {"capacity": {"nvidia.com/gpu": "4"}}}]}'
+    )
+    warnings = parse_text(doc, "s.json").warnings
+    assert [w for w in warnings if "NodeOverlay" in w] == [
+        "s.json: 1 NodeOverlay object(s): Karpenter NodeOverlays from the input are not applied (NodePools "
+        "from the input see each instance type's own capacity; a profile pool's sharing.nodeOverlay is "
+        "applied); kgpu doctor checks them"
+    ]
+    assert not any("unknown kind" in w for w in warnings)

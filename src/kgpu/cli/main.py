@@ -69,7 +69,7 @@ def _with_progress(name: str, command: click.Command) -> None:
 # live to the end of the verb. Python's cyclic collector would walk them again at every full collection
 # (most of `snapshot`'s CPU, half of a live `doctor`'s); nothing they hold makes cycles worth collecting
 # early. Long-running verbs (the exporter, `run` waiting on its pods) keep the collector.
-GC_PAUSED = {"plan", "simulate", "doctor", "snapshot", "render", "profile", "tke"}
+GC_PAUSED = {"plan", "simulate", "doctor", "snapshot", "top", "render", "profile", "tke"}
 
 
 _PROCESS = {"entry": False}  # set by main(): the process ends with the verb

@@ -77,6 +77,11 @@ QUIET_KINDS = {
     "RuntimeClass", "Secret", "Service", "ServiceAccount", "ServiceMonitor", "StorageClass",
     "ValidatingWebhookConfiguration", "VolumeAttachment",
 }
+# Kinds kgpu knows but simulate does not apply: a warning that says so, instead of "unknown kind".
+NOT_MODELLED_KINDS = {
+    "NodeOverlay": "Karpenter NodeOverlays from the input are not applied (NodePools from the input see each "
+    "instance type's own capacity; a profile pool's sharing.nodeOverlay is applied); kgpu doctor checks them",
+}
 # Pods one input may expand to: twice Kubernetes' scalability limit of 150,000 pods per cluster (a snapshot
 # of the largest cluster, with room), while expanding `replicas: 100000000` one pod at a time would spin
 # for hours.
@@ -518,6 +523,9 @@ class Parser:
         resolve_priorities(self.out)
         for kind, n in self._unknown.items():
             if not n:
+                continue
+            if kind in NOT_MODELLED_KINDS:
+                self.out.warnings.append(f"{self.source}: {n} {kind} object(s): {NOT_MODELLED_KINDS[kind]}")
                 continue
             known = {k.lower(): k for k in KNOWN_KINDS}
             close = [known[kind.lower()]] if kind.lower() in known else closest(kind, KNOWN_KINDS, n=1)
