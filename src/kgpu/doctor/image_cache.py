@@ -12,8 +12,8 @@ snapshot tell:
 - the pod's events: ``Using image cache imc-...`` (reason Pulling) when the cache was used, a plain
   ``Pulling image "..."`` when it was not.
 
-``kgpu snapshot`` keeps scheduling events only; ``kubectl get pods,nodes,imagecaches,events -A -o json``
-gives doctor all of it as one List.
+``kgpu snapshot`` saves ImageCaches and the pods' Pulling/Pulled events; ``kubectl get
+pods,nodes,imagecaches,events -A -o json`` gives doctor the same as one List.
 """
 
 from __future__ import annotations

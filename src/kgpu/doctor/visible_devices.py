@@ -19,8 +19,8 @@ two variables a pod spec may also set:
   cannot know before the plugin allocates.
 
 DaemonSet pods (exporters, the device plugin itself) are skipped: they see every GPU on purpose. ``kgpu
-snapshot`` replaces every ``env`` value with ``<redacted>`` (kgpu.live.snapshot); a redacted value is
-reported as set but not compared (info). ``kubectl get pods -A -o json`` keeps the values.
+snapshot`` keeps these two variables' values and replaces every other ``env`` value with ``<redacted>``
+(kgpu.live.snapshot); a redacted value (from an older snapshot) is reported as set but not compared (info).
 """
 
 from __future__ import annotations
