@@ -56,27 +56,40 @@ class Progress:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._drawn = False
+        self._frame = 0
         self._start = time.monotonic()
 
     def step(self, what: str) -> None:
-        """Say what is being done now."""
+        """Say what is being done now: drawn at once once the delay has passed, not at the next tick, so
+        that every step shows however fast the steps go."""
         with self._lock:
             self.what = what
+            if self._thread is not None and not self._stop.is_set() and self._since() >= self.delay:
+                self._draw()
+
+    def _since(self) -> float:
+        return time.monotonic() - self._start
+
+    def _draw(self) -> bool:
+        """One frame (the caller holds the lock); False when the terminal went away."""
+        line = f"{SPINNER[self._frame % len(SPINNER)]} {self.what} ({self._since():.0f}s)"
+        self._frame += 1
+        try:
+            self.stream.write(ERASE + line[:200])
+            self.stream.flush()
+        except (OSError, ValueError):  # the terminal went away: stop drawing, keep working
+            self._stop.set()
+            return False
+        self._drawn = True
+        return True
 
     def _run(self) -> None:
         if self._stop.wait(self.delay):
             return
-        n = 0
         while not self._stop.is_set():
             with self._lock:
-                line = f"{SPINNER[n % len(SPINNER)]} {self.what} ({time.monotonic() - self._start:.0f}s)"
-                try:
-                    self.stream.write(ERASE + line[:200])
-                    self.stream.flush()
-                    self._drawn = True
-                except (OSError, ValueError):  # the terminal went away: stop drawing, keep working
+                if self._stop.is_set() or not self._draw():
                     return
-            n += 1
             self._stop.wait(self.interval)
 
     def __enter__(self) -> Progress:
