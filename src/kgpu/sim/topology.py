@@ -740,20 +740,10 @@ class Topology:
     def _affinity_scores_at(self, pod: Pod, idx: Any) -> Any:
         # _affinity_pairs' sums, per node, from each term's counts by domain (integers: any order gives the
         # same totals); None where _affinity_pairs has no pair
-        spec = pod.spec
         dom = self.domain_ids
         np = dom.np
         parts: list[tuple[int, DomainArray]] = []
-        own = [(w.term, w.weight) for w in spec.preferred_pod_affinity]
-        own += [(w.term, -w.weight) for w in spec.preferred_pod_anti_affinity]
-        for term, weight in own:
-            t = resolve_term(term, pod)
-            nc = self._anti.get(t)
-            if nc is None:
-                nc = self._anti[t] = AntiAffinityCounter(t)
-                self._add_pod_counter(nc)
-            if nc.seen < len(self.states):
-                nc.catch_up(self.states)
+        for nc, weight in self._preferred_counters(pod):
             if nc.counts:
                 parts.append((weight, nc.view))
         for (t, weight), placed in self.existing_score.items():
@@ -835,12 +825,12 @@ class Topology:
             return [0] * len(raw)
         return [int(float(MAX_NODE_SCORE) * ((v - low) / diff)) for v in raw]
 
-    def _affinity_pairs(self, pod: Pod) -> Counter[tuple[str, str]]:
-        """InterPodAffinity's PreScore: the summed weight per topology pair."""
+    def _preferred_counters(self, pod: Pod) -> list[tuple[AntiAffinityCounter, int]]:
+        """The pod's preferred (anti-)affinity terms as up-to-date counters, each with its signed weight."""
         spec = pod.spec
-        pairs: Counter[tuple[str, str]] = Counter()
         own = [(w.term, w.weight) for w in spec.preferred_pod_affinity]
         own += [(w.term, -w.weight) for w in spec.preferred_pod_anti_affinity]
+        out: list[tuple[AntiAffinityCounter, int]] = []
         for term, weight in own:
             t = resolve_term(term, pod)
             nc = self._anti.get(t)
@@ -849,8 +839,15 @@ class Topology:
                 self._add_pod_counter(nc)
             if nc.seen < len(self.states):
                 nc.catch_up(self.states)
+            out.append((nc, weight))
+        return out
+
+    def _affinity_pairs(self, pod: Pod) -> Counter[tuple[str, str]]:
+        """InterPodAffinity's PreScore: the summed weight per topology pair."""
+        pairs: Counter[tuple[str, str]] = Counter()
+        for nc, weight in self._preferred_counters(pod):
             for value, n in nc.counts.items():
-                pairs[(t.topology_key, value)] += weight * n
+                pairs[(nc.term.topology_key, value)] += weight * n
         for (t, weight), placed in self.existing_score.items():
             if t.matches(pod):
                 for pair, n in placed.items():
