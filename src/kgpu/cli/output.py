@@ -298,9 +298,9 @@ def _dump_yaml(data: Any, *, pure: bool = False) -> str:
 
 
 def _libyaml_differs(data: Any) -> bool:
-    """libyaml writes three things unlike PyYAML's own emitter: characters beyond U+FFFF (escaped), empty
-    mapping keys (``'': v`` instead of ``? ''``) and keys with a line break (``? "\\r"``). Found in the UTF-8
-    JSON encoding at msgspec's speed (keys checked one by one only when some string has a line break)."""
+    """libyaml writes four things unlike PyYAML's own emitter: characters beyond U+FFFF (escaped), empty
+    mapping keys (``'': v`` instead of ``? ''``), keys with a line break (``? "\\r"``) and scalars holding
+    NEL. Found in the UTF-8 JSON encoding at msgspec's speed (keys checked one by one only when some string has a line break)."""
     import re
 
     import msgspec
@@ -309,7 +309,8 @@ def _libyaml_differs(data: Any) -> bool:
         raw = msgspec.json.encode(data)
     except (TypeError, msgspec.EncodeError):
         return True
-    if re.search(rb'[\xf0-\xf4]|"":', raw) is not None:
+    # NEL (U+0085) anywhere: libyaml quotes a scalar holding it unlike PyYAML ('...' against "\N")
+    if re.search(rb'[\xf0-\xf4]|"":|\xc2\x85', raw) is not None:
         return True
     # a mapping key with a line break: libyaml writes it as a complex key (``? "\r"``), PyYAML does not
     return re.search(rb"\\[rn]|\xc2\x85|\xe2\x80[\xa8\xa9]", raw) is not None and _line_break_key(data)
