@@ -380,3 +380,38 @@ def test_kubelet_max_pods_changes_pod_capacity_only(catalog):
     tuned = with_max_pods(base, 110)
     assert tuned.allocatable()["pods"] == 110
     assert tuned.allocatable()["memory"] == base.allocatable()["memory"] == 14481 * MIB
+
+
+def test_override_type_gets_awss_eni_max_pods_without_giving_them():
+    """t3.micro (seed 001's quick start) is not in the catalog; its ENI limit (4) comes from AWS's table, so an
+    override row without max_pods still gets the kube-reserved memory a real t3.micro node has."""
+    row = {
+        "instance_type": "t3.micro",
+        "region": "us-west-2",
+        "vcpus": "2",
+        "memory_gib": "1",
+        "ondemand_usd_per_hour": "0.0104",
+        "zones": "usw2-az1",
+    }
+    t3 = aws_catalog("us-west-2", overrides=[row]).get("t3.micro")
+    assert t3.max_pods == 4
+    assert t3.allocatable()["pods"] == 4
+    # 1024 MiB - ceil(7.5 %) = 947 MiB capacity; kube-reserved (11 * 4 + 255) MiB + 100Mi eviction
+    assert t3.allocatable()["memory"] == (947 - 299 - 100) * 1024 * 1024
+
+
+def test_allocatable_never_negative_for_a_tiny_unlisted_type():
+    """A type AWS's ENI table does not list gets 110 pods, whose kube-reserved memory exceeds 1 GiB: the kubelet
+    clamps allocatable at zero rather than advertising a negative quantity."""
+    row = {
+        "instance_type": "x9z.micro",
+        "region": "us-west-2",
+        "vcpus": "2",
+        "memory_gib": "1",
+        "ondemand_usd_per_hour": "0.01",
+        "zones": "usw2-az1",
+    }
+    tiny = aws_catalog("us-west-2", overrides=[row]).get("x9z.micro")
+    assert tiny.max_pods == 110
+    assert tiny.allocatable()["memory"] == 0
+    assert all(value >= 0 for value in tiny.allocatable().values())

@@ -250,6 +250,10 @@ class InstanceType:
         }
 
     def allocatable(self) -> dict[str, int]:
-        """What pods can request on a node of this type: capacity minus overhead."""
+        """What pods can request on a node of this type: capacity minus overhead, never below zero.
+
+        The kubelet clamps each allocatable quantity at zero; a type only an override row describes, with
+        110 pods of kube-reserved memory on 1 GiB, would otherwise advertise negative memory.
+        """
         overhead = self.overhead()
-        return {key: value - overhead.get(key, 0) for key, value in self.capacity().items()}
+        return {key: max(0, value - overhead.get(key, 0)) for key, value in self.capacity().items()}
