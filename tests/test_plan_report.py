@@ -202,13 +202,29 @@ def test_node_view_fits_80_columns_with_long_names_and_keeps_counts():
     """Real node names (ip-10-0-1-30.us-west-2.compute.internal) are shortened, never the (xN) count."""
     groups = [
         nodeview.NodeGroup(
-            "gpu-spot-ng-us-west-2a", "ip-10-0-1-30.us-west-2.compute.internal", "p4de.24xlarge",
-            "on-demand", False, nodeview.Usage(8, 8), nodeview.Usage(95000, 95690),
-            nodeview.Usage(10**9, 1135 * 10**6), 12, 40.9657, count=12,
+            "gpu-spot-ng-us-west-2a",
+            "ip-10-0-1-30.us-west-2.compute.internal",
+            "p4de.24xlarge",
+            "on-demand",
+            False,
+            nodeview.Usage(8, 8),
+            nodeview.Usage(95000, 95690),
+            nodeview.Usage(10**9, 1135 * 10**6),
+            12,
+            40.9657,
+            count=12,
         ),
         nodeview.NodeGroup(
-            "gpu-spot-ng-us-west-2a", "k8s-node05", "", "", False, nodeview.Usage(16, 16),
-            nodeview.Usage(1, 2), nodeview.Usage(1, 2), 3, None,
+            "gpu-spot-ng-us-west-2a",
+            "k8s-node05",
+            "",
+            "",
+            False,
+            nodeview.Usage(16, 16),
+            nodeview.Usage(1, 2),
+            nodeview.Usage(1, 2),
+            3,
+            None,
         ),
     ]
     text = nodeview.render([nodeview.Pool("gpu-spot-ng-us-west-2a", groups)])
@@ -250,7 +266,9 @@ def test_compare_bars_only_for_templates_that_run_everything_in_the_order_the_he
     assert "($4,933.41/mo)" in bars["eks-karpenter"]
     assert "prices as of 2026-11-21" in out
     help_text = CliRunner().invoke(cli, ["plan", "--help"]).stdout
-    assert "cheapest first; then those with nodes kgpu cannot price; then those where some pod" in " ".join(help_text.split())
+    assert "cheapest first; then those with nodes kgpu cannot price; then those where some pod" in " ".join(
+        help_text.split()
+    )
 
 
 def test_bar_text_and_colour_thresholds():
@@ -259,3 +277,41 @@ def test_bar_text_and_colour_thresholds():
     assert nodeview.bar(nodeview.Usage(3, 4), count=True) == "████████░░ 3/4"
     assert nodeview.bar(nodeview.Usage(0, 0)) == ""
     assert [nodeview.color_for(f) for f in (0.9, 0.5, 0.1)] == ["green", "yellow", "red"]
+
+
+@pytest.mark.integration
+def test_chromium_draws_every_cost_figure_inside_the_picture(tmp_path: Path):
+    """A five-figure monthly price, a long template name and a note: Chromium's own text measurement says every
+    label and figure lies inside the SVG and no label runs into its bar."""
+    from kgpu.cli.report import cost_svg
+
+    items = [
+        ("p5.48xlarge", 98.32),
+        ("a-template-name-that-is-longer-than-usual-for-this", 1234.5678),
+        ("cpu-only", 0.0104),
+        ("no-price", None),
+        ("tke", 3.0),
+    ]
+    svg = cost_svg(
+        items, notes={"tke": "TKE bills per pod, not per node; see the table below for the figure"}
+    )
+    page = tmp_path / "cost.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><style>svg text { font: 12px system-ui, sans-serif; }</style></head><body>"
+        + svg
+        + "<pre id=out></pre><script>"
+        "const svg = document.querySelector('svg'); const w = svg.width.baseVal.value; const bad = [];"
+        "const rects = [...svg.querySelectorAll('rect')];"
+        "for (const t of svg.querySelectorAll('text')) { const b = t.getBBox();"
+        " if (b.x < 0 || b.x + b.width > w) bad.push('outside:' + t.textContent);"
+        " if (t.getAttribute('x') === '0') for (const r of rects) { if (Math.abs(r.y.baseVal.value - b.y) < 14"
+        "   && b.x + b.width > r.x.baseVal.value) bad.push('overlap:' + t.textContent); } }"
+        "document.getElementById('out').textContent = 'checked ' + svg.querySelectorAll('text').length + ' '"
+        " + JSON.stringify(bad);</script></body></html>"
+    )
+    dom = run_chromium("--dump-dom", page.as_uri()).stdout
+    found = re.search(r"checked (\d+) (\[.*?\])</pre>", dom)
+    assert found, dom[-500:]
+    assert int(found.group(1)) == 10
+    assert found.group(2) == "[]", found.group(2)
+    assert "$901,234.49/mo" in svg  # 1234.5678 * 730 h

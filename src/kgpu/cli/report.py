@@ -105,6 +105,10 @@ def node_view_svg(view: Sequence[Pool]) -> str:
     return "".join(parts)
 
 
+LABEL_CHARS = 44  # a longer label is cut with an ellipsis (the whole one in its tooltip)
+CHAR_PX = 8  # the widest a 12px system-ui character of a label or figure draws (digits ~6.7px, 'W' ~11px)
+
+
 def cost_svg(items: Sequence[tuple[str, float | None]], notes: dict[str, str] | None = None) -> str:
     """Horizontal cost bars, the longest for the most expensive, with the monthly figure; no bar where
     there is no price, nor for a label in ``notes`` (its note instead: not the cost of the same thing)."""
@@ -112,26 +116,43 @@ def cost_svg(items: Sequence[tuple[str, float | None]], notes: dict[str, str] | 
 
     notes = notes or {}
     top = max((v for k, v in items if v and k not in notes), default=0.0)
-    width, bar_max = 720, 420
+    figures = {
+        label: f"${value:,.4f}/h (${monthly(value):,.2f}/mo)"
+        for label, value in items
+        if value is not None and label not in notes
+    }
+    # Columns sized from the text they hold (12px system-ui: at most about CHAR_PX per character), so a long
+    # label or a five-figure monthly price is never cut off at the edge of the picture.
+    label_w = max(120, min(LABEL_CHARS, max((len(label) for label, _ in items), default=0)) * CHAR_PX + 12)
+    bar_max = 420
+    tail = max(
+        [len(t) * CHAR_PX for t in figures.values()]
+        + [(len(n) + 8) * CHAR_PX - bar_max for n in notes.values()],
+        default=0,
+    )
+    width = label_w + bar_max + 6 + max(tail, 60) + 8
     height = len(items) * ROW + 6
     parts = [
         f'<svg role="img" aria-label="cost" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
     ]
     for n, (label, value) in enumerate(items):
         y = n * ROW
-        parts.append(f'<text x="0" y="{y + 15}">{escape(label)}</text>')
+        shown = label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "\u2026"
+        parts.append(f'<text x="0" y="{y + 15}"><title>{escape(label)}</title>{escape(shown)}</text>')
         if label in notes:
-            parts.append(f'<text x="200" y="{y + 15}" class="unpriced">no bar: {escape(notes[label])}</text>')
+            parts.append(
+                f'<text x="{label_w}" y="{y + 15}" class="unpriced">no bar: {escape(notes[label])}</text>'
+            )
             continue
         if value is None:
-            parts.append(f'<text x="200" y="{y + 15}" class="unpriced">no price</text>')
+            parts.append(f'<text x="{label_w}" y="{y + 15}" class="unpriced">no price</text>')
             continue
         w = max(1, round(value / top * bar_max)) if top and value > 0 else 0
         if w:
             parts.append(
-                f'<rect class="bar cost" x="200" y="{y + 3}" width="{w}" height="14" fill="{COLORS["cyan"]}"/>'
+                f'<rect class="bar cost" x="{label_w}" y="{y + 3}" width="{w}" height="14" fill="{COLORS["cyan"]}"/>'
             )
-        parts.append(f'<text x="{200 + w + 6}" y="{y + 15}">${value:,.4f}/h (${monthly(value):,.2f}/mo)</text>')
+        parts.append(f'<text x="{label_w + w + 6}" y="{y + 15}">{escape(figures[label])}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -253,9 +274,7 @@ def _legend(*, shared: bool = False) -> str:
         f'<span style="color:{COLORS["green"]}">green</span> from 80 % used, '
         f'<span style="color:{COLORS["yellow"]}">yellow</span> from 30 %, '
         f'<span style="color:{COLORS["red"]}">red</span> below; (xN) N alike nodes; '
-        "n/a: no price in the catalog."
-        + (f" {escape(SLICES_LEGEND)}." if shared else "")
-        + "</p>"
+        "n/a: no price in the catalog." + (f" {escape(SLICES_LEGEND)}." if shared else "") + "</p>"
     )
 
 
