@@ -646,3 +646,64 @@ def test_a_host_labelled_by_hand_only_is_one_doctor_cannot_tell() -> None:
     assert "lspci -nn | grep -i nvidia" in f.fix and "kgpu node-check" in f.fix
     assert "gpu-node-no-gpus" not in found
     assert _node_findings(onprem_node("gpu-node-1", gpus=None)) == {}
+
+
+# /etc/os-release as each distribution ships it (the fields the bootstrap reads).
+AMAZON_LINUX_2 = 'NAME="Amazon Linux"\nVERSION="2"\nID="amzn"\nID_LIKE="centos rhel fedora"\nVERSION_ID="2"\n'
+AMAZON_LINUX_2023 = 'NAME="Amazon Linux"\nVERSION="2023"\nID="amzn"\nID_LIKE="fedora"\nVERSION_ID="2023"\n'
+FEDORA_41 = 'NAME="Fedora Linux"\nVERSION="41 (Server Edition)"\nID=fedora\nVERSION_ID=41\n'
+ROCKY_9 = 'NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.4"\n'
+
+
+@pytest.mark.parametrize(
+    ("os_release", "with_dnf", "distro"),
+    [
+        (AMAZON_LINUX_2, False, "rhel7"),
+        (AMAZON_LINUX_2023, True, "amzn2023"),
+        (FEDORA_41, True, "fedora41"),
+        (ROCKY_9, True, "rhel9"),
+    ],
+    ids=["al2", "al2023", "fedora41", "rocky9"],
+)
+def test_driver_repository_is_the_one_nvidia_publishes_for_the_host(
+    tmp_path: Path, os_release: str, with_dnf: bool, distro: str
+) -> None:
+    """NVIDIA's CUDA repositories are per distribution (rhel9, fedora41, amzn2023): Amazon Linux 2023 is not
+    `rhel2023`, nor Fedora `rhel41`; Amazon Linux 2, an EL7 derivative without a repository of its own, takes
+    rhel7 with yum."""
+    root, env, log = _yum_host(tmp_path)
+    (root / "etc/os-release").write_text(os_release)
+    (tmp_path / "bin/nvidia-smi").unlink()
+    if with_dnf:
+        (tmp_path / "bin/dnf").write_text(f'#!/bin/sh\necho "dnf $*" >> {log}\n')
+        (tmp_path / "bin/dnf").chmod(0o755)
+    result = subprocess.run([str(_script(tmp_path))], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    url = f"https://developer.download.nvidia.com/compute/cuda/repos/{distro}/{os.uname().machine}/cuda-{distro}.repo"
+    tool = "dnf config-manager" if with_dnf else "yum-config-manager"
+    assert f"{tool} --add-repo {url}" in calls, calls
+
+
+def test_debian_host_writes_the_toolkit_keyring_and_source_under_its_root(tmp_path: Path) -> None:
+    """On apt hosts the toolkit's keyring and source list go where the rest of the script writes (KGPU_ROOT
+    prefixes every file), and the list is signed by that keyring, as NVIDIA's install guide writes it."""
+    root, env, log = _yum_host(tmp_path)
+    (root / "etc/os-release").write_text('ID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\n')
+    listing = "deb https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n"
+    (tmp_path / "repo").write_text(listing)
+    for name, body in {
+        "apt-get": f'echo "apt-get $*" >> {log}',
+        "gpg": 'while [ "$1" != -o ]; do shift; done; cat > "$2"',
+    }.items():
+        (tmp_path / "bin" / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / "bin" / name).chmod(0o755)
+    result = subprocess.run([str(_script(tmp_path))], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    keyring = root / "usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+    assert keyring.read_text() == listing  # what curl served for the key, through gpg --dearmor
+    source = (root / "etc/apt/sources.list.d/nvidia-container-toolkit.list").read_text()
+    assert source.startswith(
+        "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] https://nvidia.github.io/"
+    )
+    assert "apt-get install -y -q nvidia-container-toolkit" in log.read_text()

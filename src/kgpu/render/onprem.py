@@ -153,6 +153,22 @@ os_family() {
     esac
 }
 
+# The directory of NVIDIA's CUDA repository for this host: rhel<major> for RHEL and its rebuilds,
+# fedora<version>, amzn2023 for Amazon Linux 2023, and rhel7 for Amazon Linux 2 (an EL7 derivative that
+# NVIDIA publishes no repository of its own for).
+cuda_repo_distro() {
+    local id version
+    # shellcheck disable=SC1091
+    id="$(. "${ROOT}/etc/os-release"; echo "${ID:-}")"
+    # shellcheck disable=SC1091
+    version="$(. "${ROOT}/etc/os-release"; echo "${VERSION_ID:-}")"
+    case "${id}" in
+        amzn) if [ "${version%%.*}" = 2 ]; then echo rhel7; else echo "amzn${version%%.*}"; fi ;;
+        fedora) echo "fedora${version%%.*}" ;;
+        *) echo "rhel${version%%.*}" ;;
+    esac
+}
+
 install_driver() {
     if command -v nvidia-smi >/dev/null 2>&1; then
         log "NVIDIA driver: present ($(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1 || echo 'not loaded yet'))"
@@ -163,11 +179,9 @@ install_driver() {
         apt-get update -q
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q "nvidia-headless-${DRIVER_BRANCH}-server" "nvidia-utils-${DRIVER_BRANCH}-server"
     else
-        local major arch repo
-        # shellcheck disable=SC1091
-        major="$(. "${ROOT}/etc/os-release"; echo "${VERSION_ID%%.*}")"
-        arch="$(uname -m)"
-        repo="https://developer.download.nvidia.com/compute/cuda/repos/rhel${major}/${arch}/cuda-rhel${major}.repo"
+        local distro repo
+        distro="$(cuda_repo_distro)"
+        repo="https://developer.download.nvidia.com/compute/cuda/repos/${distro}/$(uname -m)/cuda-${distro}.repo"
         if [ "$(rpm_tool)" = dnf ]; then
             dnf install -y -q dnf-plugins-core
             dnf config-manager --add-repo "${repo}"
@@ -190,8 +204,11 @@ install_toolkit() {
     fi
     log "NVIDIA container toolkit: installing"
     if [ "$1" = debian ]; then
-        curl -fsSL "${NVIDIA_REPO}/gpgkey" | gpg --batch --yes --dearmor -o /usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
-        curl -fsSL "${NVIDIA_REPO}/deb/nvidia-container-toolkit.list"             | sed 's#deb https://#deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] https://#g'             > /etc/apt/sources.list.d/nvidia-container-toolkit.list
+        local keyring=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
+        mkdir -p "${ROOT}/usr/share/keyrings" "${ROOT}/etc/apt/sources.list.d"
+        curl -fsSL "${NVIDIA_REPO}/gpgkey" | gpg --batch --yes --dearmor -o "${ROOT}${keyring}"
+        curl -fsSL "${NVIDIA_REPO}/deb/nvidia-container-toolkit.list" |
+            sed "s#deb https://#deb [signed-by=${keyring}] https://#g" > "${ROOT}/etc/apt/sources.list.d/nvidia-container-toolkit.list"
         apt-get update -q
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-container-toolkit
     else
