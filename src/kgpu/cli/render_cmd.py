@@ -46,6 +46,7 @@ NOT_FOR_APPLY = {
     "node-termination-handler": "Helm values (helm install -f)",
     "kuberay-operator": "Helm values (helm install -f)",
     "device-plugin-chart": "Helm values (helm upgrade -i -f)",
+    "dra-driver-chart": "Helm values (helm upgrade -i -f)",
     "interruption-queue": "a CloudFormation template (aws cloudformation deploy)",
 }
 KUSTOMIZATION = "kustomization.yaml"

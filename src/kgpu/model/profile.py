@@ -558,6 +558,12 @@ class Pool(_Model):
         default="auto",
         description="auto: DaemonSet unless the AMI has the plugin built in (BottlerocketNvidia)",
     )
+    gpu_allocation: Literal["device-plugin", "dra"] = Field(
+        default="device-plugin",
+        description="how pods get the pool's GPUs: device-plugin (nvidia.com/gpu limits) or dra (NVIDIA's DRA "
+        "driver publishes ResourceSlices and pods claim gpu.nvidia.com devices; the device plugin stays off "
+        "the pool); docs/render.md",
+    )
     sharing: Sharing | None = Field(
         default=None,
         description="shared GPUs: timeSlicing or mps (renameByDefault, failRequestsGreaterThanOne, "
@@ -724,6 +730,8 @@ class Pool(_Model):
                     f"sharing.mig.config {mig.config} but labels.{LABEL_MIG_CONFIG} is "
                     f"{self.labels.get(LABEL_MIG_CONFIG)}"
                 )
+        if self.gpu_allocation == "dra":
+            _check_dra_pool(self)
         aliases = [t for t in self.ami_selector_terms if t.alias]
         if aliases and len(self.ami_selector_terms) > 1:
             raise ValueError("amiSelectorTerms: an alias term must be the only term")
@@ -796,6 +804,27 @@ class Pool(_Model):
         return self.ami_family == AmiFamily.BOTTLEROCKET_NVIDIA
 
 
+def _check_dra_pool(pool: Pool) -> None:
+    """A pool whose GPUs NVIDIA's DRA driver publishes: nothing else may advertise them."""
+    if pool.kind == PoolKind.TKE_SUPERNODE:
+        raise ValueError("gpuAllocation: dra: TKE super nodes sell GPUs as specs; they run no DRA driver")
+    if pool.device_plugin == "daemonset":
+        raise ValueError(
+            "gpuAllocation: dra with devicePlugin: daemonset: the device plugin and the DRA driver would both "
+            "advertise the same GPUs; leave devicePlugin at auto"
+        )
+    if pool.device_plugin_builtin:
+        raise ValueError(
+            "gpuAllocation: dra on amiFamily BottlerocketNvidia: its AMI runs the device plugin built in, which "
+            "would advertise the GPUs the DRA driver publishes; use AL2023"
+        )
+    if pool.sharing is not None and (pool.sharing.time_slicing or pool.sharing.mps):
+        raise ValueError(
+            "gpuAllocation: dra with sharing.timeSlicing/mps: those configure the device plugin; with DRA, pods "
+            "share a GPU by sharing a ResourceClaim (or MIG devices, sharing.mig)"
+        )
+
+
 def _normalized(key: str) -> str:
     return normalize(key)
 
@@ -849,6 +878,32 @@ class DevicePlugin(_Model):
         default="manifest",
         description="manifest: kgpu's DaemonSet (target device-plugin); helm: values for NVIDIA's "
         "nvidia-device-plugin chart instead (target device-plugin-chart), as seed 002 recommends",
+    )
+
+
+class DraDriver(_Model):
+    """NVIDIA's DRA driver (NVIDIA/k8s-dra-driver-gpu, chart nvidia-dra-driver-gpu) for pools with
+    ``gpuAllocation: dra``: kgpu renders the chart's values (target dra-driver-chart) and its DeviceClasses."""
+
+    version: str = Field(
+        default="25.8.1", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$", description="the chart's version (its appVersion)"
+    )
+    namespace: str = Field(
+        default="nvidia-dra-driver-gpu",
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        max_length=63,
+        description="the Helm release's namespace (the chart refuses default)",
+    )
+    nvidia_driver_root: str = Field(
+        default="/",
+        pattern=r"^/[^\s]*$",
+        description="where the host's NVIDIA driver lives: / when installed on the host (EKS GPU AMIs, on-prem "
+        "bootstrap), /run/nvidia/driver under the GPU Operator's driver container",
+    )
+    compute_domains: bool = Field(
+        default=False,
+        description="also run the ComputeDomain side (IMEX channels for multi-node NVLink, GB200); GPUs alone "
+        "need only the gpus kubelet plugin",
     )
 
 
@@ -941,6 +996,10 @@ class Profile(_Model):
     pools: list[Pool] = Field(min_length=1)
     device_plugin: DevicePlugin = Field(default_factory=DevicePlugin)
     monitoring: Monitoring = Field(default_factory=Monitoring)
+    dra_driver: DraDriver = Field(
+        default_factory=DraDriver,
+        description="NVIDIA's DRA driver, for pools with gpuAllocation: dra (chart version, namespace, driver root)",
+    )
     kuberay: KubeRay | None = Field(
         default=None, description="render a RayCluster (kgpu render --target kuberay)"
     )
@@ -997,6 +1056,14 @@ class Profile(_Model):
                 "monitoring.enabled: TKE super nodes run no DaemonSets, so the GPU exporter has no node to run "
                 "on; set monitoring.enabled: false"
             )
+        dra = [i for i, p in enumerate(self.pools) if p.gpu_allocation == "dra"]
+        if dra and tuple(int(x) for x in self.cluster.kubernetes_version.split(".")) < (1, 34):
+            raise ValueError(
+                f"pools[{dra[0]}].gpuAllocation: dra needs cluster.kubernetesVersion 1.34 or later (resource.k8s.io/v1, "
+                f"DRA GA), not {self.cluster.kubernetes_version}"
+            )
+        if dra and self.provider == Provider.TKE:
+            raise ValueError(f"pools[{dra[0]}].gpuAllocation: dra: TKE clusters are not set up for NVIDIA's DRA driver by kgpu")
         if self.kuberay and self.kuberay.head_pool and self.kuberay.head_pool not in names:
             raise ValueError(
                 f"kuberay.headPool: {quote(self.kuberay.head_pool)} is not a pool ({', '.join(names)})"
@@ -1006,6 +1073,11 @@ class Profile(_Model):
     @property
     def gpu_pools(self) -> list[Pool]:
         return [p for p in self.pools if p.is_gpu]
+
+    @property
+    def dra_pools(self) -> list[Pool]:
+        """GPU pools whose GPUs NVIDIA's DRA driver publishes (``gpuAllocation: dra``)."""
+        return [p for p in self.pools if p.gpu_allocation == "dra" and p.is_gpu]
 
     def pool(self, name: str) -> Pool:
         for p in self.pools:

@@ -40,7 +40,7 @@ def uses_device_plugin_daemonset(pool: Pool) -> bool:
     """
     if not pool.is_gpu or pool.kind == PoolKind.TKE_SUPERNODE:
         return False
-    if pool.device_plugin == "none":
+    if pool.device_plugin == "none" or pool.gpu_allocation == "dra":  # the DRA driver publishes them
         return False
     if pool.device_plugin == "daemonset":
         return True

@@ -207,6 +207,15 @@ def _check_device_plugin(profile: Profile, stack: Mapping[str, list[dict[str, An
                         )
                     )
                     break
+        elif pool.gpu_allocation == "dra" and any(r is None for r in runs):
+            out.append(
+                Problem(
+                    ERROR,
+                    subject,
+                    "spec.template.spec.affinity",
+                    f"would run on pool {pool.name}, whose GPUs NVIDIA's DRA driver publishes (both would hand out the same GPUs)",
+                )
+            )
         elif pool.device_plugin_builtin and any(r is None for r in runs):
             out.append(
                 Problem(

@@ -207,6 +207,10 @@ def render_autoscaler_values(profile: Profile) -> list[dict[str, Any]]:
         p.kind == PoolKind.NODE_GROUP for p in profile.pools
     ):
         return []
+    extra: dict[str, Any] = {}
+    if any(p.kind == PoolKind.NODE_GROUP for p in profile.dra_pools):
+        # DRA pools: cluster-autoscaler simulates claims only with this flag (off by default)
+        extra["enable-dynamic-resource-allocation"] = True
     return [
         {
             "cloudProvider": "aws",
@@ -220,6 +224,7 @@ def render_autoscaler_values(profile: Profile) -> list[dict[str, Any]]:
                 "scale-down-enabled": True,
                 "scale-down-unneeded-time": "10m",
                 "scale-down-delay-after-add": "10m",
+                **extra,
             },
             "rbac": {"serviceAccount": {"create": True, "name": "cluster-autoscaler"}},
         }

@@ -16,6 +16,7 @@ from kgpu.model.profile import Autoscaler, PoolKind, Profile
 from kgpu.render import (
     addons,
     deviceplugin,
+    dra,
     eksctl,
     gpu_pools_needing_plugin,
     karpenter,
@@ -36,6 +37,8 @@ TARGETS: tuple[str, ...] = (
     "node-termination-handler",
     "device-plugin",
     "device-plugin-chart",
+    "dra-driver",
+    "dra-driver-chart",
     "workloads",
     "kuberay",
     "kuberay-operator",
@@ -53,6 +56,7 @@ VALUES_TARGETS = frozenset(
         "kuberay-operator",
         "interruption-queue",
         "device-plugin-chart",
+        "dra-driver-chart",
     }
 )
 # Targets that start GPU pods rather than build the cluster (example workloads and the verification pods):
@@ -111,6 +115,8 @@ RENDERERS: dict[str, Renderer] = {
     "node-termination-handler": addons.node_termination_handler_values,
     "device-plugin": deviceplugin.render,
     "device-plugin-chart": deviceplugin.chart_values,
+    "dra-driver": dra.render,
+    "dra-driver-chart": dra.chart_values,
     "workloads": workloads.render,
     "kuberay": kuberay.render,
     "kuberay-operator": addons.kuberay_operator_values,
@@ -135,6 +141,8 @@ def applicable_targets(profile: Profile) -> list[str]:
         and profile.autoscaler == Autoscaler.CLUSTER_AUTOSCALER,
         "device-plugin": has_gpu and profile.device_plugin.install == "manifest",
         "device-plugin-chart": has_plugin_chart(profile) and profile.device_plugin.install == "helm",
+        "dra-driver": bool(dra.dra_pools(profile)),
+        "dra-driver-chart": bool(dra.dra_pools(profile)),
         "workloads": has_gpu,
         "kuberay": profile.kuberay is not None,
         "kuberay-operator": profile.kuberay is not None,
@@ -191,6 +199,10 @@ def target_notes(profile: Profile, target: str) -> list[str]:
         return deviceplugin.notes(profile)
     if target == "device-plugin-chart":
         return deviceplugin.chart_notes(profile)
+    if target == "dra-driver":
+        return dra.notes(profile)
+    if target == "dra-driver-chart":
+        return dra.chart_notes(profile)
     if target == "onprem":
         return [
             f"Host files (also under onprem-files/ with --output-dir DIR): {onprem.CONTAINERD_DROPIN} (containerd) or "

@@ -458,7 +458,10 @@ def validate_document(
 
 
 # Helm values targets checked against the chart's own values.yaml (packaged; see schemas/SOURCES.md).
-CHART_VALUES: dict[str, str] = {"device-plugin-chart": "nvidia-device-plugin.helm-values.yaml"}
+CHART_VALUES: dict[str, str] = {
+    "device-plugin-chart": "nvidia-device-plugin.helm-values.yaml",
+    "dra-driver-chart": "nvidia-dra-driver-gpu.helm-values.yaml",
+}
 
 
 @functools.cache

@@ -305,4 +305,6 @@ def render(profile: Profile) -> list[dict[str, Any]]:
         docs.append(training_job(pool))
         docs.extend(inference(pool))
         docs.extend(verification_pods(pool))
-    return docs
+    from kgpu.render.dra import claim_workloads  # DRA pools claim their GPUs
+
+    return claim_workloads(profile, docs)
