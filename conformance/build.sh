@@ -3,6 +3,8 @@
 #   kube/       kube-apiserver, kube-scheduler, etcd, scheduler-oracle   (k8s.io/kubernetes, pinned)
 #   kwok/       kwok                                                      (sigs.k8s.io/kwok, pinned)
 #   karpenter/  karpenter-oracle, Karpenter's kwok provider               (sigs.k8s.io/karpenter, pinned)
+#   migparted/  mig-configs, mig-parted's config parser (github.com/NVIDIA/mig-parted, pinned; CGO_ENABLED=1:
+#               its go-nvml dependency is cgo only, and mig-configs never loads NVML)
 # Output: $KGPU_CONFORMANCE_CACHE/<key>/bin/<module>/<binary>, where <key> hashes versions.env and every
 # module's go.mod, go.sum and Go sources; an up-to-date build is reused. Prints the bin directory last.
 set -euo pipefail
@@ -12,7 +14,7 @@ command -v go >/dev/null || { echo "conformance: Go is required (https://go.dev/
 "$here/gen-gomod.sh" --check >&2
 
 modules=()
-for m in kube kwok karpenter; do [ -f "$here/$m/go.mod" ] && modules+=("$m"); done
+for m in kube kwok karpenter migparted; do [ -f "$here/$m/go.mod" ] && modules+=("$m"); done
 key=$( (cd "$here" && cat versions.env && for m in "${modules[@]}"; do
           find "$m" -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) | LC_ALL=C sort | xargs sha256sum; done
         go env GOVERSION) | sha256sum | cut -c1-16)
@@ -31,7 +33,8 @@ for i in "${!modules[@]}"; do
   [ -d "$here/$m/cmd" ] && targets+=(./cmd/...)
   grep -q '^tool' "$here/$m/go.mod" && targets+=(tool)
   echo "conformance: [$((i + 1))/${#modules[@]}] building $m (all three cold: about 9 minutes on 2 cores; later builds reuse Go's cache)" >&2
-  (cd "$here/$m" && go build -trimpath -o "$out/bin/$m/" "${targets[@]}") >&2
+  cgo=0; [ "$m" = migparted ] && cgo=1
+  (cd "$here/$m" && CGO_ENABLED=$cgo go build -trimpath -o "$out/bin/$m/" "${targets[@]}") >&2
   echo "conformance: [$((i + 1))/${#modules[@]}] $m built in $(( $(date +%s) - t0 ))s: $(ls "$out/bin/$m" | tr '\n' ' ')" >&2
 done
 touch "$out/.complete"

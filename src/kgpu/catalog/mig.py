@@ -62,6 +62,11 @@ def _configs() -> dict[str, dict[str, dict[str, int]]]:
     return out
 
 
+@cache
+def _device_ids() -> dict[str, str]:
+    return {row["gpu"]: row["device_id"] for row in csv.DictReader(io.StringIO(read_text("mig-gpus.csv")))}
+
+
 def _canonical(gpu: str) -> str:
     """A catalog accelerator name (``A100-80GB``) or a Karpenter label value (``a100``) as the table's key;
     the label ``a100`` is the 40GB part unless the name says 80GB."""
@@ -89,6 +94,12 @@ def product(gpu: str) -> str:
     """GFD's ``nvidia.com/gpu.product`` for a MIG-capable GPU model; "" when unknown."""
     table = _profiles().get(_canonical(gpu))
     return next(iter(table.values())).product if table else ""
+
+
+def device_id(gpu: str) -> str:
+    """The GPU model's PCI device ID as mig-parted's ``device-filter`` writes it (``0x233010DE``); "" when
+    unknown."""
+    return _device_ids().get(_canonical(gpu), "")
 
 
 def config_names() -> list[str]:
