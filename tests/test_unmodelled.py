@@ -281,7 +281,7 @@ def test_doctor_names_what_is_not_modelled_for_a_pending_pod() -> None:
     f = _doctor_pending(pvc=True, fits=True)
     assert f.severity == "warning"
     assert (
-        "What kgpu does not model for it may explain it: volumes (pvc train-data: PersistentVolumeClaims"
+        "What kgpu does not model for it may explain it: volumes (pvc train-data: no PersistentVolumeClaim"
         in f.message
     )
     assert "volumes" not in _doctor_pending(pvc=False, fits=True).message

@@ -44,6 +44,8 @@ CORE = {
     wire.PreferredSchedulingTerm: "io.k8s.api.core.v1.PreferredSchedulingTerm",
     wire.PersistentVolumeClaimVolumeSource: "io.k8s.api.core.v1.PersistentVolumeClaimVolumeSource",
     wire.EphemeralVolumeSource: "io.k8s.api.core.v1.EphemeralVolumeSource",
+    wire.ClaimTemplateSpec: "io.k8s.api.core.v1.PersistentVolumeClaimTemplate",
+    wire.ClaimSpec: "io.k8s.api.core.v1.PersistentVolumeClaimSpec",
     wire.Volume: "io.k8s.api.core.v1.Volume",
     wire.PodResourceClaim: "io.k8s.api.core.v1.PodResourceClaim",
     wire.PodResourceClaimStatus: "io.k8s.api.core.v1.PodResourceClaimStatus",

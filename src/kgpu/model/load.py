@@ -28,6 +28,7 @@ from kgpu.model.objects import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
     MEMORY,
+    ClaimTemplate,
     DaemonSet,
     HostPort,
     LabelSelector,
@@ -58,9 +59,10 @@ LIST_KINDS = {"List", SNAPSHOT_KIND}
 # Karpenter objects kept as read: `kgpu simulate` provisions from the NodePools (kgpu.model.nodepool).
 KARPENTER_KINDS = {"NodePool": "karpenter.sh/v1", "EC2NodeClass": "karpenter.k8s.aws/v1"}
 DRA_KINDS = frozenset({"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"})  # kgpu.model.dra
+STORAGE_KINDS = frozenset({"PersistentVolumeClaim", "PersistentVolume", "StorageClass"})  # kgpu.model.volumes
 KNOWN_KINDS = (
     POD_KINDS | REPLICATED_KINDS | JOB_KINDS | {"DaemonSet", "Node", "RayCluster", "PriorityClass"} | set(KARPENTER_KINDS)
-    | DRA_KINDS
+    | DRA_KINDS | STORAGE_KINDS
 )
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -72,9 +74,9 @@ QUIET_KINDS = {
     "APIService", "ClusterConfig", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ControllerRevision",
     "CSIDriver", "CSINode", "CustomResourceDefinition", "Endpoints", "EndpointSlice", "Event",
     "HorizontalPodAutoscaler", "ImageCache", "Ingress", "IngressClass", "Lease", "LimitRange", "MutatingWebhookConfiguration",
-    "Namespace", "NetworkPolicy", "NodeClaim", "PersistentVolume", "PersistentVolumeClaim",
+    "Namespace", "NetworkPolicy", "NodeClaim",
     "PodDisruptionBudget", "PodMonitor", "PrometheusRule", "ResourceQuota", "Role", "RoleBinding",
-    "RuntimeClass", "Secret", "Service", "ServiceAccount", "ServiceMonitor", "StorageClass",
+    "RuntimeClass", "Secret", "Service", "ServiceAccount", "ServiceMonitor",
     "ValidatingWebhookConfiguration", "VolumeAttachment",
 }
 # Kinds kgpu knows but simulate does not apply: a warning that says so, instead of "unknown kind".
@@ -121,10 +123,13 @@ class Objects:
     # DRA objects (resource.k8s.io: DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice) as
     # read, with the file they came from; kgpu.model.dra validates them
     dra: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    # PersistentVolumeClaims, PersistentVolumes, StorageClasses as read, with their file (kgpu.model.volumes)
+    storage: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
     def extend(self, other: Objects) -> None:
         self.owned.update(other.owned)
         self.dra.extend(other.dra)
+        self.storage.extend(other.storage)
         self.nodepools.extend(other.nodepools)
         self.nodeclasses.update(other.nodeclasses)
         self.nodes.extend(other.nodes)
@@ -249,6 +254,9 @@ class Parser:
             if kind in DRA_KINDS:
                 self.out.dra.append((msgspec.json.decode(raw), self.source))
                 return
+            if kind in STORAGE_KINDS:
+                self.out.storage.append((msgspec.json.decode(raw), self.source))
+                return
             decoder = _DECODERS.get(kind)
             if decoder is None:
                 self._ignore(kind, label)
@@ -292,6 +300,9 @@ class Parser:
             return
         if kind in DRA_KINDS:
             self.out.dra.append((doc, self.source))
+            return
+        if kind in STORAGE_KINDS:
+            self.out.storage.append((doc, self.source))
             return
         typ = _TYPES.get(kind)
         if typ is None:
@@ -424,7 +435,11 @@ class Parser:
         if spec.volume_claim_templates and kind == "StatefulSet":
             # the StatefulSet controller adds a PersistentVolumeClaim volume per template to every pod
             claims = tuple(f"template {(t.metadata or wire.ObjectMeta()).name}" for t in spec.volume_claim_templates)
-            info = replace(info, volume_claims=info.volume_claims + claims)
+            made = tuple(
+                _claim_template("template", (t.metadata or wire.ObjectMeta()).name, t.spec, f"{where}: spec.volumeClaimTemplates[{i}].spec")
+                for i, t in enumerate(spec.volume_claim_templates)
+            )
+            info = replace(info, volume_claims=info.volume_claims + claims, claim_templates=info.claim_templates + made)
         tmeta = template.metadata or wire.ObjectMeta()
         ns = obj.metadata.namespace or "default"
         for ref in obj.metadata.owner_references or ():
@@ -1042,8 +1057,21 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
             (c.name, c.resource_claim_name or "", c.resource_claim_template_name or "") for c in spec.resource_claims or ()
         ),
         runtime_class=spec.runtime_class_name or "",
+        claim_templates=tuple(
+            _claim_template("ephemeral", v.name, v.ephemeral.volume_claim_template.spec, f"{where}.volumes[{i}].ephemeral")
+            for i, v in enumerate(spec.volumes or ())
+            if v.ephemeral is not None and v.ephemeral.volume_claim_template is not None
+        ) if spec.volumes else (),
     )
     return info, resources(limits)
+
+
+def _claim_template(kind: str, name: str, spec: wire.ClaimSpec | None, where: str) -> ClaimTemplate:
+    """What kgpu.sim.volumes needs of a claim a controller creates from a template."""
+    spec = spec or wire.ClaimSpec()
+    requests = (spec.resources.requests if spec.resources is not None else None) or {}
+    storage = _amount("storage", requests["storage"], f"{where}.resources.requests.storage") if "storage" in requests else 0
+    return ClaimTemplate(kind, name, spec.storage_class_name, tuple(spec.access_modes or ()), storage)
 
 
 def node_from_wire(obj: wire.Node, name: str, where: str, source: str) -> Node:

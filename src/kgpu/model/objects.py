@@ -131,6 +131,21 @@ class WeightedPodAffinityTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimTemplate:
+    """A claim a controller creates for a pod: a StatefulSet's ``volumeClaimTemplates`` (``<template>-<pod>``)
+    or a generic ephemeral volume (``<pod>-<volume>``). ``storage_class`` None: not set (the default class)."""
+
+    kind: str  # "template" or "ephemeral"
+    name: str  # the template's or the volume's name
+    storage_class: str | None = None
+    access_modes: tuple[str, ...] = ()
+    storage: int = 0
+
+    def claim_name(self, pod_name: str) -> str:
+        return f"{self.name}-{pod_name}" if self.kind == "template" else f"{pod_name}-{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class PodSpecInfo:
     """Everything the scheduler reads from a pod spec. Hashable: identical templates share one."""
 
@@ -159,6 +174,9 @@ class PodSpecInfo:
     runtime_class: str = ""  # spec.runtimeClassName
     # DRA: per spec.resourceClaims[] entry, (name, resourceClaimName, resourceClaimTemplateName) (kgpu.sim.dra)
     claim_refs: tuple[tuple[str, str, str], ...] = ()
+    # the claims controllers create for the pod (StatefulSet volumeClaimTemplates, ephemeral volumes), as
+    # kgpu.sim.volumes makes them when the input lacks them
+    claim_templates: tuple[ClaimTemplate, ...] = ()
 
     def request(self, name: str) -> int:
         for k, v in self.requests:

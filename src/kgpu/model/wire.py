@@ -146,8 +146,21 @@ class PersistentVolumeClaimVolumeSource(_S):
     claim_name: str = ""
 
 
+class ClaimSpec(_S):
+    """A PersistentVolumeClaim template's spec: what kgpu.sim.volumes binds a claim made from it by."""
+
+    storage_class_name: str | None = None
+    access_modes: list[str] | None = None
+    resources: ResourceRequirements | None = None
+
+
+class ClaimTemplateSpec(_S):
+    metadata: ObjectMeta | None = None
+    spec: ClaimSpec | None = None
+
+
 class EphemeralVolumeSource(_S):
-    pass
+    volume_claim_template: ClaimTemplateSpec | None = None
 
 
 class Volume(_S):
@@ -247,6 +260,7 @@ class JobTemplate(_S):
 
 class VolumeClaimTemplate(_S):
     metadata: ObjectMeta | None = None
+    spec: ClaimSpec | None = None
 
 
 class WorkloadSpec(_S):

@@ -314,6 +314,7 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     failed: dict[int, Pod] = {}
     postfilter = Preemption(sched, lowest=min((p.priority for p in pending), default=0))
     dra = _dra_state(cluster, workloads, pending)
+    vol = _volume_state(cluster, workloads, bound)
     while todo:
         _, _, pod = heapq.heappop(todo)
         again = id(pod) in recreated
@@ -321,6 +322,10 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
             # not handed to the provisioners: Karpenter rejects pods with claims by default, and
             # cluster-autoscaler needs template ResourceSlices to scale a DRA node group from zero
             _place_with_claims(dra, sched, postfilter, pod, placements, again)
+            continue
+        if vol is not None and pod.spec.volume_claims:
+            if _place_with_volumes(vol, sched, postfilter, pod, placements, again):
+                failed[id(pod)] = pod
             continue
         decision: Decision = sched.place(pod)
         if decision.node is not None:
@@ -355,7 +360,8 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
                               warnings=cluster.warnings + workloads.warnings + priority_warnings)
     if provisioner is not None and failed:
         unplaced = list(failed.values())
-        outcome_map = provisioner.provision(unplaced, sched)
+        # Karpenter's volume topology: the provisioners see pods with their volumes' zones as node affinity
+        outcome_map = provisioner.provision(unplaced if vol is None else [vol.for_provisioner(p) for p in unplaced], sched)
         result.extra.update(outcome_map.pop("extra", {}))
         result.new_nodes = outcome_map.pop("new_nodes", [])
         for pod in unplaced:
@@ -376,6 +382,7 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
         karpenter = ()
     annotate(result.placements, karpenter)
     _dra_warnings(dra, result)
+    _volume_warnings(vol, result, sched)
     profile = getattr(provisioner, "profile", None)
     if profile is not None and shared_profile(profile):
         by_name = {st.node.name: st.node for st in sched.states}
@@ -422,6 +429,63 @@ def _place_with_claims(dra: Any, sched: Scheduler, postfilter: Preemption, pod: 
             reason = f"{reason} {dra_mod.postfilter_words(out)}, {words}"
     placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)
     return True
+
+
+def _volume_state(cluster: Objects, workloads: Objects, bound: Sequence[Pod]) -> Any:
+    """The volume state (kgpu.sim.volumes) when the inputs hold PersistentVolumeClaims, PersistentVolumes or
+    StorageClasses. Without any, pods with claims are placed as if they had none, with the ``volumes``
+    warning (as for DRA: saying every claim is missing would be a guess about objects kgpu was not given)."""
+    if not (cluster.storage or workloads.storage):
+        return None
+    from kgpu.model.volumes import read
+    from kgpu.sim.volumes import VolumeState
+
+    return VolumeState(read(cluster.storage + workloads.storage), bound)
+
+
+def _place_with_volumes(vol: Any, sched: Scheduler, postfilter: Preemption, pod: Pod,
+                        placements: dict[int, Placement], again: bool) -> bool:
+    """A pod with PersistentVolumeClaims (kgpu.sim.volumes); True when the provisioners may try it (it fit
+    nowhere, but its claims passed PreFilter). Preemption is not tried for it."""
+    from kgpu.sim import volumes as vol_mod
+
+    out = vol_mod.place(vol, sched, pod)
+    if out.node is not None:
+        placements[id(pod)] = Placement(pod, SCHEDULED, out.node.name, recreated=again)
+        return False
+    reason = out.reason or ""
+    if reason.startswith("0/"):
+        n = len(sched.states)
+        words = (f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}."
+                 if out.unresolvable and pod.preemption_policy != "Never" else postfilter.message(pod))
+        if words:
+            reason = f"{reason} {postfilter_words(words)}"
+    placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)
+    return not out.prefilter
+
+
+def _volume_warnings(vol: Any, result: SimulationResult, sched: Scheduler) -> None:
+    """Claims of pods the provisioners placed bind on their new node; what kgpu did not model is said per pod
+    (``volumes``), and without any storage object every pod with claims says so."""
+    if vol is None:
+        for p in result.placements:
+            if p.pod.spec.volume_claims:
+                names = ", ".join(p.pod.spec.volume_claims)
+                text = (f"{names}: no PersistentVolumeClaim, PersistentVolume or StorageClass was given, so the "
+                        "claims were not bound and their volumes' zones not applied")
+                p.warnings = (*p.warnings, Unmodelled("volumes", text))
+        return
+    by_name = {st.node.name: st.node for st in sched.states}
+    for p in result.placements:
+        if p.phase == PROVISIONED and p.pod.spec.volume_claims and p.node in by_name:
+            verdict = vol.prefilter(p.pod)
+            if not verdict.message:
+                vol.commit(p.pod, verdict.claims, by_name[p.node])
+    result.warnings.extend(vol.objects.warnings)
+    for p in result.placements:
+        texts = vol.warnings.get(p.pod.key)
+        if texts:
+            p.warnings = p.warnings + tuple(Unmodelled("volumes", t) for t in texts)
 
 
 def _dra_warnings(dra: Any, result: SimulationResult) -> None:

@@ -50,7 +50,10 @@ def _join(items: Iterable[str], most: int = 3) -> str:
 
 
 def _volumes(spec: PodSpecInfo) -> str | None:
-    return _join(spec.volume_claims) if spec.volume_claims else None
+    # Claims are modelled (kgpu.sim.volumes); what is not (no storage object given at all, a provisioner whose
+    # volumes' topology kgpu does not know, the zone of an Immediate claim) is added per pod by
+    # kgpu.sim.simulate under this code.
+    return None
 
 
 def _dra(spec: PodSpecInfo) -> str | None:
@@ -105,7 +108,7 @@ def _karpenter_preferences(spec: PodSpecInfo) -> str | None:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("volumes", ANY, _volumes, "PersistentVolumeClaims: volume binding, the volumes' zones and attach limits are not modelled"),
+    Rule("volumes", ANY, _volumes, "PersistentVolumeClaims: claims without the storage objects in the input, or a volume whose zone kgpu cannot know (attach limits and storage capacity are not modelled)"),
     Rule("dra", ANY, _dra, "dynamic resource allocation (DRA): claims without the DRA objects in the input, or a CEL selector kgpu cannot evaluate (it matches no device here)"),
     Rule("runtime-class", ANY, _runtime_class, "the RuntimeClass's pod overhead and node scheduling are not read"),
     Rule("namespace-selector", ANY, _namespace_selector, "pod affinity namespaceSelector: namespaces' labels are not read, only kubernetes.io/metadata.name"),
