@@ -266,11 +266,28 @@ def _collapses(reqs: list[dict[str, Any]]) -> bool:
     return not complement and not {v for v in values if within(v)}
 
 
+def _tries(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The requirement sets Karpenter tries for a pod, in its order: each required term with the heaviest
+    preference (Preferences.Relax drops the first term while more than one is left), then the last term
+    with each lighter preference, then the last term alone; and the first term alone (the pod's strict
+    requirements, which topology uses)."""
+    terms, preferred = _terms(pod), _preferred(pod)
+    if not preferred:
+        return terms
+    return (
+        [t + preferred[0] for t in terms]
+        + [terms[-1] + p for p in preferred[1:]]
+        + [terms[-1], terms[0]]
+    )
+
+
 def _contradictory_in(pod: dict[str, Any]) -> bool:
-    """A set of requirements Karpenter tries (the first term, then each required term with the heaviest
-    preference, the last with each lighter one) requires some label (In, Exists, Gt, Lt) that its other
-    requirements on the key rule out: Karpenter's Requirement.Intersection collapses the key to
-    DoesNotExist instead of failing (keys normalized first, as Karpenter's NormalizedLabels)."""
+    """A set of requirements Karpenter tries (``_tries``: every required term in turn, with and without
+    preferences) requires some label (In, Exists, Gt, Lt) that its other requirements on the key rule
+    out: Karpenter's Requirement.Intersection collapses the key to DoesNotExist instead of failing (keys
+    normalized first, as Karpenter's NormalizedLabels). Karpenter reaches a later term when the earlier
+    ones fit nowhere; with the collapsed key the pod then joins an in-flight claim that holds
+    DoesNotExist for it (a GPU-less claim for an ``instance-gpu-name In`` pod) or opens one."""
 
     def contradictory(term: list[dict[str, Any]]) -> bool:
         by_key: dict[str, list[dict[str, Any]]] = {}
@@ -281,11 +298,7 @@ def _contradictory_in(pod: dict[str, Any]) -> bool:
             for reqs in by_key.values()
         )
 
-    terms, preferred = _terms(pod), _preferred(pod)
-    tries = [terms[0]]
-    if preferred:
-        tries += [t + preferred[0] for t in terms] + [terms[-1] + p for p in preferred[1:]]
-    return any(contradictory(t) for t in tries)
+    return any(contradictory(t) for t in _tries(pod))
 
 
 WELL_KNOWN_PREFIXES = (
