@@ -151,3 +151,49 @@ def test_node_overlays_are_named_as_not_applied() -> None:
         "applied); kgpu doctor checks them"
     ]
     assert not any("unknown kind" in w for w in warnings)
+
+
+def _daemon_pod(name: str, node: str, **extra: object) -> dict:
+    """A DaemonSet's pod as the API server holds it: bound, and pinned to its node by node affinity."""
+    doc = pod_dict(name, cpu="100m", memory="64Mi", node_name=node, phase="Running", namespace="kube-system",
+                   labels={"k8s-app": "kube-proxy"}, affinity_terms=[
+                       {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}])
+    doc["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "kube-proxy", "uid": "0d5c", "controller": True}]
+    doc["spec"].update(extra)
+    return doc
+
+
+def test_bound_pods_read_with_their_node_name_put_back():
+    """Bound pods' specs differ only in the node they name: JSON reads each shape once and puts each pod's
+    node back, wherever the name stands (nodeName, node affinity, a hostname selector, a toleration, a
+    claim, a resource name); the specs equal those read one document at a time, and pods with the same
+    shape on the same node share nothing they should not."""
+    docs = []
+    for i in range(4):
+        node = f"ip-10-0-{i}-7.us-west-2.compute.internal"
+        docs.append(_daemon_pod(f"kube-proxy-{i}", node))
+        docs.append(_daemon_pod(f"odd-{i}", node, nodeSelector={"kubernetes.io/hostname": node},
+                                tolerations=[{"key": "dedicated", "operator": "Equal", "value": node}],
+                                volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": node}}]))
+        docs.append(pod_dict(f"web-{i}", cpu="1", node_name=node, phase="Running"))
+    nul = pod_dict("nul", cpu="1", node_name="n0", phase="Running", labels={"a": "b"})
+    nul["spec"]["nodeSelector"] = {"note": "x\u0000y"}  # a NUL of its own: read whole
+    docs.append(nul)
+    fast = parse_text(json.dumps({"kind": "List", "items": docs}).encode(), "cluster.json").pods
+    one_by_one = [parse_documents([d], "cluster.json").pods[0] for d in docs]
+    assert [p.spec for p in fast] == [p.spec for p in one_by_one]
+    assert fast[0].spec.node_name == "ip-10-0-0-7.us-west-2.compute.internal"
+    assert fast[3].spec.affinity.terms[0].match_fields[0].values == ("ip-10-0-1-7.us-west-2.compute.internal",)
+    assert fast[-1].spec.node_selector == (("note", "x\u0000y"),)
+    assert len({p.spec for p in fast}) == len(fast)  # each pod's own node
+
+
+def test_a_bad_bound_pod_spec_is_named_with_its_pod_and_field():
+    docs = [_daemon_pod("kube-proxy-a", "n1"), _daemon_pod("kube-proxy-b", "n2")]
+    docs[1]["spec"]["containers"][0]["resources"]["requests"]["memory"] = "64MB"
+    with pytest.raises(InputError) as info:
+        parse_text(json.dumps({"kind": "List", "items": docs}).encode(), "cluster.json")
+    assert info.value.line().startswith(
+        "cluster.json: Pod kube-system/kube-proxy-b: spec.containers[0].resources.requests.memory: invalid quantity '64MB'"
+    ), info.value.line()

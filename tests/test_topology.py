@@ -325,3 +325,56 @@ def test_karpenter_never_binds_a_pod_where_its_anti_affinity_forbids():
     assert len(nodes) == len(set(nodes)) and nodes  # never two on one host
     for node in result.new_nodes:
         assert len([p for p in node.pods if p.labels.get("app") == "db"]) <= 1
+
+
+def test_counters_that_start_late_count_as_a_walk_over_every_node():
+    """A counter made at a Deployment's first pod takes the placed pods its selector can match from the
+    scheduler's label index, not from every node: after binds, evictions and nodes that join (pods bound to
+    them before and after the index first looks), its counts are those of a counter that walks every pod on
+    every node."""
+    import random
+
+    from builders import make_node, make_pod
+    from kgpu.model.objects import LabelSelector, Requirement, SpreadConstraint
+    from kgpu.sim.scheduler import Scheduler
+    from kgpu.sim.topology import AntiAffinityCounter, NodeCounter, SpreadCounter, Term
+
+    rng = random.Random(5)
+    apps = ["web", "db", "cache"]
+    for case in range(20):
+        nodes = [make_node(f"n{i}", cpu="64", labels={HOST: f"n{i}", ZONE: "abc"[i % 3]}) for i in range(6)]
+        sched = Scheduler(nodes[:4])
+        # the index is built for "app" by an early counter
+        first = make_pod("first", cpu="10m", labels={"app": "web"}, spread=[spread(app="web")])
+        sched.place(first)
+        placed = []
+        for step in range(60):
+            roll = rng.random()
+            if roll < 0.05 and len(sched.states) < len(nodes):
+                sched.add_node(nodes[len(sched.states)])
+            elif roll < 0.15 and placed:
+                pod, st = placed.pop(rng.randrange(len(placed)))
+                sched.unbind(pod, st)
+            else:
+                ns = rng.choice(["default", "ml"])
+                pod = make_pod(f"p{step}", cpu="10m", namespace=ns, labels={"app": rng.choice(apps)})
+                st = sched.states[rng.randrange(len(sched.states))]
+                sched.bind(pod, st)
+                placed.append((pod, st))
+        app = rng.choice(apps)
+        late = make_pod("late", cpu="10m", labels={"app": app}, spread=[spread(app=app)],
+                        pod_anti_affinity=[term(HOST, app)])
+        topo = sched.topology.prepare(late)
+        selector = LabelSelector((Requirement("app", "In", (app,)),))
+        walked = SpreadCounter("default", selector, SpreadConstraint(1, ZONE, "DoNotSchedule", selector),
+                               (ZONE,), late.spec)
+        walked.catch_up(sched.states)  # no index: every pod on every node
+        assert topo.spread[0][1] == walked.domains, f"case {case}"
+        anti = AntiAffinityCounter(Term(HOST, selector, frozenset({"default"}), None))
+        anti.catch_up(sched.states)
+        assert {k: v for k, v in topo.anti[0][1].items() if v} == {k: v for k, v in anti.counts.items() if v}, f"case {case}"
+        hosts = NodeCounter("default", selector)
+        hosts.catch_up(sched.states)
+        by_index = NodeCounter("default", selector)
+        by_index.catch_up(sched.states, sched.topology._index)
+        assert by_index.counts == hosts.counts, f"case {case}"

@@ -14,7 +14,7 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from datetime import UTC
 from typing import Any
 
@@ -193,6 +193,41 @@ _TYPES: dict[str, type[Any]] = {
 }
 
 
+class _NodeNameOnly(msgspec.Struct, rename="camel"):
+    node_name: str | None = None
+
+
+_NODE_NAME = msgspec.json.Decoder(_NodeNameOnly)
+# What stands for a bound pod's node name while its spec is read (_bound_spec): a NUL, which no node name
+# holds; a spec that already holds one is read whole.
+_HOLE = "\x00"
+_HOLE_JSON = b'"\\u0000"'
+_SPEC_FIELDS = tuple(f.name for f in fields(PodSpecInfo))
+
+
+def _has_hole(value: object) -> bool:
+    if isinstance(value, str):
+        return _HOLE in value
+    if isinstance(value, tuple | frozenset):
+        return any(_has_hole(v) for v in value)
+    if is_dataclass(value):
+        return any(_has_hole(getattr(value, f.name)) for f in fields(value))
+    return False
+
+
+def _fill(value: Any, node: str) -> Any:
+    """``value`` with _HOLE replaced by ``node`` wherever it occurs (strings in tuples and dataclasses)."""
+    if isinstance(value, str):
+        return value.replace(_HOLE, node) if _HOLE in value else value
+    if isinstance(value, tuple):
+        return tuple(_fill(v, node) for v in value)
+    if isinstance(value, frozenset):
+        return frozenset(_fill(v, node) for v in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return replace(value, **{f.name: _fill(getattr(value, f.name), node) for f in fields(value) if f.init})
+    return value
+
+
 def _field_path(exc: msgspec.ValidationError) -> tuple[str, str]:
     """Split msgspec's 'Expected `int`, got `str` - at `$.spec.replicas`' into (field, message)."""
     text = str(exc)
@@ -207,6 +242,8 @@ class Parser:
         self.source = source
         self.out = Objects()
         self._spec_cache: dict[bytes, tuple[PodSpecInfo, Resources]] = {}
+        # bound pods' specs with their node name replaced by _HOLE: (info, limits, fields holding _HOLE)
+        self._shape_cache: dict[bytes, tuple[PodSpecInfo, Resources, tuple[str, ...]]] = {}
         self._pending_priority: list[tuple[Pod, str]] = []
         self._unknown: Counter[str] = Counter()
         self._listed_nodes = False
@@ -481,6 +518,8 @@ class Parser:
         key = bytes(raw.spec)
         cached = self._spec_cache.get(key)
         if cached is None:
+            cached = self._bound_spec(key)
+        if cached is None:
             try:
                 spec = _SPEC.decode(raw.spec)
             except msgspec.ValidationError as exc:
@@ -489,6 +528,33 @@ class Parser:
             cached = spec_info(spec, f"{self._where('Pod', meta, label)}: spec")
             self._spec_cache[key] = cached
         self._finish_pod(meta, name, cached, raw.status, label)
+
+    def _bound_spec(self, key: bytes) -> tuple[PodSpecInfo, Resources] | None:
+        """A bound pod's spec names its node (``nodeName``; a DaemonSet's pod also in its node affinity), so
+        no two are the same bytes: the spec is read once per spec *with the node name taken out*, and each
+        pod's is that one with its node name put back. None when the spec names no node, or when it would
+        not read cleanly that way (the caller then reads it whole, errors included)."""
+        try:
+            node = _NODE_NAME.decode(key).node_name
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            return None
+        if not node or b"\\u0000" in key:
+            return None
+        shape = key.replace(msgspec.json.encode(node), _HOLE_JSON)
+        entry = self._shape_cache.get(shape)
+        if entry is None:
+            try:
+                info, limits = spec_info(_SPEC.decode(shape), "")
+            except (msgspec.DecodeError, msgspec.ValidationError, InputError, RecursionError, UnicodeDecodeError):
+                return None
+            holed = tuple(f for f in _SPEC_FIELDS if _has_hole(getattr(info, f)))
+            entry = self._shape_cache[shape] = (info, limits, holed)
+        info, limits, holed = entry
+        if info.node_name != _HOLE:  # the name was not the spec's own nodeName string (cannot happen; be safe)
+            return None
+        if _has_hole(limits):
+            limits = _fill(limits, node)
+        return replace(info, **{f: _fill(getattr(info, f), node) for f in holed}), limits
 
     def _add_pod(self, obj: wire.Pod, label: str) -> None:
         meta = obj.metadata
@@ -664,8 +730,23 @@ def _describe(doc: Any, label: str) -> str:
 # --- spec conversion -----------------------------------------------------------------------------------
 
 
-def _amount(name: str, raw: object, where: str) -> int:
-    return resource_amount(raw, milli=name == CPU, where=where)
+# Quantities as written ("100m", "64Mi") repeat across a cluster's pods: each string is parsed once.
+_AMOUNTS: dict[tuple[str, bool], int] = {}
+
+
+def _amount(name: str, raw: object, where: str, field: str = "") -> int:
+    """``resource_amount`` of ``raw`` (cpu in millicores); ``where + field`` names it in an error."""
+    milli = name == CPU
+    if raw.__class__ is str:
+        key = (raw, milli)
+        hit = _AMOUNTS.get(key)
+        if hit is not None:
+            return hit
+        amount = resource_amount(raw, milli=milli, where=where + field)
+        if len(_AMOUNTS) < 65536:
+            _AMOUNTS[key] = amount
+        return amount
+    return resource_amount(raw, milli=milli, where=where + field)
 
 
 def _is_extended(name: str) -> bool:
@@ -675,8 +756,8 @@ def _is_extended(name: str) -> bool:
 
 def _container_requests(c: wire.Container, where: str) -> tuple[dict[str, int], dict[str, int]]:
     res = c.resources or wire.ResourceRequirements()
-    requests = {k: _amount(k, v, f"{where}.resources.requests.{k}") for k, v in (res.requests or {}).items()}
-    limits = {k: _amount(k, v, f"{where}.resources.limits.{k}") for k, v in (res.limits or {}).items()}
+    requests = {k: _amount(k, v, where, f".resources.requests.{k}") for k, v in (res.requests or {}).items()}
+    limits = {k: _amount(k, v, where, f".resources.limits.{k}") for k, v in (res.limits or {}).items()}
     for k, v in limits.items():
         if _is_extended(k):
             if k in requests and requests[k] != v:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -142,10 +142,30 @@ class _Counter:
     def __init__(self) -> None:
         self.seen = 0
 
-    def catch_up(self, states: Sequence[NodeLike]) -> None:
-        for idx in range(self.seen, len(states)):
+    def catch_up(self, states: Sequence[NodeLike], index: LabelIndex | None = None) -> None:
+        """Take in the nodes added since. A counter that starts late (a Deployment's first pod) takes, from
+        ``index``, only the placed pods its selector can match, not every pod on every node: the counts are
+        the same integers, summed in another order."""
+        lo, hi = self.seen, len(states)
+        if lo == 0 and hi and index is not None:
+            found = self.candidates(index, hi)
+            if found is not None:
+                self.open(states, hi)
+                self.seen = hi
+                for pod, idx, n in found:
+                    self.add(pod, states[idx], n)
+                return
+        for idx in range(lo, hi):
             self.seen = idx + 1
             self.take(states[idx])
+
+    def candidates(self, index: LabelIndex, hi: int) -> list[list[Any]] | None:
+        """The placed pods on nodes below ``hi`` that this counter may count, as [pod, node index, times],
+        or None when its selector names no label value to look up."""
+        return None
+
+    def open(self, states: Sequence[NodeLike], hi: int) -> None:
+        """Take in the nodes below ``hi`` as ``take`` does, without their pods."""
 
     def take(self, st: NodeLike) -> None:
         for pod in st.pods:
@@ -154,6 +174,73 @@ class _Counter:
     def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         """Count ``pod`` on ``st`` (``n`` = -1: an eviction)."""
         raise NotImplementedError
+
+
+class LabelIndex:
+    """The placed pods by (namespace, label value), for the label keys the counters' selectors look up
+    (each key indexed from its first use, over the nodes taken in, then kept current by every bind): what
+    lets a counter that starts late read the few pods it can match. Entries are [pod, node index, times]."""
+
+    def __init__(self, states: Sequence[NodeLike]) -> None:
+        self.states = states
+        self._tables: dict[str, dict[tuple[str, str], dict[tuple[int, int], list[Any]]]] = {}
+        self._seen: dict[str, int] = {}
+
+    def bound(self, pod: Pod, st: NodeLike, n: int) -> None:
+        labels = pod.labels
+        for key, table in self._tables.items():
+            value = labels.get(key)
+            if value is not None and st.index < self._seen[key]:
+                self._put(table, pod, st.index, value, n)
+
+    @staticmethod
+    def _put(
+        table: dict[tuple[str, str], dict[tuple[int, int], list[Any]]], pod: Pod, idx: int, value: str, n: int
+    ) -> None:
+        slot = table.get((pod.namespace, value))
+        if slot is None:
+            slot = table[(pod.namespace, value)] = {}
+        ref = (id(pod), idx)
+        entry = slot.get(ref)
+        if entry is None:
+            slot[ref] = [pod, idx, n]
+        else:
+            entry[2] += n
+            if not entry[2]:
+                del slot[ref]
+
+    def _table(self, key: str, hi: int) -> dict[tuple[str, str], dict[tuple[int, int], list[Any]]]:
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = {}
+            self._seen[key] = 0
+        seen = self._seen[key]
+        if seen < hi:
+            put, states = self._put, self.states
+            for idx in range(seen, hi):
+                for pod in states[idx].pods:
+                    value = pod.labels.get(key)
+                    if value is not None:
+                        put(table, pod, idx, value, 1)
+            self._seen[key] = hi
+        return table
+
+    def find(self, namespaces: Iterable[str], selector: LabelSelector | None, hi: int) -> list[list[Any]] | None:
+        """The pods in ``namespaces`` on nodes below ``hi`` that ``selector``'s first ``In`` requirement
+        admits (None without one; none for a nil selector)."""
+        if selector is None:
+            return []
+        req = next((r for r in selector.requirements if r.operator == "In"), None)
+        if req is None:
+            return None
+        table = self._table(req.key, hi)
+        out: list[list[Any]] = []
+        for ns in namespaces:
+            for value in req.values:
+                slot = table.get((ns, value))
+                if slot:
+                    out.extend(e for e in slot.values() if e[1] < hi)
+        return out
 
 
 class SpreadCounter(_Counter):
@@ -194,21 +281,36 @@ class SpreadCounter(_Counter):
         # chosen alike (same keys, policies and node filters), each node worked out by the first to take it.
         self.eligible: list[str | None] = [] if eligible is None else eligible
 
+    def _eligible(self, node: Node) -> str | None:
+        """The node's domain, or None when the constraint does not count it."""
+        labels = node.labels
+        if not all(k in labels for k in self.keys):
+            return None
+        spec = self.spec
+        if self.honor_affinity and not affinity_matches(spec, labels, node.name):
+            return None
+        if self.honor_taints and first_untolerated(node.taints, spec.tolerations) is not None:
+            return None
+        return labels[self.key]
+
+    def open(self, states: Sequence[NodeLike], hi: int) -> None:
+        eligible = self.eligible
+        for idx in range(len(eligible), hi):
+            eligible.append(self._eligible(states[idx].node))
+        domains = self.domains
+        for value in dict.fromkeys(eligible[:hi]):  # in node order, as take() adds them
+            if value is not None and value not in domains:
+                domains[value] = 0
+
+    def candidates(self, index: LabelIndex, hi: int) -> list[list[Any]] | None:
+        return index.find((self.namespace,), self.selector, hi)
+
     def take(self, st: NodeLike) -> None:
         eligible = self.eligible
         if st.index < len(eligible):
             value = eligible[st.index]
         else:
-            node = st.node
-            labels = node.labels
-            value = None
-            if all(k in labels for k in self.keys):
-                spec = self.spec
-                ok = not self.honor_affinity or affinity_matches(spec, labels, node.name)
-                if ok and self.honor_taints:
-                    ok = first_untolerated(node.taints, spec.tolerations) is None
-                if ok:
-                    value = labels[self.key]
+            value = self._eligible(st.node)
             eligible.append(value)
         if value is None:
             return
@@ -241,6 +343,12 @@ class AffinityCounter(_Counter):
         self.terms = terms
         self.counts: Counter[tuple[str, str]] = Counter()
 
+    def candidates(self, index: LabelIndex, hi: int) -> list[list[Any]] | None:
+        for t in self.terms:  # a pod must match every term: the candidates of one of them
+            if t.namespace_selector is None:
+                return index.find(t.namespaces, t.selector, hi)
+        return None
+
     def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         if st.index >= self.seen:
             return
@@ -265,6 +373,12 @@ class NodeCounter(_Counter):
         self.namespace = namespace
         self.selector = selector if selector is not None and selector.requirements else None
         self.counts: list[int] = []
+
+    def open(self, states: Sequence[NodeLike], hi: int) -> None:
+        self.counts.extend([0] * (hi - len(self.counts)))
+
+    def candidates(self, index: LabelIndex, hi: int) -> list[list[Any]] | None:
+        return index.find((self.namespace,), self.selector, hi)
 
     def take(self, st: NodeLike) -> None:
         selector, namespace = self.selector, self.namespace
@@ -293,6 +407,11 @@ class AntiAffinityCounter(_Counter):
         self.term = term
         self.counts: Counter[str] = Counter()
         self.view = DomainArray(term.topology_key, self.counts)
+
+    def candidates(self, index: LabelIndex, hi: int) -> list[list[Any]] | None:
+        if self.term.namespace_selector is not None:
+            return None
+        return index.find(self.term.namespaces, self.term.selector, hi)
 
     def take(self, st: NodeLike) -> None:
         value = st.node.labels.get(self.term.topology_key)
@@ -520,6 +639,7 @@ class Topology:
         self._node_counters: dict[tuple[str, LabelSelector | None], NodeCounter] = {}
         self._matched_cache: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = {}
         self._domain_ids: DomainIds | None = None
+        self._index = LabelIndex(states)
 
     @property
     def domain_ids(self) -> DomainIds:
@@ -541,6 +661,7 @@ class Topology:
 
     def bound(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         """``pod`` landed on ``st``; with ``n`` = -1 it left (``unbound``)."""
+        self._index.bound(pod, st, n)
         index = self._spread_by_ns.get(pod.namespace)
         if index:
             labels = pod.labels
@@ -635,7 +756,7 @@ class Topology:
                 selector = _with_keys(c.selector, pod.labels, c.match_label_keys)
                 counter = self._spread_counter(pod.namespace, selector, c, keys, spec)
                 if counter.seen < len(states):
-                    counter.catch_up(states)
+                    counter.catch_up(states, self._index)
                 domains = counter.domains
                 min_match = min(domains.values()) if len(domains) >= c.min_domains else 0
                 self_match = 1 if selector_matches(selector, pod.labels) else 0
@@ -648,7 +769,7 @@ class Topology:
                 ac = self._affinity[terms] = AffinityCounter(terms)
                 self._add_pod_counter(ac)
             if ac.seen < len(states):
-                ac.catch_up(states)
+                ac.catch_up(states, self._index)
             first = not ac.counts and all(t.matches(pod) for t in terms)
             affinity = (terms, ac.counts, first)
         anti: list[tuple[str, Counter[str]]] = []
@@ -659,7 +780,7 @@ class Topology:
                 nc = self._anti[t] = AntiAffinityCounter(t)
                 self._add_pod_counter(nc)
             if nc.seen < len(states):
-                nc.catch_up(states)
+                nc.catch_up(states, self._index)
             anti.append((t.topology_key, nc.counts))
         blocked: list[tuple[str, str]] = []
         for t, pairs in self.existing_anti.items():
@@ -718,13 +839,13 @@ class Topology:
             if key == HOSTNAME:
                 nc = self._node_counter(pod.namespace, selector)
                 if nc.seen < len(self.states):
-                    nc.catch_up(self.states)
+                    nc.catch_up(self.states, self._index)
                 weight = math.log(n_kept + 2)
                 counts = np.asarray(nc.counts, dtype=np.int64)[idx]
             else:
                 counter = self._spread_counter(pod.namespace, selector, c, keys, spec)
                 if counter.seen < len(self.states):
-                    counter.catch_up(self.states)
+                    counter.catch_up(self.states, self._index)
                 weight = math.log(len(np.unique(ids[key][kept])) + 2)
                 counts = dom.counts(key, counter.domains)[ids[key]]
             raw = np.where(kept, raw + (counts * weight + (c.max_skew - 1)), raw)
@@ -780,7 +901,7 @@ class Topology:
             if key == HOSTNAME:
                 nc = self._node_counter(pod.namespace, selector)
                 if nc.seen < len(self.states):
-                    nc.catch_up(self.states)
+                    nc.catch_up(self.states, self._index)
                 weight = math.log(len(kept) + 2)
                 for i, st in enumerate(feasible):
                     if not ignored[i]:
@@ -788,7 +909,7 @@ class Topology:
                 continue
             counter = self._spread_counter(pod.namespace, selector, c, keys, spec)
             if counter.seen < len(self.states):
-                counter.catch_up(self.states)
+                counter.catch_up(self.states, self._index)
             weight = math.log(len({st.node.labels[key] for st in kept}) + 2)
             domains = counter.domains
             for i, st in enumerate(feasible):
@@ -838,7 +959,7 @@ class Topology:
                 nc = self._anti[t] = AntiAffinityCounter(t)
                 self._add_pod_counter(nc)
             if nc.seen < len(self.states):
-                nc.catch_up(self.states)
+                nc.catch_up(self.states, self._index)
             out.append((nc, weight))
         return out
 
