@@ -278,6 +278,85 @@ class ClusterAutoscaler:
             created += 1
         return created, ""
 
+    def provision_dra(self, pending: Sequence[Pod], ctx: Context) -> dict[str, str]:
+        """Pods with resource claims (kgpu.sim.dra_pools), one at a time: the group's template node must pass
+        the filters and allocate the claims; a group with nodes copies a node's ResourceSlices (kgpu: the
+        pool's generated slices, devices free), an empty one has none from the AWS provider."""
+        from kgpu.sim.dra import place
+
+        groups = self.groups(ctx)
+        notes: dict[str, str] = {}
+        for pod in pending:
+            for _ in range(len(groups) + 1):
+                out = place(ctx.dra, ctx.scheduler, pod)
+                if out.node is not None:
+                    ctx.placed(pod, out.node)
+                    ctx.dra_devices[pod.key] = out.devices
+                    notes.pop(pod.key, None)
+                    break
+                verdict = ctx.dra.prefilter(pod)
+                if verdict.message:  # no claim to simulate: nothing to scale for
+                    notes[pod.key] = f"cluster-autoscaler: {NOT_TRIGGERED}: {verdict.message}"
+                    break
+                if pod.key in notes:  # scaled up, and the new node does not take it either
+                    notes[pod.key] = (
+                        "cluster-autoscaler: scaled up from the node template, but the new node does not take the "
+                        f"pod: {out.reason}"
+                    )
+                    break
+                g, text = self._dra_option(pod, verdict.claims, groups, ctx)
+                notes[pod.key] = text
+                if g is None:
+                    break
+                self._launch(g, ctx)
+        return notes
+
+    def _dra_option(self, pod: Pod, claims: Sequence[object], groups: list[Group], ctx: Context) -> tuple[Group | None, str]:
+        from kgpu.sim.dra import CANNOT_ALLOCATE, AllocationError
+        from kgpu.sim.dra_pools import publish_template
+
+        reasons: Counter[str] = Counter()
+        hints: list[str] = []
+        options: list[tuple[float, str, Group]] = []
+        for g in groups:
+            if g.size >= g.max_size:
+                reasons[MAX_SIZE_REACHED] += 1
+                continue
+            tpl, _ = self.template(g, ctx)
+            over = ctx.overhead(tpl)
+            found = filter_reasons(pod.spec, tpl, over, over.get("pods", 0))
+            if found:
+                reasons.update(found)
+                continue
+            if g.pool.gpu_allocation != "dra" or not g.nodes:
+                reasons[CANNOT_ALLOCATE] += 1
+                if g.pool.gpu_allocation == "dra":
+                    hints.append(
+                        f"node group {g.name} has no nodes: the template cluster-autoscaler's AWS provider makes for an "
+                        "empty group carries no ResourceSlices (kubernetes/autoscaler#10277), so a pod with resource "
+                        f"claims never scales it from zero; keep minSize: 1 so there is a node to copy them from"
+                    )
+                continue
+            itype = self.catalog.get(first_known_type(self.catalog, g.pool))
+            name = f"template-node-for-{g.name}"
+            publish_template(ctx.dra, name, g.pool, itype)
+            try:
+                why, _ = ctx.dra.filter(pod, claims, Node(name, tpl.labels, tpl.allocatable, tpl.taints))
+            except AllocationError as exc:
+                why = str(exc)
+            if why:
+                reasons[why] += 1
+                continue
+            price = group_node(self.profile, g.pool, g.name, g.zone(), "x", self.catalog)[2] or 0.0
+            options.append((price, g.name, g))
+        if not options:
+            text = f"cluster-autoscaler: {NOT_TRIGGERED}: " + ", ".join(sorted(f"{n} {r}" for r, n in reasons.items()))
+            if hints:
+                text += " (" + "; ".join(hints) + ")"
+            return None, text
+        options.sort(key=lambda o: (o[0], o[1]))
+        return options[0][2], ""
+
     def _launch(self, g: Group, ctx: Context) -> None:
         name = ctx.node_name(g.name)
         zone = g.zone()

@@ -132,6 +132,19 @@ class DRA:
                     if not d.admin_access:
                         self._in_use.add((d.driver, d.pool, d.device))
 
+    def publish(self, slices: Sequence[ResourceSlice]) -> None:
+        """Slices published during the simulation (a node a provisioner launched, kgpu.sim.provision):
+        indexed as if read with the input, after it."""
+        for s in slices:
+            self._order[id(s)] = len(self.objects.slices)
+            self.objects.slices.append(s)
+            if s.node_name:
+                self._by_node.setdefault(s.node_name, {}).setdefault((s.driver, s.pool), []).append(s)
+                self._node_pools.pop(s.node_name, None)
+            elif s.all_nodes or s.node_selector is not None:
+                self._selecting.setdefault((s.driver, s.pool), []).append(s)
+                self._node_pools.clear()
+
     def _all_selectors(self) -> list[Selector]:
         out = [s for c in self.classes.values() for s in c.selectors]
         specs = [c.spec for c in self.claims.values()] + [t.spec for t in self.templates.values()]

@@ -112,6 +112,8 @@ class Context:
     new_nodes: list[NewNode] = field(default_factory=list)
     by_node: dict[str, NewNode] = field(default_factory=dict)
     launched: dict[str, int] = field(default_factory=dict)  # new nodes so far, by pool
+    dra: Any = None  # kgpu.sim.dra.DRA when the simulation allocates claims: new nodes of DRA pools publish slices
+    dra_devices: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # pod key -> devices allocated
 
     def node_name(self, base: str) -> str:
         """``<base>-<n>``: one more than the new nodes of pool ``base``, past names already taken."""
@@ -121,7 +123,14 @@ class Context:
         return f"{base}-{n}"
 
     def launch(self, node: Node, new: NewNode) -> NodeState:
-        """Add the node to the scheduler with the DaemonSet pods that would run on it."""
+        """Add the node to the scheduler with the DaemonSet pods that would run on it. A node of a
+        ``gpuAllocation: dra`` pool advertises no nvidia.com/gpu (the device plugin is not on it) and
+        publishes the ResourceSlices NVIDIA's DRA driver would (kgpu.sim.dra_pools)."""
+        pool = next((p for p in self.profile.pools if p.name == new.pool), None)
+        if pool is not None and pool.gpu_allocation == "dra":
+            from kgpu.sim.dra_pools import publish_node
+
+            publish_node(self, node, pool, new.instance_type)
         st = self.scheduler.add_node(node)
         for ds in self.daemonsets:
             for pod in daemon_pods(ds, [node]):
@@ -237,7 +246,8 @@ def profile_daemonsets(profile: Profile, given: Sequence[DaemonSet] = ()) -> lis
     plugin_pools = [
         p
         for p in gpu
-        if p.device_plugin == "daemonset" or (p.device_plugin == "auto" and not p.device_plugin_builtin)
+        if (p.device_plugin == "daemonset" or (p.device_plugin == "auto" and not p.device_plugin_builtin))
+        and p.gpu_allocation != "dra"
     ]
     selector = _gpu_selector(profile, plugin_pools)
     if selector is not None and "device-plugin" not in names:

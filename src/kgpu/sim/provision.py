@@ -58,6 +58,7 @@ class ProfileProvisioner:
         self.catalog = catalog
         self.daemonsets: list[DaemonSet] = list(daemonsets)
         self.warnings: list[str] = []
+        self.dra: Any = None  # kgpu.sim.dra.DRA, set by simulate when it allocates claims
         self.parts: list[PoolProvisioner] = []
         kinds = {p.kind for p in profile.pools}
         if PoolKind.KARPENTER in kinds and catalog is not None:
@@ -73,9 +74,11 @@ class ProfileProvisioner:
 
     def provision(self, pending: Sequence[Pod], scheduler: Scheduler) -> dict[str, Any]:
         daemonsets = self.daemonsets + profile_daemonsets(self.profile, self.daemonsets)
-        ctx = Context(scheduler, self.profile, self.catalog, daemonsets)
+        ctx = Context(scheduler, self.profile, self.catalog, daemonsets, dra=self.dra)
         todo = [p for p in pending if p.owner_kind != "DaemonSet" and not p.spec.node_name]
         explanations: dict[str, list[str]] = {p.key: [] for p in todo}
+        claimed = [p for p in todo if self.dra is not None and p.spec.claim_refs]  # kgpu.sim.dra_pools
+        todo = [p for p in todo if not (self.dra is not None and p.spec.claim_refs)]
         karpenter: set[str] = set()  # pods Karpenter was asked for (kgpu.sim.unmodelled's KARPENTER rules)
         for part in self.parts:
             if not todo:
@@ -86,6 +89,16 @@ class ProfileProvisioner:
             for key, note in notes.items():
                 explanations[key].append(note)
             todo = [p for p in todo if p.key not in ctx.outcome]
+        if claimed:
+            todo += self._provision_claims(claimed, ctx, explanations)
+        empty_dra = [n.name for n in ctx.new_nodes if not n.pods and n.pool in {p.name for p in self.profile.dra_pools}]
+        for pod in todo:
+            if empty_dra and pod.spec.request("nvidia.com/gpu") and not explanations[pod.key]:
+                explanations[pod.key].append(
+                    f"{', '.join(empty_dra)} launched for it from a gpuAllocation: dra pool (the autoscaler counts the "
+                    "instance type's GPUs), but NVIDIA's DRA driver publishes them as ResourceSlices, not as "
+                    "nvidia.com/gpu: claim them with a ResourceClaim of DeviceClass gpu.nvidia.com"
+                )
         if not self.parts:
             note = "no pool of this profile can add nodes (static pools, or no autoscaler)"
             for p in todo:
@@ -114,7 +127,38 @@ class ProfileProvisioner:
         out["extra"] = extra_out
         out["new_nodes"] = ctx.new_nodes
         out["karpenter"] = karpenter
+        out["dra_devices"] = ctx.dra_devices
         return out
+
+    def _provision_claims(self, pods: list[Pod], ctx: Context, explanations: dict[str, list[str]]) -> list[Pod]:
+        """Pods with resource claims: what each autoscaler does with them (kgpu.sim.dra_pools), then, as
+        kube-scheduler would once the new nodes publish their slices, each again over every node. Returns
+        those still waiting."""
+        from kgpu.sim.dra import place
+        from kgpu.sim.dra_pools import KARPENTER_DRA
+
+        for part in self.parts:
+            left = [p for p in pods if p.key not in ctx.outcome]
+            if part.name == "karpenter":
+                for p in left:
+                    explanations[p.key].append(KARPENTER_DRA)
+            elif isinstance(part, ClusterAutoscaler):
+                for key, note in part.provision_dra(left, ctx).items():
+                    if note:
+                        explanations[key].append(note)
+        for pod in pods:
+            if pod.key not in ctx.outcome and ctx.new_nodes:
+                out = place(ctx.dra, ctx.scheduler, pod)
+                if out.node is not None:
+                    ctx.placed(pod, out.node)
+                    ctx.dra_devices[pod.key] = out.devices
+        return [p for p in pods if p.key not in ctx.outcome]
+
+    def dra_documents(self, nodes: Sequence[Node], given: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+        """The DRA objects the profile adds to a simulation (kgpu.sim.dra_pools.dra_documents)."""
+        from kgpu.sim.dra_pools import dra_documents
+
+        return dra_documents(self.profile, self.catalog, nodes, given)
 
 
 def provisioner_for(
@@ -189,4 +233,10 @@ def baseline_nodes(profile: Profile, catalog: Catalog | None = None) -> list[Nod
                     nodes.append(
                         group_node(profile, pool, names[0], zone, f"{names[0]}-base-{i + 1}", catalog)[0]
                     )
+    from kgpu.sim.dra_pools import pool_of
+
+    for node in nodes:  # a DRA pool's node advertises no nvidia.com/gpu: its driver publishes the GPUs
+        owner = pool_of(profile, node)
+        if owner is not None and owner.gpu_allocation == "dra" and "nvidia.com/gpu" in node.allocatable:
+            node.allocatable = {k: v for k, v in node.allocatable.items() if k != "nvidia.com/gpu"}
     return nodes

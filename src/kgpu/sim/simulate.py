@@ -313,15 +313,15 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     arrivals = len(todo)
     failed: dict[int, Pod] = {}
     postfilter = Preemption(sched, lowest=min((p.priority for p in pending), default=0))
-    dra = _dra_state(cluster, workloads, pending)
+    dra = _dra_state(cluster, workloads, pending, provisioner, nodes)
     vol = _volume_state(cluster, workloads, bound)
     while todo:
         _, _, pod = heapq.heappop(todo)
         again = id(pod) in recreated
         if dra is not None and pod.spec.claim_refs:
-            # not handed to the provisioners: Karpenter rejects pods with claims by default, and
-            # cluster-autoscaler needs template ResourceSlices to scale a DRA node group from zero
-            _place_with_claims(dra, sched, postfilter, pod, placements, again)
+            # no preemption; the provisioners say what each autoscaler does with it (kgpu.sim.dra_pools)
+            if _place_with_claims(dra, sched, postfilter, pod, placements, again) and provisioner is not None:
+                failed[id(pod)] = pod
             continue
         if vol is not None and pod.spec.volume_claims:
             if _place_with_volumes(vol, sched, postfilter, pod, placements, again):
@@ -364,11 +364,16 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
         outcome_map = provisioner.provision(unplaced if vol is None else [vol.for_provisioner(p) for p in unplaced], sched)
         result.extra.update(outcome_map.pop("extra", {}))
         result.new_nodes = outcome_map.pop("new_nodes", [])
+        dra_devices = outcome_map.pop("dra_devices", {})
         for pod in unplaced:
             p = placements[id(pod)]
             info = outcome_map.get(pod.key)
             if info is None:
                 continue
+            if isinstance(info, str) and dra is not None and pod.spec.claim_refs:
+                p.reason = f"{p.reason}; {info.partition('; ')[2]}"  # the scheduler's first words stand
+                continue
+            p.devices = dra_devices.get(pod.key, p.devices)
             if isinstance(info, str):
                 # the provisioner's words follow the scheduler's message, which it took after adding
                 # nodes: PostFilter's part is taken again over the same nodes
@@ -396,16 +401,23 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
     return result
 
 
-def _dra_state(cluster: Objects, workloads: Objects, pending: Sequence[Pod]) -> Any:
-    """The DRA state (kgpu.sim.dra) when the inputs hold DRA objects. Without any (a snapshot or files
-    that leave them out), pods with claims are placed as if they had none, with the ``dra`` warning: saying
-    that every claim is missing would be a guess about objects kgpu was not given."""
-    if not (cluster.dra or workloads.dra):
+def _dra_state(cluster: Objects, workloads: Objects, pending: Sequence[Pod], provisioner: Any = None,
+               nodes: Sequence[Node] = ()) -> Any:
+    """The DRA state (kgpu.sim.dra) when the inputs hold DRA objects, or the profile has DRA pools (their
+    DeviceClasses and nodes' slices, kgpu.sim.dra_pools). Without any (a snapshot or files that leave them
+    out), pods with claims are placed as if they had none, with the ``dra`` warning: saying that every claim
+    is missing would be a guess about objects kgpu was not given."""
+    given = cluster.dra + workloads.dra
+    extra = provisioner.dra_documents(nodes, [d for d, _ in given]) if hasattr(provisioner, "dra_documents") else []
+    if not (given or extra):
         return None
     from kgpu.model.dra import read
     from kgpu.sim.dra import DRA
 
-    return DRA(read(cluster.dra + workloads.dra))
+    state = DRA(read(given + extra))
+    if hasattr(provisioner, "dra"):
+        provisioner.dra = state
+    return state
 
 
 def _place_with_claims(dra: Any, sched: Scheduler, postfilter: Preemption, pod: Pod,
