@@ -31,6 +31,7 @@ from pydantic.alias_generators import to_camel
 from kgpu.errors import InputError, quote
 from kgpu.model.nodepool import limit_key_error, normalize, requirement_error
 from kgpu.model.safeyaml import load_document
+from kgpu.model.storage import Storage
 
 API_VERSION = "kgpu.dev/v1alpha1"
 # The taint TKE puts on every super node (https://cloud.tencent.com/document/product/457/54754).
@@ -1011,6 +1012,10 @@ class Profile(_Model):
         default_factory=CatalogOverrides,
         description="instance types the built-in catalog lacks or gets wrong, for render, plan and simulate",
     )
+    storage: Storage = Field(
+        default_factory=Storage,
+        description="persistent volumes for datasets, checkpoints and logs: EBS, EFS, FSx for Lustre (kgpu render --target storage)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
@@ -1064,6 +1069,9 @@ class Profile(_Model):
             )
         if dra and self.provider == Provider.TKE:
             raise ValueError(f"pools[{dra[0]}].gpuAllocation: dra: TKE clusters are not set up for NVIDIA's DRA driver by kgpu")
+        storage = self.storage.check(self.provider, self.cluster.zones)
+        if storage:
+            raise ValueError(storage)
         if self.kuberay and self.kuberay.head_pool and self.kuberay.head_pool not in names:
             raise ValueError(
                 f"kuberay.headPool: {quote(self.kuberay.head_pool)} is not a pool ({', '.join(names)})"

@@ -22,7 +22,15 @@ from __future__ import annotations
 from typing import Any
 
 from kgpu.model.profile import AmiFamily, Autoscaler, CapacityType, Pool, PoolKind, Profile
-from kgpu.render import EKSCTL_GROUP_LABEL, group_names, node_labels, pool_selector, pool_zones, taints
+from kgpu.render import (
+    EKSCTL_GROUP_LABEL,
+    group_names,
+    node_labels,
+    pool_selector,
+    pool_zones,
+    storage,
+    taints,
+)
 
 API = "eksctl.io/v1alpha5"
 CA_PREFIX = "k8s.io/cluster-autoscaler"
@@ -193,6 +201,9 @@ def render(profile: Profile) -> list[dict[str, Any]]:
         config["nodeGroups"] = unmanaged
     if managed:
         config["managedNodeGroups"] = managed
+    addons = storage.eksctl_addons(profile)  # the CSI drivers of the profile's persistent volumes
+    if addons:
+        config["addons"] = addons
     return [config]
 
 

@@ -23,6 +23,7 @@ from kgpu.render import (
     kuberay,
     onprem,
     rbac,
+    storage,
     workloads,
     yamltext,
 )
@@ -39,6 +40,7 @@ TARGETS: tuple[str, ...] = (
     "device-plugin-chart",
     "dra-driver",
     "dra-driver-chart",
+    "storage",
     "workloads",
     "kuberay",
     "kuberay-operator",
@@ -117,6 +119,7 @@ RENDERERS: dict[str, Renderer] = {
     "device-plugin-chart": deviceplugin.chart_values,
     "dra-driver": dra.render,
     "dra-driver-chart": dra.chart_values,
+    "storage": storage.render,
     "workloads": workloads.render,
     "kuberay": kuberay.render,
     "kuberay-operator": addons.kuberay_operator_values,
@@ -143,6 +146,7 @@ def applicable_targets(profile: Profile) -> list[str]:
         "device-plugin-chart": has_plugin_chart(profile) and profile.device_plugin.install == "helm",
         "dra-driver": bool(dra.dra_pools(profile)),
         "dra-driver-chart": bool(dra.dra_pools(profile)),
+        "storage": storage.applies(profile),
         "workloads": has_gpu,
         "kuberay": profile.kuberay is not None,
         "kuberay-operator": profile.kuberay is not None,
@@ -197,6 +201,8 @@ def target_notes(profile: Profile, target: str) -> list[str]:
     """Comment lines for a target's file: what was left out and why."""
     if target == "device-plugin":
         return deviceplugin.notes(profile)
+    if target == "storage":
+        return storage.notes(profile)
     if target == "device-plugin-chart":
         return deviceplugin.chart_notes(profile)
     if target == "dra-driver":

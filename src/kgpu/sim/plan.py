@@ -166,11 +166,32 @@ def plan(
         cluster.nodes.extend(baseline_nodes(profile, catalog))
         baseline = baseline_cost(profile, catalog)
     prov = provisioner_for(profile, catalog, daemonsets=cluster.daemonsets + work.daemonsets)
-    result = simulate(cluster, work, provisioner=prov)
+    result = simulate(cluster, _with_storage(profile, cluster, work), provisioner=prov)
     warnings = profile_warnings(profile) + list(prov.warnings) + list(result.warnings)
     warnings += scale_to_zero_warnings(result) + workload_warnings(result) + tke_price_warnings(profile, result)
     warnings += spot_interruption_warnings(profile, result)
     return PlanResult(profile.metadata.name, result, warnings, baseline)
+
+
+def _with_storage(profile: Profile, cluster: Objects, work: Objects) -> Objects:
+    """The workloads plus the profile's StorageClasses and claims (``storage.volumes``), unless the inputs
+    hold objects of the same kind and name already (what the cluster has wins)."""
+    if not profile.storage.volumes:
+        return work
+    from kgpu.model.storage import claim, storage_class
+
+    def key(doc: dict[str, Any]) -> tuple[str, str, str]:
+        meta = doc.get("metadata") or {}
+        return (str(doc.get("kind")), str(meta.get("namespace") or "default"), str(meta.get("name")))
+
+    have = {key(d) for d, _ in cluster.storage + work.storage if isinstance(d, dict)}
+    out = Objects()
+    out.extend(work)
+    for v in profile.storage.volumes:
+        for doc in (storage_class(v), claim(v)):
+            if key(doc) not in have:
+                out.storage.append((doc, f"profile {profile.metadata.name}: storage.volumes {v.name}"))
+    return out
 
 
 def compare(workloads: Objects | None = None, templates: tuple[str, ...] = TEMPLATES) -> list[dict[str, Any]]:
