@@ -157,20 +157,23 @@ class DeviceConfig:
         return None
 
     def gfd_labels(self, gpu: str, gpus: int) -> dict[str, str]:
-        """The labels GPU Feature Discovery puts on a node of this config (the GPU part)."""
+        """The labels GPU Feature Discovery puts on a node of this config (the GPU part), as
+        ``internal/lm/mig-strategy.go`` and ``resource.go`` make them: MIG-enabled GPUs keep their whole-GPU
+        labels without sharing (``replicas: 0``); the ``single`` strategy's MIG labels replace them, the
+        ``mixed`` strategy adds ``nvidia.com/mig-<profile>.*``. Raises MigConfigError (the MIG manager fails)."""
         model = gpu_product(gpu)
         out: dict[str, str] = {}
         if self.mig_strategy != "none":
             out[LABEL_MIG_STRATEGY] = self.mig_strategy
-        try:
-            layout = self.mig_devices(gpu)
-        except ValueError:
-            layout = {}
-        if not layout:
+        if self.mig_strategy == "none" or self.mig_config in (None, MIG_DISABLED):
             out.update(self._resource_labels(GPU, gpus, model))
-        elif self.mig_strategy == "single":
-            if len(layout) > 1:
-                out.update({LABEL_PRODUCT: f"{model}-MIG-INVALID", LABEL_COUNT: "0"})
+            return out
+        layout = self.mig_devices(gpu)
+        out.update({LABEL_PRODUCT: model, LABEL_COUNT: str(gpus), LABEL_REPLICAS: "0", LABEL_SHARING: "none"})
+        if self.mig_strategy == "single":
+            if len(layout) != 1:  # empty (all-enabled) or several profiles: mig-strategy-invalid
+                out.update({LABEL_PRODUCT: f"{model}-MIG-INVALID", LABEL_COUNT: "0", LABEL_REPLICAS: "0",
+                            LABEL_SHARING: ""})
             else:
                 (profile, n), = layout.items()
                 out.update(self._resource_labels(GPU, gpus * n, model, "MIG", profile))

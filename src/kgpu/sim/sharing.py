@@ -24,6 +24,7 @@ from fractions import Fraction
 from typing import Any
 
 from kgpu.catalog.instance import InstanceType
+from kgpu.catalog.mig import mig_gpus
 from kgpu.errors import InputError
 from kgpu.model.objects import Node
 from kgpu.model.profile import Pool, PoolKind, Profile
@@ -141,6 +142,14 @@ def check_pool(index: int, pool: Pool, catalog: Any) -> None:
         return
     cfg = pool_config(pool)
     assert cfg is not None
+    if pool.kind == PoolKind.STATIC and s.mig.config != "all-disabled":
+        for j, n in enumerate(pool.nodes):
+            if n.gpus and not n.gpu_name:  # else the layout is unknown and the node silently has no GPUs
+                raise InputError(
+                    f"node {n.name}: MIG config {s.mig.config} needs the node's GPU model "
+                    f"(one of {', '.join(mig_gpus())})",
+                    where=f"pools[{index}].nodes[{j}].gpuName",
+                )
     mixed = s.mig.strategy == "mixed"
     for gpu, where in pool_gpus(pool, catalog):
         try:
@@ -241,11 +250,15 @@ def gpu_cost_split(
 
 def resource_hints(placements: Sequence[Any], profile: Profile, catalog: Any) -> list[str]:
     """Pods that cannot run because they ask a GPU resource no config advertises under that name: the old
-    name of a renamed one, a MIG profile no pool's mig-parted config makes (a typo, or the wrong GPU)."""
+    name of a renamed one, a MIG profile no pool's mig-parted config makes (a typo, or the wrong GPU), a
+    MIG profile's resource where the ``single`` strategy advertises it as ``nvidia.com/gpu``, or
+    ``nvidia.com/gpu`` where the ``mixed`` strategy advertises only ``nvidia.com/mig-<profile>``."""
     from difflib import get_close_matches
 
     made: set[str] = set()
     renamed: list[str] = []
+    single: dict[str, list[str]] = {}  # nvidia.com/mig-<profile> -> pools whose single strategy makes it
+    mixed: list[str] = []
     for pool in profile.pools:
         cfg = pool_config(pool)
         if cfg is None:
@@ -255,8 +268,14 @@ def resource_hints(placements: Sequence[Any], profile: Profile, catalog: Any) ->
         for gpu in _pool_gpu_names(pool, catalog):
             try:
                 made.update(cfg.advertised(gpu, 1))
+                layout = cfg.mig_devices(gpu)
             except ValueError:
                 continue
+            if cfg.mig_strategy == "single":
+                for p in layout:
+                    single.setdefault(mig_resource(p), []).append(pool.name)
+            elif layout and pool.name not in mixed:
+                mixed.append(pool.name)
         if cfg.rename:
             renamed.append(pool.name)
     default = default_config(profile)
@@ -275,6 +294,20 @@ def resource_hints(placements: Sequence[Any], profile: Profile, catalog: Any) ->
                 out.append(
                     f"{p.pod.key} asks {GPU}, but pool(s) {', '.join(renamed)} advertise {GPU}{SHARED_SUFFIX} "
                     "(renameByDefault): ask for that, or drop renameByDefault"
+                )
+            elif name == GPU and mixed:
+                seen.add(name)
+                out.append(
+                    f"{p.pod.key} asks {GPU}, but pool(s) {', '.join(mixed)} use the mixed MIG strategy and "
+                    f"advertise {MIG_PREFIX}<profile> only: ask for one of "
+                    + ", ".join(sorted(r for r in made if r.startswith(MIG_PREFIX)))
+                )
+            elif name in single:
+                seen.add(name)
+                pools = sorted(set(single[name]))
+                out.append(
+                    f"{p.pod.key} asks {name}, but pool(s) {', '.join(pools)} use the single MIG strategy, "
+                    f"which advertises every MIG device as {GPU}: ask for {GPU}, or use the mixed strategy"
                 )
             elif name.startswith(MIG_PREFIX):
                 seen.add(name)
