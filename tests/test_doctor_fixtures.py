@@ -163,6 +163,12 @@ def test_every_check_id_fires_on_some_fixture():
         "tke-image-cache-not-used",
         "tke-image-cache-missing",
         "tke-image-cache-unknown",
+        # DRA: tests/test_dra_doctor.py
+        "dra-claim-pending",
+        "dra-unknown-class",
+        "dra-driver-missing",
+        "dra-double-advertised",
+        "dra-karpenter",
     }
     all_ids = {c for ids in CHECK_IDS.values() for c in ids}
     assert all_ids - fired == unit_tested

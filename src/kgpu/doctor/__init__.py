@@ -16,6 +16,7 @@ from kgpu.doctor import (
     cuda,
     cuda_arch,
     deviceplugin,
+    dra,
     image_cache,
     monitoring,
     nodes,
@@ -42,13 +43,15 @@ CHECK_IDS: dict[str, tuple[str, ...]] = {
     "monitoring": tuple(monitoring.CHECKS),
     "shared GPUs": tuple(sharing.CHECKS),
     "TKE image cache": tuple(image_cache.CHECKS),
+    "DRA": tuple(dra.CHECKS),
 }
 
 
 def _functions() -> list[Check]:
     out: list[Check] = []
     for module in (
-        deviceplugin, nodes, workloads, cuda, tke_cuda, cuda_arch, visible_devices, monitoring, sharing, image_cache
+        deviceplugin, nodes, workloads, cuda, tke_cuda, cuda_arch, visible_devices, monitoring, sharing, image_cache,
+        dra,
     ):
         for fn in module.CHECKS.values():
             if fn not in out:

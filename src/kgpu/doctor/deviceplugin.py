@@ -163,8 +163,9 @@ def builtin_plugin(node: NodeInfo) -> str:
 
 
 def _plugin_nodes(state: ClusterState) -> list[NodeInfo]:
-    """GPU nodes that need a plugin: virtual (TKE super) nodes expose GPUs themselves."""
-    return [n for n in state.gpu_nodes if not n.virtual]
+    """GPU nodes that need a plugin: virtual (TKE super) nodes expose GPUs themselves, and NVIDIA's DRA driver
+    publishes the GPUs of the nodes it has ResourceSlices for (kgpu.doctor.dra checks both at once)."""
+    return [n for n in state.gpu_nodes if not n.virtual and n.name not in state.dra_nodes]
 
 
 def check_missing(state: ClusterState) -> Iterator[Finding]:

@@ -104,6 +104,8 @@ def check_no_gpus(state: ClusterState) -> Iterator[Finding]:
                     f"# on the host: nvidia-smi -q | grep -i -e xid -e retired; drain and reboot: kubectl drain {node.name} --ignore-daemonsets",
                 )
             continue
+        if node.name in state.dra_nodes and not node.capacity_gpus:
+            continue  # NVIDIA's DRA driver publishes its GPUs as ResourceSlices (kgpu.doctor.dra)
         if node.capacity_gpus:
             msg = (
                 f"GPU node has {node.capacity_gpus} nvidia.com/gpu capacity but 0 allocatable: every GPU "

@@ -23,7 +23,7 @@ import msgspec
 from kgpu.catalog import InstanceType, aws_catalog
 from kgpu.errors import InputError
 from kgpu.model import wire
-from kgpu.model.load import Objects, Parser, parse_time, spec_info
+from kgpu.model.load import DRA_KINDS, Objects, Parser, parse_time, spec_info
 from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import first_untolerated, static_reasons
 from kgpu.model.quantity import parse_quantity
@@ -192,6 +192,7 @@ class ClusterState:
     node_by_name: dict[str, NodeInfo] = field(default_factory=dict)
     pods_by_node: dict[str, list[PodInfo]] = field(default_factory=dict)
     region: str = ""
+    dra_nodes: set[str] = field(default_factory=set)  # nodes with a ResourceSlice of NVIDIA's DRA driver
 
     @property
     def gpu_nodes(self) -> list[NodeInfo]:
@@ -503,6 +504,12 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
             state.nodeoverlays.append(item)
         elif ikind == "ImageCache":
             state.imagecaches.append(item)
+        elif ikind in DRA_KINDS:  # resource.k8s.io objects: simulate allocates claims; kgpu.doctor.dra
+            parser.feed_object(item, label)
+            spec = item.get("spec")
+            if ikind == "ResourceSlice" and isinstance(spec, dict) and spec.get("driver") == "gpu.nvidia.com" \
+                    and isinstance(spec.get("nodeName"), str) and spec["nodeName"]:
+                state.dra_nodes.add(spec["nodeName"])
     models = _PodModels(parser, source)
     for item, label in pods_raw:
         state.pods.append(_pod_info(item, label, models))
