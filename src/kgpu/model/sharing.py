@@ -253,11 +253,13 @@ def node_config(profile: Profile | None, labels: Mapping[str, str]) -> DeviceCon
     default; None when the profile knows neither (the node's own allocatable is then what it is)."""
     if profile is None:
         return None
-    table = configs(profile)
+    return config_for(configs(profile), labels)
+
+
+def config_for(table: Mapping[str, DeviceConfig], labels: Mapping[str, str]) -> DeviceConfig | None:
+    """``node_config`` over a ``configs`` table already built (one per report, not one per node)."""
     key = labels.get(LABEL_PLUGIN_CONFIG)
-    if key is not None:
-        return table.get(key)
-    return table.get("default")
+    return table.get(key) if key is not None else table.get("default")
 
 
 def pool_gpu_names(pool: Pool) -> list[str]:

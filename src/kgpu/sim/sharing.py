@@ -35,10 +35,11 @@ from kgpu.model.sharing import (
     SHARED_SUFFIX,
     DeviceConfig,
     apply,
+    config_for,
+    configs,
     default_config,
     is_gpu_resource,
     mig_resource,
-    node_config,
     pool_config,
     without_gpus,
 )
@@ -210,6 +211,7 @@ def admission_warnings(placements: Sequence[Any], nodes: Mapping[str, Node], pro
     if profile is None or not shared_profile(profile):
         return []
     cache: dict[str, DeviceConfig | None] = {}
+    table = configs(profile)
     lines: list[str] = []
     for p in placements:
         if p.node is None or p.phase not in ("Scheduled", "Provisioned"):
@@ -221,7 +223,7 @@ def admission_warnings(placements: Sequence[Any], nodes: Mapping[str, Node], pro
         if node is None:
             continue
         if p.node not in cache:
-            cache[p.node] = node_config(profile, node.labels)
+            cache[p.node] = config_for(table, node.labels)
         cfg = cache[p.node]
         error = cfg.admission_error(gpu) if cfg else None
         if error is None:
@@ -236,16 +238,26 @@ def gpu_cost_split(
 ) -> tuple[dict[str, Fraction], Fraction]:
     """Each pod's share of a node's GPU cost and the idle rest: the node's price is its GPUs' (a GPU node is
     bought for them), a GPU costs ``price / gpus``, a pod pays ``units x unit share`` of a GPU per resource.
-    Exact: the pods' costs plus idle equal the price."""
+    Exact: the pods' costs plus idle equal the price. Each distinct request is priced once (a float price is a
+    fraction of large terms) and the idle rest comes from the summed shares (small fractions)."""
     price = Fraction(node_price)
     if gpus <= 0:
         return {}, price
-    per_gpu = price / gpus
+    zero = Fraction(0)
+    share_of: dict[tuple[tuple[str, int], ...], Fraction] = {}  # per distinct requests
+    cost_of: dict[tuple[tuple[str, int], ...], Fraction] = {}
+    count: dict[tuple[tuple[str, int], ...], int] = {}
     out: dict[str, Fraction] = {}
     for key, requests in pods:
-        cost = sum((per_gpu * n * shares.get(r, Fraction(0)) for r, n in requests.items()), Fraction(0))
-        out[key] = out.get(key, Fraction(0)) + cost
-    return out, price - sum(out.values(), Fraction(0))
+        kind = tuple(requests.items())
+        cost = cost_of.get(kind)
+        if cost is None:
+            share = share_of[kind] = sum((shares.get(r, zero) * n for r, n in kind), zero)
+            cost = cost_of[kind] = price * share / gpus
+        count[kind] = count.get(kind, 0) + 1
+        out[key] = out[key] + cost if key in out else cost
+    total = sum((share_of[k] * n for k, n in count.items()), zero)
+    return out, price - price * total / gpus
 
 
 def resource_hints(placements: Sequence[Any], profile: Profile, catalog: Any) -> list[str]:
@@ -347,9 +359,10 @@ def shared_nodes_report(states: Sequence[Any], new_nodes: Mapping[str, Any], pro
     if profile is None:
         return []
     out: list[dict[str, Any]] = []
+    table = configs(profile)
     for st in states:
         node = st.node
-        cfg = node_config(profile, node.labels)
+        cfg = config_for(table, node.labels)
         if cfg is None or not (cfg.shared or cfg.mig_config):
             continue
         new = new_nodes.get(node.name)
