@@ -216,3 +216,49 @@ def test_cluster_autoscaler_gets_the_dra_flag_only_with_a_dra_node_group() -> No
     assert values["extraArgs"]["enable-dynamic-resource-allocation"] is True
     plain = parse_profile(profile_dict({**group, "gpuAllocation": "device-plugin"}, autoscaler="cluster-autoscaler"))
     assert "enable-dynamic-resource-allocation" not in eksctl.render_autoscaler_values(plain)[0]["extraArgs"]
+
+
+def test_cli_renders_and_validates_a_dra_profile_and_refuses_a_bad_one(tmp_path: Any) -> None:
+    """`kgpu render --validate --output-dir` writes the DRA files (exit 0); a DRA pool with the device plugin
+    forced on is one line naming the pool (exit 2), and nothing is written."""
+    import yaml
+    from click.testing import CliRunner
+
+    from kgpu.cli.main import cli
+
+    data = profile_dict(dra_pool(), plugin_pool())
+    good = tmp_path / "kgpu.yaml"
+    good.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["render", "-f", str(good), "--validate", "--output-dir", str(out)])
+    assert res.exit_code == 0, res.output
+    assert (out / "dra-driver.yaml").exists() and (out / "dra-driver-chart-values.yaml").exists()
+    values = yaml.safe_load((out / "dra-driver-chart-values.yaml").read_text())
+    assert values["resources"]["gpus"]["enabled"] is True
+    data["pools"][0]["devicePlugin"] = "daemonset"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    res = CliRunner().invoke(cli, ["render", "-f", str(bad), "--output-dir", str(tmp_path / "none")])
+    assert res.exit_code == 2
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "pools[0]" in lines[0] and "devicePlugin: daemonset" in lines[0]
+    assert not (tmp_path / "none").exists()
+
+
+def test_ray_workers_on_a_dra_pool_claim_their_gpus_and_the_cluster_validates() -> None:
+    from kgpu.render import kuberay
+
+    prof = parse_profile(profile_dict({"name": "cpu", "kind": "karpenter", "instanceTypes": ["m5.xlarge"]},
+                                      dra_pool(), plugin_pool(), kuberay={"gpusPerWorker": 2}))
+    docs = kuberay.render(prof)
+    tpl, ray = docs
+    assert tpl["kind"] == "ResourceClaimTemplate" and tpl["metadata"]["name"] == "gpu-claim-gpu-dra-x2"
+    assert tpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+    groups = {g["groupName"]: g for g in ray["spec"]["workerGroupSpecs"]}
+    dra_spec = groups["gpu-gpu-dra"]["template"]["spec"]
+    assert dra_spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "gpu-claim-gpu-dra-x2"}]
+    assert "nvidia.com/gpu" not in dra_spec["containers"][0]["resources"]["limits"]
+    assert groups["gpu-gpu-dra"]["rayStartParams"]["num-gpus"] == "2"  # Ray still counts the GPUs it gets
+    assert groups["gpu-gpu-plugin"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 2
+    for doc in docs:
+        assert validate_document(doc, kubernetes_version="1.34") == ([], None)

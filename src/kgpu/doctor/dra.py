@@ -139,6 +139,9 @@ def _pending_fix(state: ClusterState, objs: Any, pod: PodInfo, reason: str) -> s
         cls = reason.split("device class ", 1)[1].split(" ", 1)[0]
         if cls in (GPU_CLASS, MIG_CLASS):
             return f"the DeviceClass {cls} comes with NVIDIA's DRA driver chart: {INSTALL}"
+        close = _closest(cls, sorted(objs.classes))
+        if close:
+            return f"deviceClassName: {close} (the request names {cls}, which no DeviceClass is)"
         return f"deviceClassName {cls} names no DeviceClass; the cluster has {', '.join(sorted(objs.classes)) or 'none'}"
     if "cannot allocate all claims" in reason or "resourceclaim not available" in reason:
         published = _slice_nodes(objs)

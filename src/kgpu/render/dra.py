@@ -157,54 +157,65 @@ def claim_template(pool: Pool, count: int) -> dict[str, Any]:
     }
 
 
-def _pod_specs(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def _pod_specs(doc: dict[str, Any], pools: dict[str, Pool]) -> list[tuple[dict[str, Any], Pool]]:
+    """The pod specs of ``doc`` that run on a DRA pool, with the pool: a workload labelled with its pool, or a
+    RayCluster's worker groups (their templates carry the pool annotation)."""
     kind = doc.get("kind")
+    if kind == "RayCluster":
+        out = []
+        for group in doc["spec"].get("workerGroupSpecs", []):
+            pool = pools.get(((group["template"].get("metadata") or {}).get("annotations") or {}).get(POOL_ANNOTATION, ""))
+            if pool is not None:
+                out.append((group["template"]["spec"], pool))
+        return out
+    labels = (doc.get("metadata") or {}).get("labels") or {}
+    pool = pools.get(str(labels.get(POOL_ANNOTATION, "")))
+    if pool is None:
+        return []
     if kind == "Pod":
-        return [doc["spec"]]
-    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"):
-        return [doc["spec"]["template"]["spec"]]
-    if kind == "Job":
-        return [doc["spec"]["template"]["spec"]]
+        return [(doc["spec"], pool)]
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
+        return [(doc["spec"]["template"]["spec"], pool)]
     return []
 
 
-def _pool_of(doc: dict[str, Any]) -> str:
-    labels = (doc.get("metadata") or {}).get("labels") or {}
-    return str(labels.get(POOL_ANNOTATION, ""))
+def _claim(spec: dict[str, Any]) -> int:
+    """Move the containers' nvidia.com/gpu into a claim; the GPUs they asked for."""
+    count = 0
+    for c in spec.get("containers", []):
+        res = c.get("resources") or {}
+        n = int((res.get("limits") or {}).get(GPU_RESOURCE, 0) or (res.get("requests") or {}).get(GPU_RESOURCE, 0))
+        for part in ("requests", "limits"):
+            if part in res:
+                res[part].pop(GPU_RESOURCE, None)
+                if not res[part]:
+                    del res[part]
+        if n:
+            res["claims"] = [{"name": CLAIM_NAME}]
+            c["resources"] = res
+            count += n
+        elif not res and "resources" in c:
+            del c["resources"]
+    return count
 
 
 def claim_workloads(profile: Profile, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The example workloads of DRA pools ask for their GPUs through a ResourceClaimTemplate instead of
-    ``nvidia.com/gpu`` limits (the device plugin is not on those nodes to advertise them): each container's
-    GPU count becomes a claim (``resources.claims``) on a template of that many gpu.nvidia.com devices, and
-    the templates come first."""
+    """The workloads of DRA pools (the example workloads, RayCluster worker groups) ask for their GPUs
+    through a ResourceClaimTemplate instead of ``nvidia.com/gpu`` limits (the device plugin is not on those
+    nodes to advertise them): each pod's GPU count becomes a claim (the containers' ``resources.claims``) on a
+    template of that many gpu.nvidia.com devices, and the templates come first."""
     pools = {p.name: p for p in dra_pools(profile)}
     if not pools:
         return docs
     templates: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
     for doc in docs:
-        pool = pools.get(_pool_of(doc))
-        if pool is None:
+        if not _pod_specs(doc, pools):
             out.append(doc)
             continue
         doc = copy.deepcopy(doc)
-        for spec in _pod_specs(doc):
-            count = 0
-            for c in spec.get("containers", []):
-                res = c.get("resources") or {}
-                n = int((res.get("limits") or {}).get(GPU_RESOURCE, 0) or (res.get("requests") or {}).get(GPU_RESOURCE, 0))
-                for part in ("requests", "limits"):
-                    if part in res:
-                        res[part].pop(GPU_RESOURCE, None)
-                        if not res[part]:
-                            del res[part]
-                if n:
-                    res["claims"] = [{"name": CLAIM_NAME}]
-                    c["resources"] = res
-                    count += n
-                elif not res and "resources" in c:
-                    del c["resources"]
+        for spec, pool in _pod_specs(doc, pools):
+            count = _claim(spec)
             if count:
                 name = template_name(pool, count)
                 templates.setdefault(name, claim_template(pool, count))

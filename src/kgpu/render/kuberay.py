@@ -102,11 +102,13 @@ def render(profile: Profile) -> list[dict[str, Any]]:
         "template": {"metadata": head_meta, "spec": head_spec},
     }
     spec["workerGroupSpecs"] = workers
-    return [
+    from kgpu.render.dra import claim_workloads  # DRA pools' workers claim their GPUs
+
+    return claim_workloads(profile, [
         {
             "apiVersion": API,
             "kind": "RayCluster",
             "metadata": {"name": f"{profile.metadata.name}-ray", "labels": dict(MANAGED_BY)},
             "spec": spec,
         }
-    ]
+    ])
