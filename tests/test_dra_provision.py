@@ -155,3 +155,20 @@ def test_provisioned_slices_look_like_the_drivers() -> None:
     assert s.pool == node.name and s.slice_count == 1
     assert [d.name for d in s.devices] == ["gpu-0"]
     assert s.devices[0].attributes["gpu.nvidia.com/productName"] == "NVIDIA A10G"
+
+
+def test_a_mig_partitioned_dra_pool_publishes_mig_devices_a_claim_selects() -> None:
+    """The pool's nvidia.com/mig.config label (applied by the GPU Operator's MIG manager) makes the driver publish
+    MIG devices instead of full GPUs; a claim on mig.nvidia.com selecting a profile gets one of them."""
+    prof = profile("karpenter", instanceTypes=["p4d.24xlarge"], labels={"nvidia.com/mig.config": "all-1g.5gb"})
+    mig_template = TEMPLATE.replace("one-gpu", "one-mig").replace(
+        "exactly: {deviceClassName: gpu.nvidia.com}",
+        """exactly: {deviceClassName: mig.nvidia.com, selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'"}}]}""")
+    prov = provisioner_for(prof)
+    text = mig_template + claim_pod("infer", template="one-mig") + plain_pod("w")
+    result = simulate(Objects(), parse_text(text.encode(), "w.yaml"), provisioner=prov)
+    (node,) = result.new_nodes
+    (s,) = [s for s in prov.dra.objects.slices if s.node_name == node.name]
+    assert len(s.devices) == 56 and all(d.attributes["gpu.nvidia.com/type"] == "mig" for d in s.devices)
+    infer = by_name(result)["infer"]
+    assert infer.phase == PROVISIONED and infer.devices[0]["device"].startswith("gpu-0-mig-")

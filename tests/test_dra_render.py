@@ -196,7 +196,7 @@ def test_rendered_workloads_are_allocated_on_a_node_publishing_the_drivers_slice
         (dra_pool(devicePlugin="daemonset"), "1.34", "pools[0]", "both advertise the same GPUs"),
         (dra_pool(amiFamily="BottlerocketNvidia"), "1.34", "pools[0]", "built in"),
         (dra_pool(sharing={"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}), "1.34",
-         "pools[0]", "configure the device plugin"),
+         "pools[0]", "it configures the device plugin"),
         (dra_pool(), "1.33", "", "kubernetesVersion 1.34 or later"),
         (dra_pool(gpuAllocation="dynamic"), "1.34", "pools[0].gpuAllocation", "is not one of device-plugin, dra"),
     ],

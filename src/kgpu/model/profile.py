@@ -819,10 +819,11 @@ def _check_dra_pool(pool: Pool) -> None:
             "gpuAllocation: dra on amiFamily BottlerocketNvidia: its AMI runs the device plugin built in, which "
             "would advertise the GPUs the DRA driver publishes; use AL2023"
         )
-    if pool.sharing is not None and (pool.sharing.time_slicing or pool.sharing.mps):
+    if pool.sharing is not None:
         raise ValueError(
-            "gpuAllocation: dra with sharing.timeSlicing/mps: those configure the device plugin; with DRA, pods "
-            "share a GPU by sharing a ResourceClaim (or MIG devices, sharing.mig)"
+            "gpuAllocation: dra with sharing: it configures the device plugin; with DRA, pods share a GPU by sharing "
+            f"a ResourceClaim, and MIG devices (DeviceClass mig.nvidia.com) come from the label {LABEL_MIG_CONFIG} the "
+            "GPU Operator's MIG manager applies (set it in labels)"
         )
 
 

@@ -3,7 +3,7 @@ pod that claims devices.
 
 A node of a DRA pool runs NVIDIA's DRA driver and no device plugin: it advertises no ``nvidia.com/gpu``
 and publishes the ResourceSlice ``kgpu.catalog.dra.node_slices`` generates for its instance type's GPUs
-(in MIG mode the pool's ``sharing.mig`` layout). Nodes the provisioners launch publish theirs when they join
+(in MIG mode the layout of the pool's ``nvidia.com/mig.config`` label). Nodes the provisioners launch publish theirs when they join
 (``kgpu.sim.pools.Context.launch``); the profile's baseline nodes (plan) and the chart's DeviceClasses come
 with the simulation's DRA state from the start (``dra_documents``), unless the input has its own.
 
@@ -31,7 +31,7 @@ from kgpu.catalog import Catalog, InstanceType
 from kgpu.catalog.dra import device_classes, node_slices
 from kgpu.errors import InputError
 from kgpu.model.objects import Node, Pod
-from kgpu.model.profile import Pool, PoolKind, Profile
+from kgpu.model.profile import LABEL_MIG_CONFIG, Pool, PoolKind, Profile
 
 GPU = "nvidia.com/gpu"
 SOURCE = "<profile>"
@@ -44,14 +44,16 @@ KARPENTER_DRA = (
 
 
 def mig_layout_of(pool: Pool, itype: InstanceType) -> dict[str, int] | None:
-    """MIG devices per GPU for a DRA pool in MIG mode (``sharing.mig``), None otherwise."""
-    if pool.sharing is None or pool.sharing.mig is None:
+    """MIG devices per GPU for a DRA pool whose nodes the MIG manager partitions (the pool's
+    ``nvidia.com/mig.config`` label, a mig-parted config name), None otherwise."""
+    config = pool.labels.get(LABEL_MIG_CONFIG)
+    if not config:
         return None
     from kgpu.catalog.mig import mig_layout
 
     try:
-        return mig_layout(pool.sharing.mig.config, itype.gpu_display_name or itype.gpu_name) or None
-    except ValueError:
+        return mig_layout(config, itype.gpu_display_name or itype.gpu_name) or None
+    except ValueError:  # no MIG on this GPU, or a config it cannot take: mig-parted fails, full GPUs stay
         return None
 
 
