@@ -30,7 +30,9 @@ from karpenter_types import instance_types, well_known_labels
 from kgpu.catalog import aws_catalog
 from kgpu.model.load import parse_documents
 from kgpu.model.profile import parse_profile
-from kgpu.render.karpenter import nodepool
+from kgpu.render.karpenter import nodeoverlays, nodepool
+from kgpu.sim.karpenter import Karpenter
+from kgpu.sim.karpenter_overlay import parse_overlay
 from kgpu.sim.provision import provisioner_for
 from kgpu.sim.simulate import UNSCHEDULABLE, simulate
 
@@ -51,6 +53,7 @@ class KgpuNode:
 class KgpuResult:
     nodes: list[KgpuNode]
     errors: dict[str, str]
+    overlay_errors: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,6 +79,8 @@ def _run_kgpu(scn: Scenario) -> KgpuResult:
     catalog = aws_catalog(REGION)
     objs = parse_documents([*scn.daemonsets, *scn.pods], f"case {scn.seed}")
     prov = provisioner_for(profile, catalog, daemonsets=objs.daemonsets)
+    karpenter = next(part for part in prov.parts if isinstance(part, Karpenter))
+    karpenter.overlays = [parse_overlay(o, f"case {scn.seed}") for o in scn.overlays]
     workloads = parse_documents(scn.pods, f"case {scn.seed}")
     result = simulate(parse_documents([], "cluster"), workloads, provisioner=prov)
     nodes = [
@@ -94,7 +99,7 @@ def _run_kgpu(scn: Scenario) -> KgpuResult:
         for p in result.placements
         if p.phase == UNSCHEDULABLE
     }
-    return KgpuResult(nodes, errors)
+    return KgpuResult(nodes, errors, dict(karpenter.overlay_errors))
 
 
 def oracle_input(scn: Scenario) -> dict[str, Any]:
@@ -102,6 +107,8 @@ def oracle_input(scn: Scenario) -> dict[str, Any]:
     catalog = aws_catalog(REGION)
     return {
         "nodePools": [nodepool(profile, p) for p in profile.pools],
+        # what `kgpu render` writes for shared pools, and the input's
+        "nodeOverlays": [o for p in profile.pools for o in nodeoverlays(profile, p)] + scn.overlays,
         "instanceTypes": instance_types(catalog, REGION, scn.zones),
         "wellKnownLabels": well_known_labels(catalog, REGION),
         "daemonSets": scn.daemonsets,
@@ -181,6 +188,10 @@ def checks(kg: KgpuResult, orc: dict[str, Any]) -> dict[str, list[tuple[bool, st
             )
         )
     out["type"] = types
+    if orc.get("overlayErrors") is not None:  # the scenario has NodeOverlays
+        theirs = sorted(orc.get("overlayErrors") or {})
+        ours = sorted(kg.overlay_errors)
+        out["overlays"] = [(theirs == ours, f"overlays left out: kgpu {ours}, karpenter {theirs}")]
     return out
 
 
@@ -340,7 +351,7 @@ def _map_pods(scn: Scenario, fn: Callable[[dict[str, Any]], dict[str, Any] | Non
         changed = changed or new != pod
         if new is not None:
             pods.append(new)
-    return Scenario(scn.seed, scn.profile, scn.daemonsets, pods) if changed else None
+    return Scenario(scn.seed, scn.profile, scn.daemonsets, pods, scn.overlays) if changed else None
 
 
 def _strip_spread(scn: Scenario) -> Scenario | None:

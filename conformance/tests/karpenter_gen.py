@@ -46,6 +46,7 @@ class Scenario:
     profile: dict[str, Any]
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
+    overlays: list[dict[str, Any]] = field(default_factory=list)  # the input's NodeOverlays
 
     @property
     def zones(self) -> list[str]:
@@ -413,6 +414,81 @@ def _daemonset(r: random.Random, i: int) -> tuple[dict[str, Any], int | None]:
     return ds, port
 
 
+FUSE = "smarter-devices/fuse"
+
+
+def _sharing(o: random.Random, pools: list[dict[str, Any]]) -> None:
+    """From the overlay stream ``o``: some GPU pools share their GPUs (time-slicing, 2 or 4 replicas), with
+    the NodeOverlay kgpu renders (``nodeOverlay``) or without it."""
+    for pool in pools:
+        gpu_taint = any(t["key"] == "nvidia.com/gpu" for t in pool.get("taints", ()))
+        if (gpu_taint or o.random() < 0.3) and o.random() < 0.45:
+            pool["sharing"] = {
+                "timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": o.choice((2, 4))}]},
+                "nodeOverlay": o.random() < 0.6,
+            }
+
+
+def _overlay_requirement(o: random.Random, pools: list[dict[str, Any]], zones: list[str]) -> dict[str, Any]:
+    kind = o.randrange(8)
+    if kind == 0:
+        return {"key": AWS + "instance-family", "operator": "In", "values": _pick(o, FAMILIES, 1, 4)}
+    if kind == 1:
+        return {"key": AWS + "instance-gpu-name", "operator": o.choice(("Exists", "DoesNotExist"))}
+    if kind == 2:
+        return {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [o.choice(("spot", "on-demand"))]}
+    if kind == 3:
+        return {"key": "topology.kubernetes.io/zone", "operator": "In", "values": _pick(o, zones, 1, 2)}
+    if kind == 4:
+        return {"key": "karpenter.sh/nodepool", "operator": "In", "values": [o.choice(pools)["name"]]}
+    if kind == 5:
+        return {"key": AWS + "instance-category", "operator": "In", "values": _pick(o, CATEGORIES, 1, 3)}
+    if kind == 6:
+        return {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": _pick(o, TYPES, 2, 6)}
+    return {"key": AWS + "instance-gpu-count", "operator": "In", "values": ["1"]}
+
+
+def _overlays(o: random.Random, pools: list[dict[str, Any]], zones: list[str]) -> list[dict[str, Any]]:
+    """NodeOverlays (karpenter.sh/v1alpha1): one to three, each with one or two requirements and a price,
+    a price adjustment or capacity (an extended resource, or nvidia.com/gpu on 1-GPU types of a
+    time-sliced pool that has no overlay of its own), weights that may tie (equal weights on one offering
+    or resource conflict)."""
+    out = []
+    for i in range(o.randint(1, 3)):
+        spec: dict[str, Any] = {
+            "requirements": [_overlay_requirement(o, pools, zones) for _ in range(o.randint(1, 2))]
+        }
+        what = o.random()
+        if what < 0.3:
+            spec["price"] = o.choice(("0.01", "0.05", "0.2", "1.5", "40"))
+        elif what < 0.6:
+            spec["priceAdjustment"] = o.choice(("+50%", "-30%", "-90%", "+0.5", "-0.05", "-100"))
+        else:
+            shared = [p for p in pools if p.get("sharing") and not p["sharing"]["nodeOverlay"]]
+            if shared and o.random() < 0.6:
+                pool = o.choice(shared)
+                replicas = pool["sharing"]["timeSlicing"]["resources"][0]["replicas"]
+                spec["requirements"] = [
+                    {"key": "karpenter.sh/nodepool", "operator": "In", "values": [pool["name"]]},
+                    {"key": AWS + "instance-gpu-count", "operator": "In", "values": ["1"]},
+                ]
+                spec["capacity"] = {"nvidia.com/gpu": str(replicas)}
+            else:
+                spec["capacity"] = {FUSE: str(o.choice((1, 2, 4)))}
+        weight = o.choice((None, 1, 10, 10, 50))
+        if weight is not None:
+            spec["weight"] = weight
+        out.append(
+            {
+                "apiVersion": "karpenter.sh/v1alpha1",
+                "kind": "NodeOverlay",
+                "metadata": {"name": f"overlay-{i}"},
+                "spec": spec,
+            }
+        )
+    return out
+
+
 def scenario(seed: int) -> Scenario:
     r = random.Random(seed)
     zones = _pick(r, ZONES, 2, 4)
@@ -437,13 +513,26 @@ def scenario(seed: int) -> Scenario:
     pods: list[dict[str, Any]] = []
     spread = random.Random(f"spread-{seed}")
     prefs = random.Random(f"preferences-{seed}")
+    # NodeOverlays and shared GPUs in a third of the scenarios, from their own stream: the rest of the
+    # scenario stays what it was
+    o = random.Random(f"overlays-{seed}")
+    overlays: list[dict[str, Any]] = []
+    fuse = False
+    if o.random() < 0.35:
+        _sharing(o, pools)
+        overlays = _overlays(o, pools, zones)
+        fuse = any(FUSE in ov["spec"].get("capacity", {}) for ov in overlays)
     for c in range(r.randint(1, 6)):
         template, replicas = _pod_class(r, c, pools, zones, ports, spread)
         _preferences(prefs, template["spec"], pools, zones)
+        if fuse and o.random() < 0.4:
+            resources = template["spec"]["containers"][0]["resources"]
+            resources["requests"][FUSE] = "1"
+            resources.setdefault("limits", {})[FUSE] = "1"  # an extended resource's limit is its request
         for k in range(replicas):
             pod = {
                 **template,
                 "metadata": {**template["metadata"], "name": f"{template['metadata']['name']}-{k}"},
             }
             pods.append(pod)
-    return Scenario(seed, profile, daemonsets, pods)
+    return Scenario(seed, profile, daemonsets, pods, overlays)

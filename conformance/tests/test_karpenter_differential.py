@@ -11,10 +11,11 @@ scenarios agree on the claims.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from pathlib import Path
 
 import pytest
-from karpenter_diff import KNOWN, compare, run_kgpu, run_oracle
+from karpenter_diff import KNOWN, KgpuResult, compare, run_kgpu, run_oracle
 from karpenter_gen import scenario
 
 from conftest import binary, cases, seed
@@ -42,19 +43,30 @@ def test_differential(oracle: Path) -> None:
     totals: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     unexplained: list[str] = []
     examples: dict[tuple[str, str], str] = {}
+    # the scenarios with NodeOverlays, apart: their agreement, how many leave an overlay out (conflict or
+    # runtime validation) and how many the input's overlays change kgpu's launch in (else they test nothing)
+    overlaid: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    effect: collections.Counter[str] = collections.Counter()
     for n in range(SEED, SEED + CASES):
         scn = scenario(n)
-        outcome = compare(scn, run_kgpu(scn), run_oracle(oracle, scn), oracle)
+        kg, orc = run_kgpu(scn), run_oracle(oracle, scn)
+        outcome = compare(scn, kg, orc, oracle)
         for comparison, classes in outcome.checks.items():
             for klass in classes:
                 totals[comparison][klass or "agree"] += 1
+                if scn.overlays:
+                    overlaid[comparison][klass or "agree"] += 1
+        if scn.overlays:
+            effect["scenarios"] += 1
+            effect["left out"] += bool(orc.get("overlayErrors"))
+            effect["changed"] += _launch(run_kgpu(dataclasses.replace(scn, overlays=[]))) != _launch(kg)
         for line in outcome.detail:
             klass = line[1:].split("]", 1)[0]
             examples.setdefault(tuple(klass.split("/", 1)), line)  # type: ignore[arg-type]
             if klass.endswith("/unexplained"):
                 unexplained.append(line)
     print(f"\nKarpenter differential: {CASES} scenarios, seeds {SEED}..{SEED + CASES - 1}")
-    for comparison in ("claims", "errors", "type"):
+    for comparison in ("claims", "errors", "type", "overlays"):
         counts = totals[comparison]
         total = sum(counts.values())
         rate = 100.0 * counts["agree"] / total if total else 100.0
@@ -63,6 +75,14 @@ def test_differential(oracle: Path) -> None:
             f"  {comparison:7} {counts['agree']}/{total} agree ({rate:.1f}%)"
             + (f"; {classes}" if classes else "")
         )
+    print(
+        f"  with NodeOverlays: {effect['scenarios']} scenarios; the input's overlays change kgpu's launch in "
+        f"{effect['changed']}, Karpenter leaves one out in {effect['left out']}; "
+        + ", ".join(
+            f"{c} {overlaid[c]['agree']}/{sum(overlaid[c].values())}" for c in ("claims", "errors", "type")
+        )
+        + " agree"
+    )
     for key in sorted(examples):
         print(f"  e.g. {examples[key][:400]}")
     assert totals["claims"]["agree"] > 0 and totals["errors"]["agree"] > 0
@@ -72,3 +92,10 @@ def test_differential(oracle: Path) -> None:
     claims = totals["claims"]
     assert claims["agree"] >= CLAIMS_FLOOR * sum(claims.values()), f"claims agree in {claims['agree']} only"
     assert not unexplained, f"{len(unexplained)} unexplained disagreements:\n" + "\n".join(unexplained[:20])
+    # the NodeOverlay cases test something: overlays change the launch somewhere
+    assert not effect["scenarios"] or effect["changed"] > 0
+
+
+def _launch(kg: KgpuResult) -> tuple[list[tuple[str, str, float, list[str]]], list[str]]:
+    nodes = sorted((n.instance_type, n.capacity_type, round(n.price, 6), sorted(n.pods)) for n in kg.nodes)
+    return nodes, sorted(kg.errors)

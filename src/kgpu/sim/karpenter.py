@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import bisect
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,6 +46,7 @@ from kgpu.model.nodepool import LABEL_ZONE, LABEL_ZONE_ID
 from kgpu.model.objects import CPU, MEMORY, HostPort, Node, NodeSelector, Pod, PodSpecInfo, Term
 from kgpu.model.predicates import first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, PoolKind, Profile
+from kgpu.sim.karpenter_overlay import NodeOverlay, OverlayStore, profile_overlays
 from kgpu.sim.karpenter_topology import SCHEDULE_ANYWAY, ClaimTopology, required_form
 from kgpu.sim.karpenter_topology import any_spread as spread
 from kgpu.sim.pools import (
@@ -61,7 +62,7 @@ from kgpu.sim.pools import (
 )
 from kgpu.sim.requirements import MinValues, label_variants, matches, pool_requirements, well_known
 from kgpu.sim.scheduler import NodeState, Scheduler, StaticFilter
-from kgpu.sim.sharing import karpenter_view, new_node
+from kgpu.sim.sharing import new_node
 from kgpu.sim.simulate import daemon_pods
 
 LABEL_CAPACITY = "karpenter.sh/capacity-type"
@@ -106,7 +107,13 @@ class PoolModel:
     """A NodePool's offerings for one provisioning pass, ranked once."""
 
     def __init__(
-        self, profile: Profile, pool: Pool, catalog: Catalog, ctx: Context, dims: tuple[str, ...]
+        self,
+        profile: Profile,
+        pool: Pool,
+        catalog: Catalog,
+        ctx: Context,
+        dims: tuple[str, ...],
+        overlays: OverlayStore | None = None,
     ) -> None:
         self.pool = pool
         self.dims = dims
@@ -118,6 +125,7 @@ class PoolModel:
         variants = label_variants(self.reqs, pool.labels)
         minv_keys = [r.key for r in self.reqs if r.min_values is not None]
         options: list[Option] = []
+        overlaid_capacity: dict[str, Mapping[str, int]] = {}
         self.overhead: dict[str, int] = {}
         self.ctx = ctx
         # type-level requirements are checked once per type, the offering-level ones per offering
@@ -130,8 +138,21 @@ class PoolModel:
             probe = t.labels(region, offerings[0].zone, offerings[0].capacity_type)
             if not all(matches(r, probe) for r in type_reqs):
                 continue
-            od = next((o.price for o in offerings if o.capacity_type == "on-demand"), None)
-            allocatable = karpenter_view(pool, t, t.allocatable())  # NodeOverlay capacity, if any
+            # what Karpenter believes with the NodeOverlays (kgpu's own for shared pools, and the input's):
+            # capacity merged over the type's, offering prices set or adjusted
+            overlaid = (
+                overlays.get(pool.name, t, {(o.zone, o.capacity_type): o.price for o in offerings})
+                if overlays is not None
+                else None
+            )
+            prices = overlaid.prices if overlaid is not None else {}
+            if overlaid is not None and overlaid.capacity:
+                overlaid_capacity[t.name] = overlaid.capacity
+            allocatable = {**t.allocatable(), **overlaid.capacity} if overlaid is not None else t.allocatable()
+            od = next(
+                (prices.get((o.zone, o.capacity_type), o.price) for o in offerings if o.capacity_type == "on-demand"),
+                None,
+            )
             for off in offerings:
                 if zones and off.zone not in zones:
                     continue
@@ -144,7 +165,8 @@ class PoolModel:
                 for extra in variants:
                     labels = {**base, **extra, **pool.labels, LABEL_NODEPOOL: pool.name}
                     node = Node("", labels, allocatable, self.taints)
-                    options.append(Option(t, off.zone, off.capacity_type, off.price, od, node, values=values))
+                    price = prices.get((off.zone, off.capacity_type), off.price)
+                    options.append(Option(t, off.zone, off.capacity_type, price, od, node, values=values))
         self.spot_allowed = any(o.capacity_type == "spot" for o in options)
         spot_first = self.spot_allowed
         options.sort(key=lambda o: (spot_first and o.capacity_type != "spot", o.price, o.type.name, o.zone))
@@ -169,8 +191,8 @@ class PoolModel:
             # no instance capacity: a claim reserves none of it (Karpenter v1.8's Solve), only the pool's
             # existing nodes count against it (_remaining)
             capacity = capacities.get(opt.type.name)
-            if capacity is None:
-                capacity = capacities[opt.type.name] = opt.type.capacity()
+            if capacity is None:  # with the overlay's capacity, as Karpenter's InstanceType.Capacity
+                capacity = capacities[opt.type.name] = {**opt.type.capacity(), **overlaid_capacity.get(opt.type.name, {})}
             limit = tuple(capacity.get(key, 0) for key in limit_keys)
             # types that hold the same pods but weigh differently on the limits are different shapes
             shape = shapes.get(cap + limit)
@@ -590,12 +612,23 @@ class Karpenter:
 
     name = "karpenter"
 
-    def __init__(self, profile: Profile, catalog: Catalog, *, consolidated: bool = False) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        catalog: Catalog,
+        *,
+        consolidated: bool = False,
+        overlays: Sequence[NodeOverlay] = (),
+    ) -> None:
         self.profile = profile
         self.catalog = catalog
         # False: what Karpenter's Solve launches (a claim keeps every type that holds its pods); True: the
         # steady state consolidation reaches, each claim capped at the shape cheapest per pod
         self.consolidated = consolidated
+        # NodeOverlays from the input (karpenter.sh/v1alpha1), evaluated with those kgpu renders for the
+        # profile's shared pools (kgpu.sim.karpenter_overlay); ``overlay_errors``: the ones Karpenter leaves out
+        self.overlays: list[NodeOverlay] = list(overlays)
+        self.overlay_errors: dict[str, str] = {}
         pools = [p for p in profile.pools if p.kind == PoolKind.KARPENTER]
         # Karpenter's OrderByWeight: weight descending, equal weights by name descending
         by_name = sorted(pools, key=lambda p: p.name, reverse=True)
@@ -613,6 +646,16 @@ class Karpenter:
         if launched and not self.consolidated:
             self.consolidation = self.steady_state(before, launched, ctx)
         return notes
+
+    def overlay_store(self) -> OverlayStore | None:
+        """Karpenter's InstanceTypeStore over the input's NodeOverlays and the profile's (None: none)."""
+        overlays = [*profile_overlays(self.profile, self.catalog), *self.overlays]
+        if not overlays:
+            return None
+        cluster = self.profile.cluster
+        store = OverlayStore(overlays, self.pools, self.catalog, cluster.region, cluster.zones or ())
+        self.overlay_errors = dict(store.errors)
+        return store
 
     def steady_state(
         self, before: Sequence[tuple[Node, Sequence[Pod]]], launched: Sequence[NewNode], ctx: Context
@@ -647,7 +690,8 @@ class Karpenter:
     ) -> dict[str, str]:
         if models is None:
             dims = resource_dims(pending)
-            models = [PoolModel(self.profile, p, self.catalog, ctx, dims) for p in self.pools]
+            store = self.overlay_store()
+            models = [PoolModel(self.profile, p, self.catalog, ctx, dims, store) for p in self.pools]
         else:
             dims = models[0].dims if models else resource_dims(pending)
         self.models = models
@@ -831,6 +875,9 @@ class Karpenter:
         pool = claim.pool.pool
         name = ctx.node_name(pool.name)
         alloc, labels = new_node(pool, opt.type, opt.type.allocatable(), opt.node.labels)  # what the plugin advertises
+        # an extended resource only a NodeOverlay gives (not the type, not the GPU sharing config) is what the
+        # node's own device plugin advertises: the overlay says so
+        alloc.update({k: v for k, v in opt.node.allocatable.items() if k not in alloc})
         node = Node(name, {**labels, "kubernetes.io/hostname": name}, alloc, opt.node.taints)
         new = NewNode(
             name,

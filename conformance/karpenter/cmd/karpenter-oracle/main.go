@@ -13,7 +13,14 @@
 //
 //	{"nodePools": [karpenter.sh/v1 NodePool], "instanceTypes": [{"name", "capacity", "kubeReserved",
 //	 "requirements": [NodeSelectorRequirement], "offerings": [{"zone", "capacityType", "price",
-//	 "available"}]}], "daemonSets": [apps/v1 DaemonSet], "pods": [v1 Pod], "wellKnownLabels": [key]}
+//	 "available"}]}], "daemonSets": [apps/v1 DaemonSet], "pods": [v1 Pod], "wellKnownLabels": [key],
+//	 "nodeOverlays": [karpenter.sh/v1alpha1 NodeOverlay]}
+//
+// With nodeOverlays (feature gate NodeOverlay on), Karpenter's own NodeOverlay controller reconciles them
+// against the NodePools and instance types into its InstanceTypeStore, and each NodePool's instance types
+// are those of the overlay cloud-provider decorator (overlay.Decorate): price, priceAdjustment and capacity
+// applied in weight order, conflicting overlays left out. The output then names the overlays that did not
+// validate ("overlayErrors": {name: reason}; null without overlays).
 //
 // Output:
 //
@@ -38,10 +45,14 @@ import (
 	"k8s.io/utils/clock"
 	fakecr "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+	"sigs.k8s.io/karpenter/pkg/apis/v1alpha1"
 	"sigs.k8s.io/karpenter/pkg/cloudprovider"
 	"sigs.k8s.io/karpenter/pkg/cloudprovider/fake"
+	"sigs.k8s.io/karpenter/pkg/cloudprovider/overlay"
+	"sigs.k8s.io/karpenter/pkg/controllers/nodeoverlay"
 	"sigs.k8s.io/karpenter/pkg/controllers/provisioning/scheduling"
 	"sigs.k8s.io/karpenter/pkg/controllers/state"
 	"sigs.k8s.io/karpenter/pkg/events"
@@ -70,11 +81,12 @@ type instanceTypeIn struct {
 }
 
 type input struct {
-	NodePools       []*v1.NodePool      `json:"nodePools"`
-	InstanceTypes   []instanceTypeIn    `json:"instanceTypes"`
-	DaemonSets      []*appsv1.DaemonSet `json:"daemonSets"`
-	Pods            []*corev1.Pod       `json:"pods"`
-	WellKnownLabels []string            `json:"wellKnownLabels"`
+	NodePools       []*v1.NodePool          `json:"nodePools"`
+	InstanceTypes   []instanceTypeIn        `json:"instanceTypes"`
+	DaemonSets      []*appsv1.DaemonSet     `json:"daemonSets"`
+	Pods            []*corev1.Pod           `json:"pods"`
+	WellKnownLabels []string                `json:"wellKnownLabels"`
+	NodeOverlays    []*v1alpha1.NodeOverlay `json:"nodeOverlays"`
 }
 
 type offeringOut struct {
@@ -99,6 +111,8 @@ type nodeClaimOut struct {
 type output struct {
 	NodeClaims []nodeClaimOut    `json:"nodeClaims"`
 	PodErrors  map[string]string `json:"podErrors"`
+	// NodeOverlays whose ValidationSucceeded condition is False, with its message
+	OverlayErrors map[string]string `json:"overlayErrors"`
 }
 
 func fail(format string, args ...any) {
@@ -179,9 +193,21 @@ func main() {
 	for i, it := range in.InstanceTypes {
 		its = append(its, instanceType(i, it))
 	}
+	cloudProvider := fake.NewCloudProvider()
+	cloudProvider.InstanceTypes = its
+	var provider cloudprovider.CloudProvider = cloudProvider
+	var overlayErrors map[string]string // null without overlays
+	if len(in.NodeOverlays) > 0 {
+		karpopts.FromContext(ctx).FeatureGates.NodeOverlay = true
+		provider, overlayErrors = overlaid(ctx, cloudProvider, nodePools, in.NodeOverlays)
+	}
 	instanceTypes := map[string][]*cloudprovider.InstanceType{}
 	for _, np := range nodePools {
-		instanceTypes[np.Name] = its
+		npIts, err := provider.GetInstanceTypes(ctx, np)
+		if err != nil {
+			fail("instance types of nodepool %s: %v", np.Name, err)
+		}
+		instanceTypes[np.Name] = npIts
 	}
 
 	// UIDs in input order: Karpenter's queue breaks CPU/memory ties by creation time, then UID.
@@ -209,8 +235,6 @@ func main() {
 		daemonSetPods = append(daemonSetPods, pod)
 	}
 
-	cloudProvider := fake.NewCloudProvider()
-	cloudProvider.InstanceTypes = its
 	kubeClient := fakecr.NewFakeClient()
 	clk := &clock.RealClock{}
 	cluster := state.NewCluster(clk, kubeClient, cloudProvider)
@@ -232,7 +256,7 @@ func main() {
 		fail("solve: %v", err)
 	}
 
-	out := output{NodeClaims: []nodeClaimOut{}, PodErrors: map[string]string{}}
+	out := output{NodeClaims: []nodeClaimOut{}, PodErrors: map[string]string{}, OverlayErrors: overlayErrors}
 	for p, e := range results.PodErrors {
 		out.PodErrors[key(p)] = e.Error()
 	}
@@ -261,4 +285,47 @@ func main() {
 	if err := enc.Encode(out); err != nil {
 		fail("writing output: %v", err)
 	}
+}
+
+// overlaid runs Karpenter's NodeOverlay controller once over the NodePools and overlays (a fake API client
+// holds them) and returns the cloud provider as the operator decorates it with the resulting store, and the
+// overlays the controller marked invalid (runtime validation or a conflict), with the reason.
+func overlaid(ctx context.Context, cp *fake.CloudProvider, nodePools []*v1.NodePool, overlays []*v1alpha1.NodeOverlay) (cloudprovider.CloudProvider, map[string]string) {
+	builder := fakecr.NewClientBuilder().WithStatusSubresource(&v1alpha1.NodeOverlay{})
+	for _, np := range nodePools {
+		builder = builder.WithObjects(np.DeepCopy())
+	}
+	for i, o := range overlays {
+		if o.Name == "" {
+			fail("nodeOverlays[%d].metadata.name: required", i)
+		}
+		builder = builder.WithObjects(o.DeepCopy())
+	}
+	kubeClient := builder.Build()
+	store := nodeoverlay.NewInstanceTypeStore()
+	cluster := state.NewCluster(&clock.RealClock{}, kubeClient, cp)
+	controller := nodeoverlay.NewController(kubeClient, cp, store, cluster)
+	for attempt := 0; ; attempt++ {
+		res, err := controller.Reconcile(ctx, reconcile.Request{})
+		if err != nil {
+			fail("reconciling nodeoverlays: %v", err)
+		}
+		if !res.Requeue {
+			break
+		}
+		if attempt > 3 {
+			fail("reconciling nodeoverlays: still requeued after %d attempts", attempt)
+		}
+	}
+	errs := map[string]string{}
+	list := &v1alpha1.NodeOverlayList{}
+	if err := kubeClient.List(ctx, list); err != nil {
+		fail("listing nodeoverlays: %v", err)
+	}
+	for _, o := range list.Items {
+		if c := o.StatusConditions().Get(v1alpha1.ConditionTypeValidationSucceeded); c != nil && c.IsFalse() {
+			errs[o.Name] = c.Reason + ": " + c.Message
+		}
+	}
+	return overlay.Decorate(cp, kubeClient, store), errs
 }

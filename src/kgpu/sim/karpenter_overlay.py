@@ -1,0 +1,242 @@
+"""Karpenter NodeOverlays (karpenter.sh/v1alpha1), as Karpenter v1.8's NodeOverlay controller and
+InstanceTypeStore apply them to each NodePool's instance types (feature gate ``NodeOverlay``).
+
+Semantics (sigs.k8s.io/karpenter v1.8.0, ``pkg/controllers/nodeoverlay``, ``cloudprovider.AdjustedPrice``):
+
+- Overlays are evaluated by weight, descending, equal weights by name descending (``OrderByWeight``).
+- An overlay selects an instance type of a NodePool when the type's requirements (its labels, the zones and
+  capacity types it is offered in), the NodePool's template labels and ``karpenter.sh/nodepool`` are
+  compatible with the overlay's requirements and at least one offering (zone x capacity type) is; every
+  NodePool sees every instance type of its node class, whatever its own requirements.
+- ``price`` (absolute) or ``priceAdjustment`` (``+0.5``, ``-10%``; never below 0) applies to the selected
+  offerings; the heaviest overlay that prices an offering wins.
+- ``capacity`` is merged over the type's capacity (``ApplyCapacityOverlay``) on the whole type; a lighter
+  overlay evaluated later sets the resources it names again (the store overwrites, v1.8.0's behaviour).
+- Two overlays of the same weight that price the same offering, or name the same capacity resource of the
+  same type, conflict: the later one (by name) is not applied anywhere (``ValidationSucceeded=False``,
+  reason ``Conflict``); an overlay whose capacity names cpu, memory, ephemeral-storage or pods fails
+  runtime validation and is not applied either.
+
+kgpu's own overlays (``profile_overlays``: what ``kgpu render`` writes for a shared pool with
+``sharing.nodeOverlay``) are evaluated together with the given ones, as Karpenter would see them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgpu.catalog import Catalog
+from kgpu.catalog.instance import InstanceType
+from kgpu.errors import InputError
+from kgpu.model.nodepool import normalize
+from kgpu.model.profile import Pool, PoolKind, Profile
+from kgpu.model.quantity import parse_quantity, value
+from kgpu.sim.requirements import PoolRequirement, matches
+
+API_VERSION = "karpenter.sh/v1alpha1"
+LABEL_NODEPOOL = "karpenter.sh/nodepool"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_CAPACITY = "karpenter.sh/capacity-type"
+# v1.WellKnownResources: an overlay may not change them (NodeOverlaySpec.validateCapacity)
+RESTRICTED_CAPACITY = frozenset(("cpu", "memory", "ephemeral-storage", "pods"))
+OPERATORS = frozenset(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOverlay:
+    name: str
+    requirements: tuple[PoolRequirement, ...]
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    price: str | None = None  # price, else priceAdjustment, as written
+    weight: int | None = None
+
+
+def parse_overlay(obj: Mapping[str, Any], where: str = "") -> NodeOverlay:
+    """A NodeOverlay object; a bad field is an InputError naming it."""
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    at = f"{where}: NodeOverlay {name}" if where else f"NodeOverlay {name}"
+    if not name:
+        raise InputError("metadata.name is required", where=f"{where}: NodeOverlay")
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        raise InputError("spec is required", where=at)
+    reqs = []
+    raw_reqs = spec.get("requirements")
+    if not isinstance(raw_reqs, list):
+        raise InputError("spec.requirements is required (a list)", where=at)
+    for i, r in enumerate(raw_reqs):
+        field_at = f"{at}: spec.requirements[{i}]"
+        if not isinstance(r, Mapping) or not r.get("key"):
+            raise InputError("key is required", where=field_at)
+        op = str(r.get("operator") or "")
+        if op not in OPERATORS:
+            raise InputError(f"operator {op!r} is not one of {', '.join(sorted(OPERATORS))}", where=field_at)
+        values = tuple(str(v) for v in r.get("values") or ())
+        reqs.append(PoolRequirement(normalize(str(r["key"])), op, values))
+    capacity: dict[str, int] = {}
+    for key, raw in (spec.get("capacity") or {}).items():
+        capacity[str(key)] = value(parse_quantity(raw, where=f"{at}: spec.capacity.{key}"))
+    price = spec.get("price")
+    adjustment = spec.get("priceAdjustment")
+    if price is not None and adjustment is not None:
+        raise InputError("price and priceAdjustment are mutually exclusive", where=f"{at}: spec")
+    for key, raw in (("price", price), ("priceAdjustment", adjustment)):
+        if raw is not None:
+            try:
+                adjusted_price(1.0, str(raw))
+            except ValueError:
+                raise InputError(f"invalid {key} {raw!r}", where=f"{at}: spec.{key}") from None
+    weight = spec.get("weight")
+    return NodeOverlay(
+        name,
+        tuple(reqs),
+        capacity,
+        str(price) if price is not None else (str(adjustment) if adjustment is not None else None),
+        int(weight) if weight is not None else None,
+    )
+
+
+def adjusted_price(price: float, change: str) -> float:
+    """Karpenter's ``AdjustedPrice``: an absolute price, or ``+x``/``-x``/``+x%``/``-x%``, floored at 0."""
+    if not change:
+        return price
+    if not change.startswith(("+", "-")):
+        return float(change)
+    out = price * (1 + float(change[:-1]) / 100) if change.endswith("%") else price + float(change)
+    return out if out >= 0 else 0.0
+
+
+def profile_overlays(profile: Profile, catalog: Catalog) -> list[NodeOverlay]:
+    """The NodeOverlays ``kgpu render`` writes for the profile's shared Karpenter pools (same names,
+    requirements and capacity: ``kgpu.render.karpenter.nodeoverlays``)."""
+    from kgpu.sim.sharing import overlay_groups
+
+    out = []
+    for pool in profile.pools:
+        if pool.kind != PoolKind.KARPENTER or pool.sharing is None or not pool.sharing.node_overlay:
+            continue
+        groups = overlay_groups(pool, catalog)
+        for i, (capacity, types) in enumerate(groups):
+            name = f"{pool.name}-gpu-sharing" + (f"-{i + 1}" if len(groups) > 1 else "")
+            reqs = (
+                PoolRequirement(LABEL_NODEPOOL, "In", (pool.name,)),
+                PoolRequirement("node.kubernetes.io/instance-type", "In", tuple(types)),
+            )
+            out.append(NodeOverlay(name, reqs, dict(capacity)))
+    return out
+
+
+@dataclass(slots=True)
+class _Update:
+    prices: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)  # offering -> (price, weight)
+    capacity: dict[str, int] = field(default_factory=dict)
+    capacity_last: frozenset[str] = frozenset()  # resources of the lightest capacity overlay so far
+    capacity_weight: int | None = None
+    has_capacity: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Overlaid:
+    """What Karpenter believes of one instance type in one NodePool: capacity changes and offering prices."""
+
+    capacity: Mapping[str, int]
+    prices: Mapping[tuple[str, str], float]  # (zone, capacity type) -> price, for the overlaid offerings
+
+
+class OverlayStore:
+    """The InstanceTypeStore the NodeOverlay controller builds: per NodePool and instance type, the updates
+    of the overlays that validated; ``errors``: the overlays left out, with the reason."""
+
+    def __init__(
+        self,
+        overlays: Sequence[NodeOverlay],
+        pools: Sequence[Pool],
+        catalog: Catalog,
+        region: str,
+        zones: Iterable[str] = (),
+    ) -> None:
+        self.errors: dict[str, str] = {}
+        self._updates: dict[tuple[str, str], _Update] = {}
+        allowed = set(zones)
+        types: list[tuple[InstanceType, dict[str, str], list[tuple[str, str]]]] = []
+        for t in catalog.types():
+            offs = [
+                (o.zone, o.capacity_type)
+                for o in catalog.offerings(t.name, region)
+                if not allowed or o.zone in allowed
+            ]
+            if offs:
+                types.append((t, t.labels(region, "", ""), offs))
+        ordered = sorted(overlays, key=lambda o: o.name, reverse=True)
+        ordered.sort(key=lambda o: -(o.weight or 0))
+        for ov in ordered:
+            bad = sorted(k for k in ov.capacity if k in RESTRICTED_CAPACITY)
+            if bad:
+                self.errors[ov.name] = f"RuntimeValidation: invalid capacity: {bad[0]} in resource, restricted"
+                continue
+            selected = [
+                (pool.name, t.name, offs)
+                for pool in pools
+                for t, labels, all_offs in types
+                if (offs := _selected(ov, pool, labels, all_offs))
+            ]
+            if any(self._conflicts(ov, key, t, offs) for key, t, offs in selected):
+                self.errors[ov.name] = "Conflict: conflict with another overlay"
+                continue
+            for pool_name, tname, offs in selected:
+                self._store(ov, pool_name, tname, offs)
+
+    def _conflicts(self, ov: NodeOverlay, pool: str, tname: str, offs: list[tuple[str, str]]) -> bool:
+        upd = self._updates.get((pool, tname))
+        if upd is None:
+            return False
+        weight = ov.weight or 0
+        if ov.price is not None and any(
+            o in upd.prices and upd.prices[o][1] == weight for o in offs
+        ):
+            return True
+        if ov.capacity and upd.has_capacity and (upd.capacity_weight or 0) == weight:
+            return any(k in upd.capacity_last for k in ov.capacity)
+        return False
+
+    def _store(self, ov: NodeOverlay, pool: str, tname: str, offs: list[tuple[str, str]]) -> None:
+        upd = self._updates.setdefault((pool, tname), _Update())
+        weight = ov.weight or 0
+        if ov.price is not None:
+            for o in offs:
+                if o in upd.prices:  # a heavier overlay priced it: only its weight bookkeeping moves
+                    upd.prices[o] = (upd.prices[o][0], weight)
+                else:
+                    upd.prices[o] = (ov.price, weight)
+        if ov.capacity:
+            upd.capacity.update(ov.capacity)
+            upd.capacity_last = frozenset(ov.capacity)
+            upd.capacity_weight = weight
+            upd.has_capacity = True
+
+    def get(self, pool: str, itype: InstanceType, base_prices: Mapping[tuple[str, str], float]) -> Overlaid | None:
+        """The overlaid capacity and prices of ``itype`` in ``pool`` (None when no overlay applies)."""
+        upd = self._updates.get((pool, itype.name))
+        if upd is None:
+            return None
+        prices = {
+            o: adjusted_price(base_prices[o], p) for o, (p, _) in upd.prices.items() if o in base_prices
+        }
+        return Overlaid(dict(upd.capacity), prices)
+
+
+def _selected(
+    ov: NodeOverlay, pool: Pool, labels: Mapping[str, str], offs: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The offerings of a type ``ov`` selects in ``pool`` (getOverlaidOfferings): none unless the type's
+    requirements with the NodePool's labels are compatible with the overlay's."""
+    node = {**labels, **pool.labels, LABEL_NODEPOOL: pool.name}
+    out = []
+    for zone, captype in offs:
+        full = {**node, LABEL_ZONE: zone, LABEL_CAPACITY: captype}
+        if all(matches(r, full) for r in ov.requirements):
+            out.append((zone, captype))
+    return out
