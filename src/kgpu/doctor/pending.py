@@ -78,6 +78,7 @@ def simulate_pending(state: ClusterState, profile: Profile | None) -> tuple[dict
         priority_classes=state.objects.priority_classes,
         preemption_policies=state.objects.preemption_policies,
         default_preemption_policy=state.objects.default_preemption_policy,
+        dra=list(state.objects.dra),  # claims allocated as kube-scheduler does (kgpu.doctor.dra explains them)
     )
     result = simulate(objects, provisioner=provisioner)
     return {id(p.pod): p for p in result.placements}, notes
