@@ -114,6 +114,8 @@ NO_NODES = "no nodes available to schedule pods"
 ARRAY_AFTER = 24
 # Quantities array mode computes with (x100 must fit an int64); larger ones stay on the heap path.
 ARRAY_LIMIT = 1 << 52
+# Up to this many nodes bound since a class's last turn are re-scored one by one, not in numpy.
+SMALL_REFRESH = 8
 
 
 @dataclass(slots=True)
@@ -1069,6 +1071,16 @@ class Scheduler:
         if cls.vec_log_pos < n_log:
             changed = arrays.log[cls.vec_log_pos : n_log]
             cls.vec_log_pos = n_log
+            if len(changed) <= SMALL_REFRESH:
+                # A class placing its pods one after another sees a node or two change between its turns:
+                # _score and fits on those, the same integer and float operations as arrays.scores.
+                states, spec = self.states, cls.spec
+                nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
+                for idx in changed.tolist():
+                    if scores[idx] >= 0:  # infeasible and unfit nodes stay out for good
+                        st = states[idx]
+                        scores[idx] = _score(nz_cpu, nz_memory, req_cpu, req_memory, st) if fits(spec, st) else -1
+                return
             changed = changed[scores[changed] >= 0]  # infeasible and unfit nodes stay out for good
             if len(changed):
                 scores[changed] = arrays.scores(cls, changed)

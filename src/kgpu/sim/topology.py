@@ -256,6 +256,7 @@ class SpreadCounter(_Counter):
         "namespace",
         "selector",
         "spec",
+        "view",
     )
 
     def __init__(
@@ -277,6 +278,7 @@ class SpreadCounter(_Counter):
         self.honor_affinity = c.node_affinity_policy == "Honor"
         self.honor_taints = c.node_taints_policy == "Honor"
         self.domains: dict[str, int] = {}
+        self.view = DomainArray(self.key, self.domains)
         # Per node index: its domain, or None when not counted. Shared by the counters whose nodes are
         # chosen alike (same keys, policies and node filters), each node worked out by the first to take it.
         self.eligible: list[str | None] = [] if eligible is None else eligible
@@ -322,6 +324,7 @@ class SpreadCounter(_Counter):
         n = sum(1 for pod in st.pods if pod.namespace == namespace and selector_matches(selector, pod.labels))
         if n:
             self.domains[value] += n
+            self.view.changed(value)
 
     def add(self, pod: Pod, st: NodeLike, n: int = 1) -> None:
         if st.index >= self.seen:
@@ -331,6 +334,7 @@ class SpreadCounter(_Counter):
             return
         if selector_matches(self.selector, pod.labels):
             self.domains[value] += n
+            self.view.changed(value)
 
 
 class AffinityCounter(_Counter):
@@ -366,13 +370,26 @@ class AffinityCounter(_Counter):
 class NodeCounter(_Counter):
     """Matching pods per node: PodTopologySpread's Score counts a hostname constraint on the node itself."""
 
-    __slots__ = ("counts", "namespace", "selector")
+    __slots__ = ("_arr", "_dirty", "counts", "namespace", "selector")
 
     def __init__(self, namespace: str, selector: LabelSelector | None) -> None:
         super().__init__()
         self.namespace = namespace
         self.selector = selector if selector is not None and selector.requirements else None
         self.counts: list[int] = []
+        self._arr: Any = None  # ``counts`` in numpy, kept current from the nodes that changed since
+        self._dirty: set[int] = set()
+
+    def array(self, np: Any) -> Any:
+        """``counts`` as a numpy int64 array (not to be written to)."""
+        arr, counts = self._arr, self.counts
+        if arr is None or len(arr) != len(counts):
+            arr = self._arr = np.array(counts, dtype=np.int64)
+        else:
+            for i in self._dirty:
+                arr[i] = counts[i]
+        self._dirty.clear()
+        return arr
 
     def open(self, states: Sequence[NodeLike], hi: int) -> None:
         self.counts.extend([0] * (hi - len(self.counts)))
@@ -394,6 +411,8 @@ class NodeCounter(_Counter):
             return
         if selector_matches(self.selector, pod.labels):
             self.counts[st.index] += n
+            if self._arr is not None:
+                self._dirty.add(st.index)
 
 
 class AntiAffinityCounter(_Counter):
@@ -540,14 +559,15 @@ class DomainIds:
 class PodFilter:
     """PreFilter state of one pod: what ``reason`` checks on each node (``codes``: on every node at once)."""
 
-    spread: list[tuple[str, dict[str, int], int, int, int]]  # key, domains, self-match, min, maxSkew
+    # key, domains, self-match, min, maxSkew, the domains by value id
+    spread: list[tuple[str, dict[str, int], int, int, int, DomainArray]]
     affinity: tuple[tuple[Term, ...], Counter[tuple[str, str]], bool] | None  # terms, counts, first-pod pass
-    anti: list[tuple[str, Counter[str]]]
+    anti: list[tuple[str, Counter[str], DomainArray]]  # key, counts by value, the same by value id
     blocked: list[tuple[str, str]]
 
     def reason(self, node: Node) -> str | None:
         labels = node.labels
-        for key, domains, self_match, min_match, max_skew in self.spread:
+        for key, domains, self_match, min_match, max_skew, _ in self.spread:
             value = labels.get(key)
             if value is None:
                 return ERR_SPREAD_LABEL
@@ -564,7 +584,7 @@ class PodFilter:
                     exist = False
             if not exist and not first:
                 return ERR_POD_AFFINITY
-        for key, anti in self.anti:
+        for key, anti, _ in self.anti:
             value = labels.get(key)
             if value is not None and anti.get(value, 0) > 0:
                 return ERR_POD_ANTI_AFFINITY
@@ -582,10 +602,10 @@ class PodFilter:
         def fail(mask: Any, c: int) -> None:
             code[(code == 0) & mask] = c
 
-        for key, domains, self_match, min_match, max_skew in self.spread:
+        for key, _, self_match, min_match, max_skew, view in self.spread:
             ids = dom.ids(key)
             fail(ids < 0, 1)
-            over = dom.counts(key, domains) + (self_match - min_match) > max_skew
+            over = view.array(dom) + (self_match - min_match) > max_skew
             over[-1] = False
             fail(over[ids], 2)
         if self.affinity is not None:
@@ -600,12 +620,15 @@ class PodFilter:
                 exist &= present[ids]
             if not first:
                 fail(~exist, 3)
-        for key, anti in self.anti:
+        for key, _, view in self.anti:
             ids = dom.ids(key)
-            fail(dom.flags(key, [v for v, c in anti.items() if c > 0])[ids], 4)
+            fail((view.array(dom) > 0)[ids], 4)
+        blocked: dict[str, list[str]] = {}
         for key, value in self.blocked:
+            blocked.setdefault(key, []).append(value)
+        for key, values in blocked.items():
             ids = dom.ids(key)
-            fail(dom.flags(key, [value])[ids], 5)
+            fail(dom.flags(key, values)[ids], 5)
         return code
 
 
@@ -638,6 +661,7 @@ class Topology:
         self._score_views: dict[tuple[Term, int], DomainArray] = {}
         self._node_counters: dict[tuple[str, LabelSelector | None], NodeCounter] = {}
         self._matched_cache: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = {}
+        self._scoring_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[Term, int]]] = {}
         self._domain_ids: DomainIds | None = None
         self._index = LabelIndex(states)
 
@@ -655,7 +679,16 @@ class Topology:
             return True
         if any(c.when_unsatisfiable == "ScheduleAnyway" for c in spec.topology_spread):
             return True
-        return bool(self.existing_score) and any(t.matches(pod) for t, _ in self.existing_score)
+        return bool(self.existing_score) and bool(self._scoring_terms(pod))
+
+    def _scoring_terms(self, pod: Pod) -> list[tuple[Term, int]]:
+        """The keys of ``existing_score`` whose term matches the pod, in their order; kept per namespace and
+        labels until a new term is registered (pods of one Deployment ask alike)."""
+        key = (pod.namespace, tuple(sorted(pod.labels.items())))
+        hit = self._scoring_cache.get(key)
+        if hit is None:
+            hit = self._scoring_cache[key] = [k for k in self.existing_score if k[0].matches(pod)]
+        return hit
 
     # --- binds -------------------------------------------------------------------------------------------
 
@@ -705,6 +738,7 @@ class Topology:
                     self._score_values[scored] = Counter()
                     self._score_views[scored] = DomainArray(term.topology_key, self._score_values[scored])
                     self._matched_cache.clear()
+                    self._scoring_cache.clear()
                 pairs[(term.topology_key, value)] += n
                 self._score_values[scored][value] += n
                 self._score_views[scored].changed(value)
@@ -760,7 +794,7 @@ class Topology:
                 domains = counter.domains
                 min_match = min(domains.values()) if len(domains) >= c.min_domains else 0
                 self_match = 1 if selector_matches(selector, pod.labels) else 0
-                spread.append((c.topology_key, domains, self_match, min_match, c.max_skew))
+                spread.append((c.topology_key, domains, self_match, min_match, c.max_skew, counter.view))
         affinity = None
         if spec.pod_affinity:
             terms = tuple(resolve_term(t, pod) for t in spec.pod_affinity)
@@ -772,7 +806,7 @@ class Topology:
                 ac.catch_up(states, self._index)
             first = not ac.counts and all(t.matches(pod) for t in terms)
             affinity = (terms, ac.counts, first)
-        anti: list[tuple[str, Counter[str]]] = []
+        anti: list[tuple[str, Counter[str], DomainArray]] = []
         for term in spec.pod_anti_affinity:
             t = resolve_term(term, pod)
             nc = self._anti.get(t)
@@ -781,7 +815,7 @@ class Topology:
                 self._add_pod_counter(nc)
             if nc.seen < len(states):
                 nc.catch_up(states, self._index)
-            anti.append((t.topology_key, nc.counts))
+            anti.append((t.topology_key, nc.counts, nc.view))
         blocked: list[tuple[str, str]] = []
         for t, pairs in self.existing_anti.items():
             if t.matches(pod):
@@ -841,13 +875,14 @@ class Topology:
                 if nc.seen < len(self.states):
                     nc.catch_up(self.states, self._index)
                 weight = math.log(n_kept + 2)
-                counts = np.asarray(nc.counts, dtype=np.int64)[idx]
+                counts = nc.array(np)[idx]
             else:
                 counter = self._spread_counter(pod.namespace, selector, c, keys, spec)
                 if counter.seen < len(self.states):
                     counter.catch_up(self.states, self._index)
-                weight = math.log(len(np.unique(ids[key][kept])) + 2)
-                counts = dom.counts(key, counter.domains)[ids[key]]
+                # the number of domains among the kept nodes (their ids are >= 0)
+                weight = math.log(int(np.count_nonzero(np.bincount(ids[key][kept], minlength=1))) + 2)
+                counts = counter.view.array(dom)[ids[key]]
             raw = np.where(kept, raw + (counts * weight + (c.max_skew - 1)), raw)
         scores = np.floor(raw + 0.5).astype(np.int64)  # Go's math.Round of a non-negative score
         if not n_kept:
@@ -867,9 +902,10 @@ class Topology:
         for nc, weight in self._preferred_counters(pod):
             if nc.counts:
                 parts.append((weight, nc.view))
-        for (t, weight), placed in self.existing_score.items():
-            if placed and t.matches(pod):
-                parts.append((weight, self._score_views[(t, weight)]))
+        existing = self.existing_score
+        for scored in self._scoring_terms(pod) if existing else ():
+            if existing[scored]:
+                parts.append((scored[1], self._score_views[scored]))
         if not parts:
             return None
         raw = np.zeros(len(idx), dtype=np.int64)
