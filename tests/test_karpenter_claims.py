@@ -205,3 +205,42 @@ def test_daemonset_init_container_or_limit_overhead_too_large_launches_nothing(t
         code, data = run(tmp_path, [ds, pod_dict("a")])
         assert code == 1, ds["metadata"]["name"]
         assert data["summary"]["new_nodes"] == 0, ds["metadata"]["name"]
+
+
+def _with_inits(pod: dict[str, Any], *inits: tuple[str, str, bool]) -> dict[str, Any]:
+    """``inits``: (name, cpu, sidecar) in order; a sidecar has ``restartPolicy: Always``."""
+    pod["spec"]["initContainers"] = [
+        {"name": name, "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}
+        | ({"restartPolicy": "Always"} if sidecar else {})
+        for name, cpu, sidecar in inits
+    ]
+    return pod
+
+
+def test_init_containers_and_sidecars_size_the_claim_with_a_capacity_type(tmp_path: Path) -> None:
+    """sigs.k8s.io/karpenter v1.8 provisioning suite_test.go "should schedule based on the max resource
+    requests of containers and initContainers with sidecar containers when sidecar container comes first
+    and init container resources are bigger": a sidecar started before a plain init container runs beside
+    it (1 + 3.5 = 4.5 cores, more than a 4-vCPU type holds), while the same init container first peaks at
+    3.5 alone (the main container and the sidecar: 1.5); with a capacity-type node selector the claim
+    launches at that capacity type's price."""
+    from kgpu.catalog import aws_catalog
+
+    cat = aws_catalog("us-west-2")
+    on_demand = {"karpenter.sh/capacity-type": "on-demand"}
+    sidecar_first = _with_inits(
+        pod_dict("a", cpu="500m", memory="1Gi", node_selector=on_demand), ("proxy", "1", True), ("setup", "3500m", False)
+    )
+    init_first = _with_inits(
+        pod_dict("a", cpu="500m", memory="1Gi", node_selector=on_demand), ("setup", "3500m", False), ("proxy", "1", True)
+    )
+    _, big = run(tmp_path, [sidecar_first])
+    _, small = run(tmp_path, [init_first])
+    [b], [s] = big["new_nodes"], small["new_nodes"]
+    assert cat.get(b["instance_type"]).vcpus >= 8
+    assert cat.get(s["instance_type"]).vcpus == 4
+    assert b["capacity_type"] == s["capacity_type"] == "on-demand"
+    spot = dict(init_first, spec={**init_first["spec"], "nodeSelector": {"karpenter.sh/capacity-type": "spot"}})
+    _, cheap = run(tmp_path, [spot])
+    [c] = cheap["new_nodes"]
+    assert c["capacity_type"] == "spot" and c["hourly_price"] < s["hourly_price"]

@@ -287,6 +287,41 @@ def test_nodes_limit_is_not_reserved_within_one_batch() -> None:
     assert len(result.new_nodes) == 2  # two 6-core pods per m5.4xlarge
 
 
+def test_nodes_limit_exceeded_refuses_the_pools_claims() -> None:
+    """limits.nodes where the pool's nodes already exceed it (2 nodes, limit 1): Karpenter v1.8's Solve does
+    not count ``nodes`` and still gives the pod to the heaviest pool, whose claim the provisioner's Create
+    then refuses (``Limits.ExceededBy``: usage above the limit); the pod waits, it never goes to the lighter
+    pool. With the nodes at the limit (usage not above it) the pool launches."""
+    from kgpu.model.load import Objects
+    from kgpu.model.objects import Node
+    from kgpu.sim.provision import provisioner_for
+    from kgpu.sim.simulate import simulate
+
+    heavy = {**GENERAL, "name": "heavy", "weight": 50, "limits": {"nodes": "1"}, "capacityTypes": ["on-demand"]}
+    light = {**GENERAL, "name": "light", "weight": 1, "capacityTypes": ["on-demand"]}
+
+    def run(existing: int) -> Any:
+        cluster = Objects()
+        for i in range(existing):
+            labels = {"karpenter.sh/nodepool": "heavy", "kubernetes.io/hostname": f"heavy-{i}"}
+            cluster.nodes.append(Node(f"heavy-{i}", labels, {"cpu": 100, "memory": 1 << 30, "pods": 110}))
+        work = Objects()
+        work.pods.append(make_pod("a", cpu=1000))
+        return simulate(cluster, work, provisioner=provisioner_for(profile(heavy, light), CAT))
+
+    refused = run(2)
+    p = placed(refused, "a")
+    assert p["phase"] == UNSCHEDULABLE
+    assert not refused.new_nodes
+    assert (
+        'karpenter: nodepool "heavy": creating node claim, resource usage exceeds limit '
+        "(limit=1, resource-name=nodes, usage=2)"
+    ) in (p["reason"] or "")
+    at_limit = run(1)
+    assert placed(at_limit, "a")["pool"] == "heavy"
+    assert [n.pool for n in at_limit.new_nodes] == ["heavy"]
+
+
 def test_limit_on_pods_resource() -> None:
     """Limits on any resource the catalog knows: ``pods`` counts each node's pod capacity (110 for these
     types), so a limit of 150 lets one node launch and not a second (the pods cannot share one)."""

@@ -417,6 +417,42 @@ def _daemonset(r: random.Random, i: int) -> tuple[dict[str, Any], int | None]:
 FUSE = "smarter-devices/fuse"
 
 
+def _init_and_capacity_type(i: random.Random, spec: dict[str, Any]) -> None:
+    """From their own stream ``i``: a fifth of the pod classes get init containers (a plain one, a sidecar
+    with ``restartPolicy: Always``, or both: kube-scheduler and Karpenter take the larger of the init
+    peak and the sidecars plus the main containers), and a fifth a ``karpenter.sh/capacity-type`` node
+    selector (spot or on-demand: the claim's offerings, and the price it launches at)."""
+    if i.random() < 0.2:
+        inits = []
+        shape = i.random()
+        if shape < 0.7:  # a plain init container, often asking more than the main one
+            inits.append(
+                {
+                    "name": "init",
+                    "image": "busybox",
+                    "resources": {"requests": {
+                        "cpu": f"{i.choice((100, 1000, 4000, 12000))}m",
+                        "memory": f"{i.choice((64, 2048, 16384))}Mi",
+                    }},
+                }
+            )
+        if shape >= 0.4:  # a sidecar: runs beside the main containers
+            inits.append(
+                {
+                    "name": "sidecar",
+                    "image": "busybox",
+                    "restartPolicy": "Always",
+                    "resources": {"requests": {
+                        "cpu": f"{i.choice((50, 500, 2000))}m",
+                        "memory": f"{i.choice((64, 1024, 8192))}Mi",
+                    }},
+                }
+            )
+        spec["initContainers"] = inits
+    if i.random() < 0.2:
+        spec.setdefault("nodeSelector", {})["karpenter.sh/capacity-type"] = i.choice(("spot", "on-demand"))
+
+
 def _sharing(o: random.Random, pools: list[dict[str, Any]]) -> None:
     """From the overlay stream ``o``: some GPU pools share their GPUs (time-slicing, 2 or 4 replicas), with
     the NodeOverlay kgpu renders (``nodeOverlay``) or without it."""
@@ -516,6 +552,7 @@ def scenario(seed: int) -> Scenario:
     # NodeOverlays and shared GPUs in a third of the scenarios, from their own stream: the rest of the
     # scenario stays what it was
     o = random.Random(f"overlays-{seed}")
+    init = random.Random(f"init-{seed}")
     overlays: list[dict[str, Any]] = []
     fuse = False
     if o.random() < 0.35:
@@ -525,6 +562,7 @@ def scenario(seed: int) -> Scenario:
     for c in range(r.randint(1, 6)):
         template, replicas = _pod_class(r, c, pools, zones, ports, spread)
         _preferences(prefs, template["spec"], pools, zones)
+        _init_and_capacity_type(init, template["spec"])
         if fuse and o.random() < 0.4:
             resources = template["spec"]["containers"][0]["resources"]
             resources["requests"][FUSE] = "1"

@@ -47,6 +47,10 @@ def test_differential(oracle: Path) -> None:
     # runtime validation) and how many the input's overlays change kgpu's launch in (else they test nothing)
     overlaid: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     effect: collections.Counter[str] = collections.Counter()
+    # and those with init containers (plain and sidecars) or a capacity-type node selector
+    featured: dict[str, dict[str, collections.Counter[str]]] = {
+        name: collections.defaultdict(collections.Counter) for name in FEATURES
+    }
     for n in range(SEED, SEED + CASES):
         scn = scenario(n)
         kg, orc = run_kgpu(scn), run_oracle(oracle, scn)
@@ -56,6 +60,9 @@ def test_differential(oracle: Path) -> None:
                 totals[comparison][klass or "agree"] += 1
                 if scn.overlays:
                     overlaid[comparison][klass or "agree"] += 1
+                for name, has in FEATURES.items():
+                    if has(scn):
+                        featured[name][comparison][klass or "agree"] += 1
         if scn.overlays:
             effect["scenarios"] += 1
             effect["left out"] += bool(orc.get("overlayErrors"))
@@ -83,6 +90,12 @@ def test_differential(oracle: Path) -> None:
         )
         + " agree"
     )
+    for name, counts in featured.items():
+        print(
+            f"  with {name}: {sum(counts['claims'].values())} scenarios; "
+            + ", ".join(f"{c} {counts[c]['agree']}/{sum(counts[c].values())}" for c in ("claims", "errors", "type"))
+            + " agree"
+        )
     for key in sorted(examples):
         print(f"  e.g. {examples[key][:400]}")
     assert totals["claims"]["agree"] > 0 and totals["errors"]["agree"] > 0
@@ -94,6 +107,14 @@ def test_differential(oracle: Path) -> None:
     assert not unexplained, f"{len(unexplained)} unexplained disagreements:\n" + "\n".join(unexplained[:20])
     # the NodeOverlay cases test something: overlays change the launch somewhere
     assert not effect["scenarios"] or effect["changed"] > 0
+
+
+FEATURES = {
+    "init containers": lambda scn: any(p["spec"].get("initContainers") for p in scn.pods),
+    "a capacity-type selector": lambda scn: any(
+        "karpenter.sh/capacity-type" in p["spec"].get("nodeSelector", {}) for p in scn.pods
+    ),
+}
 
 
 def _launch(kg: KgpuResult) -> tuple[list[tuple[str, str, float, list[str]]], list[str]]:

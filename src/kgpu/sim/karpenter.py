@@ -237,13 +237,25 @@ class PoolModel:
         )
 
     def _remaining(self, ctx: Context) -> dict[str, int]:
+        """What the pool's limits leave after its existing nodes, as Karpenter's Solve counts it. ``nodes``
+        is not among them: Solve never counts it (no instance type or node has a ``nodes`` capacity); the
+        provisioner's Create refuses the pool's claims instead (``create_error``)."""
         limits = pool_limits(self.pool)
+        self.create_error = ""
         if not limits:
             return {}
-        for st in ctx.scheduler.states:
-            if st.node.labels.get(LABEL_NODEPOOL) == self.pool.name:
-                for key in limits:
-                    limits[key] -= 1 if key == "nodes" else st.node.allocatable.get(key, 0)
+        mine = [st for st in ctx.scheduler.states if st.node.labels.get(LABEL_NODEPOOL) == self.pool.name]
+        nodes = limits.pop("nodes", None)
+        if nodes is not None and len(mine) > nodes:
+            # Provisioner.Create: Limits.ExceededBy(the pool's usage, one `nodes` per node): usage above
+            # the limit refuses every new claim of the pool, and its pods stay pending
+            self.create_error = (
+                f'nodepool "{self.pool.name}": creating node claim, resource usage exceeds limit '
+                f"(limit={nodes}, resource-name=nodes, usage={len(mine)})"
+            )
+        for st in mine:
+            for key in limits:
+                limits[key] -= st.node.allocatable.get(key, 0)
         return limits
 
     def again(self) -> PoolModel:
@@ -754,9 +766,13 @@ class Karpenter:
                     notes[pod.key] = text
         # every node first, then the pods in the order they joined their claims: kube-scheduler binds them
         # once the nodes are up, and in that order each bind keeps the spread each add kept
-        states = {id(claim): self._launch(claim, ctx) for claim in claims}
+        states = {id(claim): self._launch(claim, ctx) for claim in claims if not claim.pool.create_error}
         for claim, pods in self._added:
-            st = states[id(claim)]
+            st = states.get(id(claim))
+            if st is None:  # the provisioner's Create refused the claim: its pods wait
+                for pod in pods:
+                    notes[pod.key] = "karpenter: " + claim.pool.create_error
+                continue
             for pod in pods:
                 if ctx.scheduler.admits(pod, st):
                     ctx.scheduler.bind(pod, st)
