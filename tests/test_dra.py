@@ -115,7 +115,7 @@ def test_outdated_generation_is_ignored_and_all_on_incomplete_pool_fails() -> No
     all_tpl = template(allocationMode="All")
     del all_tpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"]
     out = run([*nodes("n1"), gpu_class(), partial, all_tpl], [claim_pod("p")])
-    assert out["p"].reason == ('running Filter plugin "DynamicResources": claim default/p-gpu, request gpu: asks for '
+    assert out["p"].reason == ('running "DynamicResources" filter plugin: claim default/p-gpu, request gpu: asks for '
                                "all devices, but resource pool gpu.nvidia.com/n1 is currently being updated")
     complete = gpu_slice("n1", 3)
     out = run([*nodes("n1"), gpu_class(), complete, all_tpl], [claim_pod("p")])
@@ -372,7 +372,7 @@ def test_cel_runtime_error_aborts_only_where_the_allocator_meets_it() -> None:
     assert out["p"].devices[0]["device"] == "gpu-0"
     two = template(count=2, selectors=["device.attributes['gpu.nvidia.com'].cliqueId == 'a'"])
     out = run([*nodes("n1"), gpu_class(), gpu_slice("n1", devices=devs), two], [claim_pod("p")])
-    assert out["p"].reason == ('running Filter plugin "DynamicResources": claim: selector #0: CEL runtime error: '
+    assert out["p"].reason == ('running "DynamicResources" filter plugin: claim default/p-gpu: selector #0: CEL runtime error: '
                                "no such key: cliqueId")
 
 

@@ -196,7 +196,7 @@ def device_value(driver: str, device: Device) -> dict[str, Any]:
 class Program:
     """One compiled selector and what it can read of a device (for the memo)."""
 
-    __slots__ = ("_program", "everything", "expression", "names")
+    __slots__ = ("_program", "domains", "everything", "expression", "names")
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
@@ -209,6 +209,11 @@ class Program:
         for tok in _TOKEN.findall(expression):
             names.add(tok[1:-1] if tok[:1] in "\"'" else tok)
         self.names = frozenset(names)
+        # the domains it names (string literals with a dot): Kubernetes gives every domain a map, empty for a
+        # domain the device has no attribute of, so ``device.attributes['other.com'].x`` fails on the key
+        # ``x`` (and ``has()`` is false), not on the domain
+        self.domains = frozenset(tok[1:-1] for tok in _TOKEN.findall(expression)
+                                 if tok[:1] in "\"'" and "." in tok and "/" not in tok)
         self.everything = bool(_ENUMERATES.search(expression))
 
     def run(self, context: Any) -> bool:
@@ -270,7 +275,7 @@ class Evaluator:
             self.evaluations += 1
             hit_value: bool | Exception
             try:
-                hit_value = p.run(self._with_device(driver, device))
+                hit_value = p.run(self._with_device(driver, device, p))
             except (CelRuntimeError, Unsupported) as exc:
                 hit_value = exc
             self._memo[key] = hit = hit_value
@@ -310,18 +315,22 @@ class Evaluator:
             if hit is None:
                 self.evaluations += 1
                 try:
-                    hit = p.run(self._with_device(driver, d))
+                    hit = p.run(self._with_device(driver, d, p))
                 except (CelRuntimeError, Unsupported) as exc:
                     hit = exc
                 memo[key] = hit
             out.append(hit)
         return out
 
-    def _with_device(self, driver: str, device: Device) -> Any:
+    def _with_device(self, driver: str, device: Device, p: Program) -> Any:
         cached = self._values.get(id(device))
         if cached is None or cached[0] is not device:
             cached = self._values[id(device)] = (device, device_value(driver, device))
-        self._context.add_variable("device", cached[1])
+        value = cached[1]
+        if p.domains and not (p.domains <= value["attributes"].keys() and p.domains <= value["capacity"].keys()):
+            value = {**value, "attributes": {**{d: {} for d in p.domains}, **value["attributes"]},
+                     "capacity": {**{d: {} for d in p.domains}, **value["capacity"]}}
+        self._context.add_variable("device", value)
         return self._context
 
 

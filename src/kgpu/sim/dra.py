@@ -13,7 +13,7 @@ kube-scheduler 1.34 (pkg/scheduler/framework/plugins/dynamicresources/dynamicres
   ``resourceclaim not available on the node``; otherwise the claims still to allocate go through the
   structured allocator, and ``cannot allocate all claims`` when it finds no solution. Both are
   UnschedulableAndUnresolvable. An allocator error (a CEL runtime error, ``All`` on a pool being updated)
-  aborts the cycle: ``running Filter plugin "DynamicResources": <error>``.
+  aborts the cycle: ``running "DynamicResources" filter plugin: <error>`` (the framework's words).
 - PostFilter: ``no new claims to deallocate`` when PreFilter found no claims, else (nothing kgpu models can
   be deallocated) ``still not schedulable``; DefaultPreemption's words follow.
 
@@ -39,6 +39,7 @@ from typing import Any
 from kgpu.errors import InputError
 from kgpu.model.dra import (
     ALL,
+    ALLOCATION_RESULTS_MAX,
     AllocatedDevice,
     Allocation,
     Claim,
@@ -49,7 +50,7 @@ from kgpu.model.dra import (
     ResourceSlice,
     Selector,
 )
-from kgpu.model.objects import Node, Pod
+from kgpu.model.objects import Node, NodeSelector, Pod, Requirement, Term
 from kgpu.model.predicates import filter_reasons, node_selector_matches, unschedulable_message
 from kgpu.sim.cel import CelSyntaxError, Evaluator, Unsupported
 
@@ -78,6 +79,9 @@ class _Candidate:
     pool: str
     device: Device
     node_local: bool
+    # the text of the CEL runtime error evaluating the device's selectors ("claim: ..." for the request's,
+    # which the allocator names with the claim): the allocator fails when it gets to the device
+    error: str = ""
 
     @property
     def id(self) -> tuple[str, str, str]:
@@ -120,7 +124,7 @@ class DRA:
         self._node_pools: dict[str, list[_Pool]] = {}
         self._in_use: set[tuple[str, str, str]] = set()
         self._pinned: dict[str, str | None] = {}  # claim key -> node name its allocation is bound to
-        self._candidates: dict[tuple[Any, ...], tuple[list[_Candidate | str], tuple[str, ...]]] = {}
+        self._candidates: dict[tuple[Any, ...], tuple[list[_Candidate], tuple[str, ...]]] = {}
         self._lanes: dict[tuple[Any, ...], _Lane] = {}
         self._scores: dict[tuple[int, int, int, int], dict[int, tuple[int, int]]] = {}  # per score key, node
         # (class, id(slice)) -> per device whether the class selects it (or the error's text), and the
@@ -203,37 +207,48 @@ class DRA:
 
     def filter(self, pod: Pod, claims: Sequence[Claim], node: Node) -> tuple[str | None, list[list[AllocatedDevice]]]:
         """None and the allocations of the claims to allocate, or the reason the node fails; raises
-        AllocationError."""
+        AllocationError.
+
+        As the plugin's Filter: the claims still to allocate go through the allocator first (its error, then
+        ``cannot allocate all claims``), and only then does an allocated claim bound elsewhere make the node
+        fail with ``resourceclaim not available on the node``."""
+        unavailable = False
         for claim in claims:
             if claim.allocation is not None:
                 pinned = self._pinned.get(claim.key, "")
                 sel = claim.allocation.node_selector
                 if pinned:
                     if pinned != node.name:
-                        return NOT_AVAILABLE, []
+                        unavailable = True
                 elif sel is not None and not node_selector_matches(sel, node.labels, node.name):
-                    return NOT_AVAILABLE, []
+                    unavailable = True
         todo = [c for c in claims if c.allocation is None]
         if not todo:
-            return None, []
+            return (NOT_AVAILABLE, []) if unavailable else (None, [])
         spec = todo[0].spec
         if len(todo) == 1 and len(spec.requests) == 1 and not spec.constraints and len(spec.requests[0].alternatives) == 1:
             alt = spec.requests[0].alternatives[0]
             if alt.mode != ALL:  # one request, no constraint: the search's first solution is the first free devices
-                return self._first_free(pod, todo[0], alt, node)
-        result = _Search(self, pod, todo, node, self._pools(node)).run()
+                reason, first = self._first_free(pod, todo[0], alt, node)
+                return (NOT_AVAILABLE, []) if unavailable and reason is None else (reason, first)
+        search = _Search(self, pod, todo, node, self._pools(node))
+        search.validate()
+        result = search.run()
         if result is None:
             return CANNOT_ALLOCATE, []
-        return None, result
+        return (NOT_AVAILABLE, []) if unavailable else (None, result)
 
     def _first_free(self, pod: Pod, claim: Claim, alt: Exact, node: Node) -> tuple[str | None, list[list[AllocatedDevice]]]:
         chosen: list[AllocatedDevice] = []
         in_use, admin, need = self._in_use, alt.admin_access, alt.count
+        if need > ALLOCATION_RESULTS_MAX:
+            raise AllocationError(f"claim {claim.key}: number of requested devices {need} exceeds the claim limit of "
+                                  f"{ALLOCATION_RESULTS_MAX}")
         for c in self.candidates(pod, node, self._pools(node), alt):
-            if isinstance(c, str):
-                raise AllocationError(c)
             if not admin and c.id in in_use:
-                continue
+                continue  # the allocator skips a device in use before it evaluates its selectors
+            if c.error:
+                raise AllocationError(_error_text(c, claim))
             chosen.append(AllocatedDevice(alt.name, c.driver, c.pool, c.device.name, admin))
             if len(chosen) == need:
                 return None, [chosen]
@@ -244,11 +259,37 @@ class DRA:
         """Reserve: the claims to allocate are allocated on ``node``."""
         todo = [c for c in claims if c.allocation is None]
         for claim, devices in zip(todo, allocations, strict=True):
-            claim.allocation = Allocation(tuple(devices), None)
-            self._pinned[claim.key] = node.name if local else None
+            pinned, selector = self._allocation_nodes(node, devices)
+            claim.allocation = Allocation(tuple(devices), selector)
+            self._pinned[claim.key] = pinned
             for d in devices:
                 if not d.admin_access:
                     self._in_use.add((d.driver, d.pool, d.device))
+
+    def _allocation_nodes(self, node: Node, devices: Sequence[AllocatedDevice]) -> tuple[str | None, NodeSelector | None]:
+        """Where an allocation may be used, as the allocator writes its node selector: the node, when a device
+        comes from a slice with ``nodeName``; else the requirements of the ``nodeSelector`` slices' (one
+        term each) in one term; else anywhere (``allNodes``)."""
+        where: dict[tuple[str, str, str], ResourceSlice] = {}
+        for pool in self._pools(node):
+            for s in pool.slices:
+                for dev in s.devices:
+                    where.setdefault((s.driver, s.pool, dev.name), s)
+        exprs: list[Requirement] = []
+        fields: list[Requirement] = []
+        for d in devices:
+            src = where.get((d.driver, d.pool, d.device))
+            if src is None:
+                continue
+            if src.node_name:
+                return node.name, None
+            if src.node_selector is not None and len(src.node_selector.terms) == 1:
+                term = src.node_selector.terms[0]
+                exprs.extend(r for r in term.match_expressions if r not in exprs)
+                fields.extend(r for r in term.match_fields if r not in fields)
+        if exprs or fields:
+            return None, NodeSelector((Term(tuple(exprs), tuple(fields)),))
+        return None, None
 
     def _pools(self, node: Node) -> list[_Pool]:
         hit = self._node_pools.get(node.name)
@@ -271,16 +312,17 @@ class DRA:
         self._node_pools[node.name] = pools
         return pools
 
-    def candidates(self, pod: Pod, node: Node, pools: list[_Pool], alt: Exact) -> list[_Candidate | str]:
+    def candidates(self, pod: Pod, node: Node, pools: list[_Pool], alt: Exact) -> list[_Candidate]:
         """The node's devices that match the class's and the request's selectors, in allocator order
         (pool, slice, device); memoised per node and selectors: slices do not change during a simulation.
 
-        A device whose selector fails to evaluate (a CEL runtime error) stays in the list as the error's
-        text, where the allocator meets it: it aborts only if the search gets that far."""
+        A device whose selector fails to evaluate (a CEL runtime error) stays in the list with the error's
+        text, where the allocator meets it: it aborts only if the search gets that far (and the device is
+        not in use: the allocator checks that first)."""
         key = (node.name, alt.device_class, alt.selectors)
         hit = self._candidates.get(key)
         if hit is None:
-            found: list[_Candidate | str] = []
+            found: list[_Candidate] = []
             warned: list[str] = []
             cls = self.classes[alt.device_class]
             for pool in pools:
@@ -296,7 +338,7 @@ class DRA:
                         if v is True:
                             found.append(_Candidate(s.driver, pool.name, d, local))
                         elif isinstance(v, str):
-                            found.append(v)
+                            found.append(_Candidate(s.driver, pool.name, d, local, v))
             hit = self._candidates[key] = (found, tuple(warned))
         for w in hit[1]:
             self._warn(pod, w)
@@ -336,14 +378,63 @@ def _verdict(r: bool | Exception, sel: Selector, label: str, warned: list[str]) 
     return r
 
 
+def _error_text(c: _Candidate, claim: Claim) -> str:
+    """The allocator's error for a device whose selector failed: a request's selector names the claim."""
+    if c.error.startswith("claim: "):
+        return f"claim {claim.key}: {c.error[len('claim: '):]}"
+    return c.error
+
+
+def _short(alt: Exact) -> str:
+    """The request's name as the allocator's errors give it: a sub-request's own name."""
+    return alt.name.rpartition("/")[2]
+
+
 class _Search:
-    """One run of the allocator for one pod's claims on one node."""
+    """One run of the allocator for one pod's claims on one node.
+
+    As the stable allocator: the requests are validated first, in claim and request order (``All``
+    counts its devices there, and fails on an incomplete pool; a claim asking for more than 32 devices
+    is an error); then a depth-first search, claim by claim, request by request, device by device, takes
+    the first solution. A device is in use when a claim holds it, or when this search took it for a
+    request without ``adminAccess`` or for any request of the same claim; one taken with ``adminAccess``
+    stays free for other claims' admin requests only."""
 
     def __init__(self, dra: DRA, pod: Pod, claims: list[Claim], node: Node, pools: list[_Pool]) -> None:
         self.dra, self.pod, self.claims, self.node, self.pools = dra, pod, claims, node, pools
-        self.taken: set[tuple[str, str, str]] = set()
+        self.taken: dict[tuple[str, str, str], set[int]] = {}  # device -> the claims (indices) taking it
         self.chosen: list[list[AllocatedDevice]] = [[] for _ in claims]
         self._constraint_values: list[dict[int, tuple[Any, int]]] = [{} for _ in claims]
+
+    def validate(self) -> None:
+        """The allocator's checks before its search; raises AllocationError."""
+        for claim in self.claims:
+            total = 0
+            for req in claim.spec.requests:
+                least = -1
+                for alt in req.alternatives:
+                    n = self._count(claim, alt)
+                    least = n if least < 0 else min(least, n)
+                total += max(least, 0)
+            if total > ALLOCATION_RESULTS_MAX:
+                raise AllocationError(f"claim {claim.key}: number of requested devices {total} exceeds the claim "
+                                      f"limit of {ALLOCATION_RESULTS_MAX}")
+
+    def _count(self, claim: Claim, alt: Exact) -> int:
+        if alt.mode != ALL:
+            return alt.count
+        entries = self._devices(alt)
+        by_pool: dict[tuple[str, str], list[_Candidate]] = {}
+        for e in entries:
+            by_pool.setdefault((e.driver, e.pool), []).append(e)
+        for pool in self.pools:
+            if pool.incomplete:
+                raise AllocationError(f"claim {claim.key}, request {_short(alt)}: asks for all devices, but resource "
+                                      f"pool {pool.driver}/{pool.name} is currently being updated")
+            for e in by_pool.get((pool.driver, pool.name), ()):
+                if e.error:
+                    raise AllocationError(_error_text(e, claim))
+        return len(entries)
 
     def run(self) -> list[list[AllocatedDevice]] | None:
         return self.chosen if self._request(0, 0) else None
@@ -357,44 +448,49 @@ class _Search:
         req = spec.requests[ri]
         return any(self._fill(ci, ri, req.name, alt) for alt in req.alternatives)
 
-    def _devices(self, ci: int, alt: Exact) -> list[_Candidate | str]:
+    def _devices(self, alt: Exact) -> list[_Candidate]:
         return self.dra.candidates(self.pod, self.node, self.pools, alt)
 
+    def _busy(self, ci: int, alt: Exact, c: _Candidate) -> bool:
+        holders = self.taken.get(c.id)
+        if alt.admin_access:
+            return holders is not None and ci in holders
+        return c.id in self.dra._in_use or bool(holders)
+
     def _fill(self, ci: int, ri: int, request: str, alt: Exact) -> bool:
-        entries = self._devices(ci, alt)
+        entries = self._devices(alt)
         if alt.mode == ALL:
-            # "all" is counted before the search, over every pool: an incomplete one cannot say how many
-            for pool in self.pools:
-                if pool.incomplete:
-                    raise AllocationError(f"claim {self.claims[ci].key}, request {alt.name}: asks for all devices, "
-                                          f"but resource pool {pool.driver}/{pool.name} is currently being updated")
-            for e in entries:
-                if isinstance(e, str):
-                    raise AllocationError(e)
-            devices = [e for e in entries if not isinstance(e, str)]
-            if not devices:
+            if not entries or len(self.chosen[ci]) + len(entries) > ALLOCATION_RESULTS_MAX:
                 return False
             undo: list[_Candidate] = []
             ok = True
-            for c in devices:
-                if not self._take(ci, request, alt, c):
+            for c in entries:  # validated: no device with an error
+                if self._busy(ci, alt, c):
                     ok = False
                     break
+                if not self._take(ci, request, alt, c):
+                    raise AllocationError(f"claim {self.claims[ci].key}, request {_short(alt)}: cannot add device "
+                                          f"{c.driver}/{c.pool}/{c.device.name} because a claim constraint would not be "
+                                          "satisfied")
                 undo.append(c)
             if ok and self._request(ci, ri + 1):
                 return True
             for c in reversed(undo):
                 self._give_back(ci, request, alt, c)
             return False
+        if len(self.chosen[ci]) + alt.count > ALLOCATION_RESULTS_MAX:
+            return False
         return self._pick(ci, ri, request, alt, entries, 0, alt.count)
 
-    def _pick(self, ci: int, ri: int, request: str, alt: Exact, devices: list[_Candidate | str], start: int, left: int) -> bool:
+    def _pick(self, ci: int, ri: int, request: str, alt: Exact, devices: list[_Candidate], start: int, left: int) -> bool:
         if left == 0:
             return self._request(ci, ri + 1)
         for i in range(start, len(devices)):
             c = devices[i]
-            if isinstance(c, str):  # the allocator evaluates this device's selectors here, and fails
-                raise AllocationError(c)
+            if self._busy(ci, alt, c):
+                continue
+            if c.error:  # the allocator evaluates this device's selectors here, and fails
+                raise AllocationError(_error_text(c, self.claims[ci]))
             if not self._take(ci, request, alt, c):
                 continue
             if self._pick(ci, ri, request, alt, devices, i + 1, left - 1):
@@ -403,16 +499,14 @@ class _Search:
         return False
 
     def _take(self, ci: int, request: str, alt: Exact, c: _Candidate) -> bool:
-        did = c.id
-        if not alt.admin_access and (did in self.dra._in_use or did in self.taken):
-            return False
+        """Takes a free device if it keeps the claim's constraints."""
         values = self._constraint_values[ci]
         spec: ClaimSpec = self.claims[ci].spec
         set_now: list[int] = []
         for k, con in enumerate(spec.constraints):
             if con.requests and request not in con.requests and alt.name not in con.requests:
                 continue
-            value = c.device.attributes.get(con.match_attribute, _MISSING)
+            value = _attribute(c, con.match_attribute)
             if value is _MISSING:
                 for j in set_now:
                     self._unset(values, j)
@@ -424,13 +518,14 @@ class _Search:
                 return False
             values[k] = (value, (have[1] if have else 0) + 1)
             set_now.append(k)
-        if not alt.admin_access:
-            self.taken.add(did)
+        self.taken.setdefault(c.id, set()).add(ci)
         self.chosen[ci].append(AllocatedDevice(alt.name, c.driver, c.pool, c.device.name, alt.admin_access))
         return True
 
     def _give_back(self, ci: int, request: str, alt: Exact, c: _Candidate) -> None:
-        self.taken.discard(c.id)
+        holders = self.taken.get(c.id)
+        if holders is not None:
+            holders.discard(ci)
         self.chosen[ci].pop()
         values = self._constraint_values[ci]
         for k, con in enumerate(self.claims[ci].spec.constraints):
@@ -445,6 +540,15 @@ class _Search:
             del values[k]
         else:
             values[k] = (value, n - 1)
+
+
+def _attribute(c: _Candidate, name: str) -> Any:
+    """The value a ``matchAttribute`` compares, typed (an int 1 is not a bool true): the fully qualified
+    attribute, or the driver's own by its short name."""
+    value = c.device.attributes.get(name, _MISSING)
+    if value is _MISSING:
+        return _MISSING
+    return (type(value).__name__, value)
 
 
 _MISSING = object()
@@ -481,7 +585,7 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
         try:
             fast = _place_lane(dra, sched, pod, verdict.claims)
         except AllocationError as exc:
-            return Outcome(reason=f'running Filter plugin "{PLUGIN}": {exc}')
+            return Outcome(reason=f'running "{PLUGIN}" filter plugin: {exc}')
         if fast is not None:
             return fast
     spec = pod.spec
@@ -504,7 +608,7 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
         try:
             reason, alloc = dra.filter(pod, verdict.claims, st.node)
         except AllocationError as exc:
-            return Outcome(reason=f'running Filter plugin "{PLUGIN}": {exc}')
+            return Outcome(reason=f'running "{PLUGIN}" filter plugin: {exc}')
         if reason is not None:
             counter[reason] += 1
             continue
