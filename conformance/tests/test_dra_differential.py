@@ -38,6 +38,10 @@ KNOWN: dict[str, str] = {
     "pool-order": "the node sees several slices (pools, or a pool's slices) of the device's driver: kube-scheduler "
                   "tries them in Go map and informer order, which changes from one cycle to the next; kgpu takes one "
                   "of those orders (driver and pool name, then input order)",
+    "filter-timeout": "the allocator ran past DynamicResources' Filter timeout (10 s, DRASchedulerFilterTimeout, beta "
+                      "and on in 1.34) on a node of the oracle: 'timed out trying to allocate devices'; kgpu has no clock",
+    "error-node": "the allocator fails on several nodes with different errors: kube-scheduler filters 16 nodes in "
+                  "parallel and reports the first error returned; kgpu's is the error of one of those nodes",
 }
 
 KINDS = ("schedulable", "node", "devices", "message")
@@ -152,6 +156,11 @@ def order_ambiguous(s: Scenario, node: str, devices: list[tuple[Any, ...]]) -> b
     return any(per_driver[d[2]] > 1 for d in devices)
 
 
+def _shape(devices: list[tuple[Any, ...]]) -> Counter[tuple[Any, ...]]:
+    """Devices per claim, request and driver: what any pool order gives alike."""
+    return Counter((d[0], d[1], d[2], d[5]) for d in devices)
+
+
 def run_case(s: Scenario, directory: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     directory.mkdir()
     cluster, pods = s.write(directory)
@@ -180,9 +189,13 @@ def test_dra_placement_agrees_with_kube_scheduler(tmp_path: Path) -> None:
                 after += 1
                 continue
             classes = [c for c in KNOWN if c in s.features]
-            if kind == "devices" and order_ambiguous(s, theirs[pod]["node"],
-                                                     _devices(ours[pod].get("devices")) + _devices(theirs[pod].get("devices"))):
+            mine, real = _devices(ours[pod].get("devices")), _devices(theirs[pod].get("devices"))
+            if kind == "devices" and order_ambiguous(s, theirs[pod]["node"], mine + real) and _shape(mine) == _shape(real):
                 classes = ["pool-order"]
+            if kind == "message" and "timed out trying to allocate devices" in (theirs[pod].get("message") or ""):
+                classes = ["filter-timeout"]
+            if kind == "message" and (ours[pod].get("reason") or "") in theirs[pod].get("errors", ()):
+                classes = ["error-node"]
             if kind == "message" and message_order_ambiguous(s, ours[pod].get("reason") or "",
                                                               theirs[pod].get("message") or ""):
                 classes = ["pool-order"]

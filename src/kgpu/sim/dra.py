@@ -661,7 +661,28 @@ class _Lane:
 def _lane_ok(sched: Any, pod: Pod, claims: list[Claim]) -> bool:
     if pod.spec.preferred or sched.needs_exact(pod):
         return False
-    return all(c.allocation is None and c.owner == ("Pod", pod.name) for c in claims)
+    for c in claims:
+        if c.allocation is not None or c.owner != ("Pod", pod.name):
+            return False
+        # the allocator's errors before its search (All, more than 32 devices) are for the full path
+        if sum(max(a.count for a in r.alternatives) for r in c.spec.requests) > ALLOCATION_RESULTS_MAX:
+            return False
+        if any(a.mode == ALL for r in c.spec.requests for a in r.alternatives):
+            return False
+    return True
+
+
+def _errors_on(dra: DRA, pod: Pod, claims: list[Claim], node: Node) -> bool:
+    """Whether a selector of the claims fails on one of the node's devices: kube-scheduler filters every
+    node, and such an error on any of them aborts the cycle, so the lane (which stops at the first node that
+    serves the pod) is not for these pods."""
+    pools = dra._pools(node)
+    for c in claims:
+        for r in c.spec.requests:
+            for a in r.alternatives:
+                if any(x.error for x in dra.candidates(pod, node, pools, a)):
+                    return True
+    return False
 
 
 def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome | None:
@@ -692,6 +713,8 @@ def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome 
     feasible = sched.feasible_nodes(spec)
     for idx in feasible[lane.seen:]:
         if any(t.effect == "PreferNoSchedule" for t in states[idx].node.taints):
+            lane.slow = True
+        if not lane.slow and _errors_on(dra, pod, claims, states[idx].node):
             lane.slow = True
         lane.members.add(idx)
         push(idx)

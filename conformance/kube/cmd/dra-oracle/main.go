@@ -22,7 +22,9 @@
 // Output: one JSON object per pending pod, one per line: {"pod":"ns/name","node":"...","devices":[...]}
 // with each allocated device as {"claim","request","driver","pool","device","adminAccess"}, or
 // {"pod":"ns/name","message":"0/3 nodes are available: ..."}; an error status of a plugin (a CEL
-// runtime error, "All" on an incomplete pool) gives {"pod":..., "message": <error>, "error": true}.
+// runtime error, "All" on an incomplete pool) gives {"pod":..., "message": <error>, "error": true,
+// "errors": [...]}: the message is the first node's error in node order, and "errors" every node's
+// distinct error (kube-scheduler filters 16 nodes in parallel and reports whichever error comes first).
 package main
 
 import (
@@ -30,6 +32,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -76,6 +79,7 @@ type result struct {
 	Node    string   `json:"node,omitempty"`
 	Message string   `json:"message,omitempty"`
 	Error   bool     `json:"error,omitempty"`
+	Errors  []string `json:"errors,omitempty"`
 	Devices []device `json:"devices,omitempty"`
 }
 
@@ -400,12 +404,12 @@ func schedule(in *inputs) ([]result, error) {
 		}
 		r := result{Pod: pod.Namespace + "/" + pod.Name}
 		state := framework.NewCycleState()
-		host, msg, failed, err := scheduleOne(ctx, f, snapshot, state, pod)
+		host, msg, failed, errs, err := scheduleOne(ctx, f, snapshot, state, pod)
 		if err != nil {
 			return nil, fmt.Errorf("pod %s: %w", r.Pod, err)
 		}
 		if host == "" {
-			r.Message, r.Error = msg, failed
+			r.Message, r.Error, r.Errors = msg, failed, errs
 			out = append(out, r)
 			continue
 		}
@@ -470,10 +474,11 @@ func allocated(ctx context.Context, client *fake.Clientset, dra *dynamicresource
 }
 
 // scheduleOne mirrors the scheduler's schedulePod / findNodesThatFitPod for one pod, over every node.
-// It returns the node, or the FailedScheduling message (failed: the message is an error status's).
-func scheduleOne(ctx context.Context, f framework.Framework, snapshot *internalcache.Snapshot, state *framework.CycleState, pod *v1.Pod) (string, string, bool, error) {
+// It returns the node, or the FailedScheduling message (failed: the message is an error status's, and
+// errs every node's distinct error).
+func scheduleOne(ctx context.Context, f framework.Framework, snapshot *internalcache.Snapshot, state *framework.CycleState, pod *v1.Pod) (string, string, bool, []string, error) {
 	if snapshot.NumNodes() == 0 {
-		return "", "no nodes available to schedule pods", false, nil
+		return "", "no nodes available to schedule pods", false, nil, nil
 	}
 	diagnosis := framework.Diagnosis{NodeToStatus: framework.NewDefaultNodeToStatus()}
 	fitError := func() string {
@@ -482,18 +487,18 @@ func scheduleOne(ctx context.Context, f framework.Framework, snapshot *internalc
 	}
 	allNodes, err := snapshot.NodeInfos().List()
 	if err != nil {
-		return "", "", false, err
+		return "", "", false, nil, err
 	}
 	preRes, s, unscheduledPlugins := f.RunPreFilterPlugins(ctx, state, pod)
 	diagnosis.UnschedulablePlugins = unscheduledPlugins
 	if !s.IsSuccess() {
 		if !s.IsRejected() {
-			return "", s.AsError().Error(), true, nil
+			return "", s.AsError().Error(), true, []string{s.AsError().Error()}, nil
 		}
 		diagnosis.NodeToStatus.SetAbsentNodesStatus(s)
 		diagnosis.PreFilterMsg = s.Message()
 		diagnosis.AddPluginStatus(s)
-		return "", fitError(), false, nil
+		return "", fitError(), false, nil, nil
 	}
 	nodes := allNodes
 	if !preRes.AllNodes() {
@@ -507,10 +512,14 @@ func scheduleOne(ctx context.Context, f framework.Framework, snapshot *internalc
 			fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", sets.List(unscheduledPlugins))))
 	}
 	var feasible []fwk.NodeInfo
+	var errs []string
 	for _, ni := range nodes {
 		st := f.RunFilterPlugins(ctx, state, pod, ni)
 		if st.Code() == fwk.Error {
-			return "", st.AsError().Error(), true, nil
+			if text := st.AsError().Error(); !slices.Contains(errs, text) {
+				errs = append(errs, text)
+			}
+			continue
 		}
 		if st.IsSuccess() {
 			feasible = append(feasible, ni)
@@ -519,18 +528,21 @@ func scheduleOne(ctx context.Context, f framework.Framework, snapshot *internalc
 			diagnosis.AddPluginStatus(st)
 		}
 	}
+	if len(errs) > 0 {
+		return "", errs[0], true, errs, nil
+	}
 	if len(feasible) == 0 {
-		return "", fitError(), false, nil
+		return "", fitError(), false, nil, nil
 	}
 	if len(feasible) == 1 {
-		return feasible[0].Node().Name, "", false, nil
+		return feasible[0].Node().Name, "", false, nil, nil
 	}
 	if st := f.RunPreScorePlugins(ctx, state, pod, feasible); !st.IsSuccess() {
-		return "", "", false, st.AsError()
+		return "", "", false, nil, st.AsError()
 	}
 	scores, st := f.RunScorePlugins(ctx, state, pod, feasible)
 	if !st.IsSuccess() {
-		return "", "", false, st.AsError()
+		return "", "", false, nil, st.AsError()
 	}
 	best := scores[0]
 	for _, sc := range scores[1:] {
@@ -538,5 +550,5 @@ func scheduleOne(ctx context.Context, f framework.Framework, snapshot *internalc
 			best = sc
 		}
 	}
-	return best.Name, "", false, nil
+	return best.Name, "", false, nil, nil
 }
