@@ -17,8 +17,9 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from kgpu.errors import InputError, os_error
 from kgpu.model.load import Objects, parse_text
@@ -140,6 +141,12 @@ def write_atomic(path: Path, text: str) -> None:
     """Write to a temporary file beside ``path`` and rename: readers never see half a file.
 
     The new file gets :func:`file_mode`; a file it replaces passes on its own mode."""
+    write_atomic_with(path, lambda fh: fh.write(text.encode("utf-8")), file_mode(text))
+
+
+def write_atomic_with(path: Path, write: Callable[[BinaryIO], object], new_mode: int) -> None:
+    """:func:`write_atomic` of what ``write`` writes to the temporary file (opened binary); a new file gets
+    ``new_mode``. The temporary file is removed whatever stops ``write`` (an error, an interrupt)."""
     label = str(path)
     if is_dir(path, label):
         raise InputError("is a directory", where=label)
@@ -156,10 +163,10 @@ def write_atomic(path: Path, text: str) -> None:
         try:
             mode = os.stat(path).st_mode & 0o7777
         except OSError:
-            mode = file_mode(text)
+            mode = new_mode
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -167,6 +174,21 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def spool_beside(target: str) -> BinaryIO:
+    """An unnamed temporary file (gone when closed or when the process ends, however) in the directory
+    ``target`` will be written in, for what is staged before it is written: on the same file system, not
+    in memory. The system's temporary directory for standard output ('-') or a directory not created yet."""
+    directory = None
+    if target != "-":
+        parent = os.path.dirname(os.path.realpath(target))
+        with contextlib.suppress(OSError):
+            directory = parent if os.path.isdir(parent) else None
+    try:
+        return tempfile.TemporaryFile(dir=directory)
+    except OSError as exc:
+        raise os_error(exc, target if directory else tempfile.gettempdir(), "cannot write") from None
 
 
 def _safe_name(name: str) -> bool:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kgpu.cli.cluster_flags import access_from, cluster_options, end_progress, progress_printer
 from kgpu.cli.output import examples, handle_input_errors
+
+if TYPE_CHECKING:
+    from kgpu.live.snapshot import Items, Spool
 
 
 @click.command(
@@ -46,10 +49,15 @@ def command(file: str | None, output: str | None, page_size: int, kubeconfig: st
     Exit status: 0 written, 2 bad input or an API error (nothing written); 130 on Ctrl-C, 143 on SIGTERM,
     129 on SIGHUP.
     """
+    from kgpu.cli.files import spool_beside
+    from kgpu.live.snapshot import Spool
+
     target = _target(file, output)
-    doc = fetch(access_from(kubeconfig, context, namespace, all_namespaces, request_timeout), page_size)
-    write(doc, target)
-    meta = doc["metadata"]
+    with spool_beside(target) as spooled:
+        spool = Spool(spooled)
+        head = take(access_from(kubeconfig, context, namespace, all_namespaces, request_timeout), page_size, spool)
+        write(spool, head, target)
+    meta = head["metadata"]
     counts = ", ".join(f"{n:,} {k}" for k, n in meta["counts"].items())
     where = "stdout" if target == "-" else target
     click.echo(f"snapshot of {meta['server']} ({meta['context'] or 'in-cluster'}): {counts} -> {where}", err=True)
@@ -70,32 +78,41 @@ def _target(file: str | None, output: str | None) -> str:
 
 
 def fetch(access: Any, page_size: int = 500) -> dict[str, Any]:
-    """Resolve the cluster and take the snapshot (shared with `kgpu doctor` without --snapshot)."""
+    """The snapshot in memory (`kgpu doctor` without --snapshot)."""
+    from kgpu.live.snapshot import ItemList
+
+    items = ItemList()
+    doc = take(access, page_size, items)
+    doc["items"] = items.items
+    return doc
+
+
+def take(access: Any, page_size: int, items: Items) -> dict[str, Any]:
+    """Resolve the cluster and list what the snapshot holds into ``items``; the document without them."""
     from kgpu.live.client import ApiClient
     from kgpu.live.kubeconfig import resolve
-    from kgpu.live.snapshot import take
+    from kgpu.live.snapshot import collect
 
     target = resolve(access)
     ns = None if access.all_namespaces or not access.namespace else target.namespace
     with ApiClient(target, timeout=access.request_timeout) as client:
         try:
-            doc = take(client, ns, page_size=page_size, progress=progress_printer("listing"))
+            head = collect(client, items, ns, page_size=page_size, progress=progress_printer("listing"))
         finally:
             end_progress()
-    for line in doc["metadata"]["forbidden"]:
+    for line in head["metadata"]["forbidden"]:
         click.echo(f"note: skipped, {line} (the checks that read it say nothing); grant it with "
                    "`kgpu render --target rbac`", err=True)
-    return doc
+    return head
 
 
-def write(doc: dict[str, Any], output: str) -> None:
-    """Write the snapshot, refused (exit 2, nothing written) when the readers would refuse it."""
-    from kgpu.cli.files import write_atomic
-    from kgpu.live.snapshot import encode
+def write(spool: Spool, head: dict[str, Any], output: str) -> None:
+    """Write the snapshot, refused (exit 2, nothing written) when the readers would refuse it: to stdout
+    once it is whole, to a file through a temporary sibling renamed into place."""
+    from kgpu.cli.files import file_mode, write_atomic_with
 
-    data = encode(doc)
     if output == "-":
-        sys.stdout.buffer.write(data + b"\n")
+        spool.write(head, sys.stdout.buffer)
         sys.stdout.flush()
     else:
-        write_atomic(Path(output), data.decode("utf-8") + "\n")
+        write_atomic_with(Path(output), lambda fh: spool.write(head, fh), file_mode(""))

@@ -5,6 +5,10 @@ recent FailedScheduling / FailedCreate Events, and, where their CRDs are install
 NodeClaims and EC2NodeClasses and KubeRay RayClusters, each as ``kubectl get -o json`` prints it.
 ``kgpu simulate --cluster`` and ``kgpu doctor --snapshot`` read it.
 
+The lists are read a page at a time (``limit`` / ``continue``) and each object goes on as it arrives
+(:func:`collect`): ``kgpu snapshot`` encodes it into a spool file (:class:`Spool`), so the cluster is never
+held whole in memory; ``kgpu doctor`` keeps the objects (:func:`take`).
+
 Nothing secret leaves the cluster: container ``env`` values are replaced (names kept), values in params
 maps whose key names a password, token or secret are replaced, and ``managedFields``, the
 ``last-applied-configuration`` annotation and annotations whose key names a secret are dropped or
@@ -14,10 +18,12 @@ server's URL is saved without userinfo.
 
 from __future__ import annotations
 
+import heapq
 import re
+import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO, Protocol
 
 import msgspec
 
@@ -47,6 +53,7 @@ from kgpu.live.client import (
     Resource,
 )
 from kgpu.live.kubeconfig import ClusterError, strip_userinfo
+from kgpu.model.safeyaml import MAX_BYTES, check_depth
 
 API_VERSION = "kgpu.dev/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -86,10 +93,49 @@ BY_NAME: tuple[Resource, ...] = (CONFIGMAP,)
 Progress = Callable[[str, int], None]
 
 
+class Items(Protocol):
+    """Where the snapshot's objects go, in order, as they are read: a list in memory (:class:`ItemList`,
+    ``kgpu doctor``) or JSON in a file (:class:`Spool`, ``kgpu snapshot``). A list that fails part-way
+    through (an optional kind refused on a later page) is taken back to its mark."""
+
+    def add(self, obj: dict[str, Any]) -> None: ...
+
+    def mark(self) -> Any: ...
+
+    def rollback(self, mark: Any) -> None: ...
+
+
+class ItemList:
+    """The objects in memory."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def add(self, obj: dict[str, Any]) -> None:
+        self.items.append(obj)
+
+    def mark(self) -> int:
+        return len(self.items)
+
+    def rollback(self, mark: int) -> None:
+        del self.items[mark:]
+
+
 def take(client: ApiClient, namespace: str | None = None, *, page_size: int = 500,
          progress: Progress | None = None, now: datetime | None = None) -> dict[str, Any]:
-    """List everything the snapshot holds. ``namespace`` None means every namespace."""
-    items: list[dict[str, Any]] = []
+    """List everything the snapshot holds, in memory. ``namespace`` None means every namespace."""
+    items = ItemList()
+    doc = collect(client, items, namespace, page_size=page_size, progress=progress, now=now)
+    doc["items"] = items.items
+    return doc
+
+
+def collect(client: ApiClient, items: Items, namespace: str | None = None, *, page_size: int = 500,
+            progress: Progress | None = None, now: datetime | None = None) -> dict[str, Any]:
+    """List everything the snapshot holds into ``items``, each object redacted as it arrives, a page at a
+    time; return the document without its ``items`` (its metadata says what was read). What is kept across
+    lists is small: the pods' names (for their pull events), the DaemonSets (for the plugin's ConfigMaps)
+    and the newest events."""
     counts: dict[str, int] = {}
     absent: list[str] = []
 
@@ -97,43 +143,44 @@ def take(client: ApiClient, namespace: str | None = None, *, page_size: int = 50
         return None if progress is None else (lambda n: progress(label, n))
 
     forbidden: list[str] = []
-    pods: list[dict[str, Any]] = []
+    in_snapshot: set[tuple[str, str]] = set()
     daemonsets: list[dict[str, Any]] = []
     for resource, optional in SOURCES:
+        mark = items.mark()
+        count = 0
         try:
-            got = client.list(resource, namespace if resource.namespaced else None, page_size=page_size,
-                              progress=step(resource.plural))
+            for obj in client.iter_list(resource, namespace if resource.namespaced else None,
+                                        page_size=page_size, progress=step(resource.plural)):
+                redact(obj)
+                items.add(obj)
+                count += 1
+                if resource is POD:
+                    in_snapshot.add(_pod_key(obj.get("metadata")))
+                elif resource is DAEMONSET:
+                    daemonsets.append(obj)
         except NotServed:
             if not optional:
                 raise
+            items.rollback(mark)
             absent.append(f"{resource.api_version} {resource.kind}")
             continue
         except Forbidden as exc:
             if not optional:
                 raise
+            items.rollback(mark)
             forbidden.append(exc.message)
             continue
-        for obj in got:
-            redact(obj)
-        items.extend(got)
-        counts[resource.kind] = len(got)
-        if resource is POD:
-            pods = got
-        elif resource is DAEMONSET:
-            daemonsets = got
+        counts[resource.kind] = count
     configs = _plugin_configmaps(client, daemonsets, forbidden)
-    items.extend(configs)
+    for cm in configs:
+        items.add(cm)
     if configs:
         counts["ConfigMap"] = len(configs)
     events = _events(client, namespace, EVENT_REASONS, page_size, step)
-    in_snapshot = {_pod_key(p.get("metadata")) for p in pods}
-    pulls = [ev for ev in _events(client, namespace, PULL_REASONS, page_size, step)
-             if _involved(ev) in in_snapshot]
-    events = events[:MAX_EVENTS] + pulls[:MAX_EVENTS]
-    for ev in events:
-        redact(ev)
-    items.extend(events)
-    counts["Event"] = len(events)
+    pulls = _events(client, namespace, PULL_REASONS, page_size, step, keep=lambda ev: _involved(ev) in in_snapshot)
+    for ev in events + pulls:
+        items.add(redact(ev))
+    counts["Event"] = len(events) + len(pulls)
     stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "apiVersion": API_VERSION,
@@ -148,39 +195,102 @@ def take(client: ApiClient, namespace: str | None = None, *, page_size: int = 50
             "absent": absent,
             "forbidden": forbidden,
         },
-        "items": items,
     }
 
 
-def encode(doc: dict[str, Any]) -> bytes:
-    """The snapshot as JSON, within the limits ``doctor --snapshot`` and ``simulate --cluster`` read it with
-    (size, depth, integer digits): a snapshot kgpu writes, kgpu reads."""
-    from kgpu.model.safeyaml import MAX_BYTES, check_depth
+_MIN_ENVELOPE = len(b'{"items":[]}\n')  # bytes a document holds besides its items, at the least
 
-    # Depth and integers: every answer was read within the readers' limits (kgpu.live.client), and each
-    # object sits as deep in the snapshot (document, items, object) as in its list (list, items, object);
-    # redaction only replaces values. The envelope is checked here.
+
+class Spool:
+    """The snapshot's ``items`` as JSON, encoded object by object as they are read, into a temporary file
+    (unnamed: nothing is left behind whatever ends the process): the cluster is held on disk, never whole
+    in memory. :meth:`write` then writes the document: its head (the metadata, known at the end), the items
+    copied from the spool, its end. The bytes are those of ``msgspec.json.encode`` of the whole document
+    (compact JSON is the concatenation of its parts), refused before anything is written when the readers
+    would refuse them (size: as soon as the items alone pass it)."""
+
+    FLUSH = 1 << 20
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+        self.count = 0
+        self.size = 0  # bytes of the items written to the file
+        self._buf = bytearray()
+        self._encoder = msgspec.json.Encoder()
+
+    def add(self, obj: dict[str, Any]) -> None:
+        if self.count:
+            self._buf += b","
+        self._encoder.encode_into(obj, self._buf, -1)
+        self.count += 1
+        if self.size + len(self._buf) + _MIN_ENVELOPE > MAX_BYTES:
+            raise _too_large("larger than the readers take")
+        if len(self._buf) >= self.FLUSH:
+            self._flush()
+
+    def mark(self) -> tuple[int, int]:
+        self._flush()
+        return self.size, self.count
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        self._flush()
+        self.size, self.count = mark
+        self.file.seek(self.size)
+        self.file.truncate()
+
+    def _flush(self) -> None:
+        if not self._buf:
+            return
+        self.size += len(self._buf)
+        self.file.write(self._buf)
+        self._buf.clear()
+
+    def write(self, head: dict[str, Any], out: BinaryIO) -> None:
+        """The whole document to ``out``: ``head`` (:func:`collect`'s) with the spooled items, and a newline."""
+        self._flush()
+        start, end = _envelope(head)
+        total = len(start) + self.size + len(end) + 1
+        if total > MAX_BYTES:
+            raise _too_large(f"{total >> 20} MiB, more than the readers take")
+        out.write(start)
+        self.file.flush()
+        self.file.seek(0)
+        shutil.copyfileobj(self.file, out, self.FLUSH)
+        out.write(end + b"\n")
+
+
+def _envelope(head: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The document's bytes before and after its items, within the readers' limits.
+
+    Depth and integers of the items: every answer was read within the readers' limits (kgpu.live.client),
+    and each object sits as deep in the snapshot (document, items, object) as in its list (list, items,
+    object); redaction only replaces values. The envelope is checked here."""
     try:
-        check_depth({k: v for k, v in doc.items() if k != "items"}, "the snapshot")
+        check_depth(head, "the snapshot")
     except InputError as exc:
         raise ClusterError(f"{exc.message}; the file readers would refuse it", where="the snapshot") from None
-    data = msgspec.json.encode(doc)
-    if len(data) + 1 > MAX_BYTES:
-        raise ClusterError(f"it would be {len(data) >> 20} MiB, more than the readers take "
-                           f"({MAX_BYTES >> 20} MiB size limit)", where="the snapshot",
-                           hint="take it per namespace with -n")
-    return data
+    data = msgspec.json.encode({**head, "items": []})
+    assert data.endswith(b"[]}")
+    return data[:-2], data[-2:]
+
+
+def _too_large(what: str) -> ClusterError:
+    return ClusterError(f"it would be {what} ({MAX_BYTES >> 20} MiB size limit)",
+                        where="the snapshot", hint="take it per namespace with -n")
 
 
 def _events(client: ApiClient, namespace: str | None, reasons: tuple[str, ...], page_size: int,
-            step: Callable[[str], Callable[[int], None] | None]) -> list[dict[str, Any]]:
-    """Events of these reasons (a field selector each), newest first."""
-    events: list[dict[str, Any]] = []
-    for reason in reasons:
-        events.extend(client.list(EVENT, namespace, page_size=page_size, field_selector=f"reason={reason}",
-                                  progress=step(f"events ({reason})")))
-    events.sort(key=_event_time, reverse=True)
-    return events
+            step: Callable[[str], Callable[[int], None] | None],
+            keep: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+    """The newest MAX_EVENTS events of these reasons (a field selector each) that ``keep`` keeps, newest
+    first; of equal times, the one listed first. Only those are held: ``heapq.nlargest`` is
+    ``sorted(reverse=True)[:n]`` (stable) over what streams by."""
+    listed = (ev for reason in reasons
+              for ev in client.iter_list(EVENT, namespace, page_size=page_size, field_selector=f"reason={reason}",
+                                         progress=step(f"events ({reason})")))
+    if keep is not None:
+        listed = (ev for ev in listed if keep(ev))
+    return heapq.nlargest(MAX_EVENTS, listed, key=_event_time)
 
 
 def _pod_key(meta: Any) -> tuple[str, str]:
