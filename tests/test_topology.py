@@ -378,3 +378,23 @@ def test_counters_that_start_late_count_as_a_walk_over_every_node():
         by_index = NodeCounter("default", selector)
         by_index.catch_up(sched.states, sched.topology._index)
         assert by_index.counts == hosts.counts, f"case {case}"
+
+
+def test_spread_pods_that_fit_nowhere_get_the_class_message_and_a_new_node_is_seen():
+    """An exact-path pod with no node that passes the node filters and has room: the message is the
+    class's (no topology counts in it), and it is worked out again when nodes join or pods leave."""
+    from builders import make_node, make_pod
+    from kgpu.sim.scheduler import Scheduler
+
+    sched = Scheduler([make_node("a1", cpu="2", labels={ZONE: "a"}), make_node("b1", cpu="2", labels={ZONE: "b"})])
+    pods = [make_pod(f"p{i}", cpu="2", labels={"app": "train"}, spread=[spread()]) for i in range(5)]
+    assert [d.node.name if d.node else None for d in map(sched.place, pods[:2])] == ["a1", "b1"]
+    assert sched.place(pods[2]).reason == "0/2 nodes are available: 2 Insufficient cpu."
+    assert sched.explain_pod(pods[2]) == "0/2 nodes are available: 2 Insufficient cpu."
+    sched.add_node(make_node("c1", cpu="2", labels={ZONE: "c"}))
+    decision = sched.place(pods[3])
+    assert decision.node is not None and decision.node.name == "c1"
+    assert sched.place(pods[4]).reason == "0/3 nodes are available: 3 Insufficient cpu."
+    sched.unbind(pods[0], sched.by_name["a1"])
+    decision = sched.place(pods[4])
+    assert decision.node is not None and decision.node.name == "a1"

@@ -865,6 +865,10 @@ class Scheduler:
         self._refresh_array(cls)
         view = cls.scores[:n]
         fit = view >= 0
+        if not fit.any():
+            # No node passes the node-only filters and has room: the topology filters run on none of them,
+            # and the message is the class's, kept while nothing is bound (what leaves pods pending fast).
+            return None, self._explain_array(cls)
         code = self.topology.prepare(pod).codes(self.topology.domain_ids)
         ok = fit & (code == 0)
         if not always and ok.any():

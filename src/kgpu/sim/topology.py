@@ -649,7 +649,10 @@ class Topology:
         # The same, by the namespaces whose pods they can count (a term without a namespaceSelector counts
         # only pods of its namespaces), and those that may count a pod of any namespace: a bind looks at its
         # pod's namespace's only.
-        self._counters_by_ns: dict[str, list[_Counter]] = {}
+        # Within a namespace, by one ``key In (value)`` requirement of their (first) term's selector, as
+        # _spread_by_ns: a pod without that label value matches no term of theirs.
+        self._counters_by_ns: dict[str, dict[tuple[str, str] | None, list[_Counter]]] = {}
+        self._counter_keys: dict[str, set[str]] = {}
         self._counters_any: list[_Counter] = []
         # Required anti-affinity terms of the pods placed so far: the topology pairs each one forbids.
         self.existing_anti: dict[Term, Counter[tuple[str, str]]] = {}
@@ -707,8 +710,16 @@ class Topology:
                 c.add(pod, st, n)
         for pc in self._counters_any:
             pc.add(pod, st, n)
-        for pc in self._counters_by_ns.get(pod.namespace, ()):
-            pc.add(pod, st, n)
+        by_slot = self._counters_by_ns.get(pod.namespace)
+        if by_slot:
+            labels = pod.labels
+            for key in self._counter_keys[pod.namespace]:
+                value = labels.get(key)
+                if value is not None:
+                    for pc in by_slot.get((key, value), ()):
+                        pc.add(pod, st, n)
+            for pc in by_slot.get(None, ()):
+                pc.add(pod, st, n)
         spec = pod.spec
         if spec.pod_anti_affinity:
             labels = st.node.labels
@@ -751,8 +762,17 @@ class Topology:
             return
         # every term must match (AffinityCounter): the namespaces all of them name
         names = frozenset.intersection(*(t.namespaces for t in terms))
+        slot: tuple[str, str] | None = None
+        selector = terms[0].selector
+        for r in selector.requirements if selector is not None else ():
+            if r.operator == "In" and len(r.values) == 1:
+                slot = (r.key, r.values[0])
+                break
         for ns in names:
-            self._counters_by_ns.setdefault(ns, []).append(counter)
+            keys = self._counter_keys.setdefault(ns, set())
+            if slot is not None:
+                keys.add(slot[0])
+            self._counters_by_ns.setdefault(ns, {}).setdefault(slot, []).append(counter)
 
     def unbound(self, pod: Pod, st: NodeLike) -> None:
         """``pod`` left ``st`` (preemption; the node no longer lists it): the counts drop again."""
