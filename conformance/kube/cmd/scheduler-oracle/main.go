@@ -12,6 +12,14 @@
 // without nominated pods, and PostFilter (preemption) does not run, so messages carry no
 // "preemption:" suffix.
 //
+// Volumes: PersistentVolumeClaims, PersistentVolumes and StorageClasses in the inputs are served to the
+// plugins (VolumeRestrictions, VolumeBinding, VolumeZone) through a fake clientset. The PV controller and
+// the provisioners are not the scheduler, so after each placement the oracle does their part for the pod's
+// WaitForFirstConsumer claims as a running cluster would before the next pod: an Available volume that
+// FindMatchingVolume (component-helpers, the PV controller's own matcher) picks on the chosen node is bound,
+// else the class's provisioner creates one (ebs.csi.aws.com: in the node's topology.kubernetes.io/zone;
+// others: no topology); the plugins then see the new state (the framework is built again over it).
+//
 // Output: one JSON object per pending pod, one per line: {"pod":"ns/name","node":"..."} or
 // {"pod":"ns/name","message":"0/3 nodes are available: ..."}. With ORACLE_DEBUG set, every node's
 // plugin scores go to stderr.
@@ -23,17 +31,23 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	corev1defaults "k8s.io/kubernetes/pkg/apis/core/v1"
+	storagev1defaults "k8s.io/kubernetes/pkg/apis/storage/v1"
+	config "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -54,6 +68,9 @@ type inputs struct {
 	pending   []*v1.Pod
 	classes   map[string]int32
 	defaultPr int32
+	claims    []*v1.PersistentVolumeClaim
+	volumes   []*v1.PersistentVolume
+	storage   []*storagev1.StorageClass
 }
 
 func main() {
@@ -64,6 +81,9 @@ func main() {
 	in := &inputs{classes: map[string]int32{}}
 	scheme := runtime.NewScheme()
 	if err := corev1defaults.AddToScheme(scheme); err != nil {
+		fail(err)
+	}
+	if err := storagev1defaults.AddToScheme(scheme); err != nil {
 		fail(err)
 	}
 	for _, path := range os.Args[1:] {
@@ -146,6 +166,30 @@ func (in *inputs) read(path string, scheme *runtime.Scheme) error {
 			if pc.GlobalDefault {
 				in.defaultPr = pc.Value
 			}
+		case "PersistentVolumeClaim":
+			c := &v1.PersistentVolumeClaim{}
+			if err := json.Unmarshal(raw, c); err != nil {
+				return err
+			}
+			if c.Namespace == "" {
+				c.Namespace = "default"
+			}
+			scheme.Default(c)
+			in.claims = append(in.claims, c)
+		case "PersistentVolume":
+			pv := &v1.PersistentVolume{}
+			if err := json.Unmarshal(raw, pv); err != nil {
+				return err
+			}
+			scheme.Default(pv)
+			in.volumes = append(in.volumes, pv)
+		case "StorageClass":
+			sc := &storagev1.StorageClass{}
+			if err := json.Unmarshal(raw, sc); err != nil {
+				return err
+			}
+			scheme.Default(sc)
+			in.storage = append(in.storage, sc)
 		default:
 			return fmt.Errorf("kind %q is not read by the oracle", meta.Kind)
 		}
@@ -180,21 +224,13 @@ func schedule(in *inputs) ([]result, error) {
 	pct := int32(100)
 	profile.PercentageOfNodesToScore = &pct
 
-	client := fake.NewSimpleClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
 	cache := internalcache.New(ctx, 0, nil)
 	snapshot := internalcache.NewEmptySnapshot()
-	f, err := frameworkruntime.NewFramework(ctx, plugins.NewInTreeRegistry(), profile,
-		frameworkruntime.WithClientSet(client),
-		frameworkruntime.WithInformerFactory(factory),
-		frameworkruntime.WithSnapshotSharedLister(snapshot),
-		frameworkruntime.WithParallelism(1),
-	)
+	f, stop, err := in.framework(ctx, profile, snapshot)
 	if err != nil {
 		return nil, err
 	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	defer func() { stop() }()
 
 	for _, n := range in.nodes {
 		cache.AddNode(logger, n)
@@ -230,10 +266,125 @@ func schedule(in *inputs) ([]result, error) {
 			if err := cache.AddPod(logger, bound); err != nil {
 				return nil, err
 			}
+			if in.bindClaims(pod, in.node(host)) {
+				stop()
+				if f, stop, err = in.framework(ctx, profile, snapshot); err != nil {
+					return nil, err
+				}
+			}
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// framework builds the default profile over a fake clientset holding the storage objects as they are now.
+func (in *inputs) framework(ctx context.Context, profile *config.KubeSchedulerProfile, snapshot *internalcache.Snapshot) (framework.Framework, func(), error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var objs []runtime.Object
+	for _, c := range in.claims {
+		objs = append(objs, c)
+	}
+	for _, pv := range in.volumes {
+		objs = append(objs, pv)
+	}
+	for _, sc := range in.storage {
+		objs = append(objs, sc)
+	}
+	client := fake.NewSimpleClientset(objs...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	f, err := frameworkruntime.NewFramework(ctx, plugins.NewInTreeRegistry(), profile,
+		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithInformerFactory(factory),
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
+		frameworkruntime.WithParallelism(1),
+	)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	if len(objs) > 0 {
+		// the volume binder's assume caches fill from their own informer handlers, just after the sync
+		time.Sleep(30 * time.Millisecond)
+	}
+	return f, cancel, nil
+}
+
+func (in *inputs) node(name string) *v1.Node {
+	for _, n := range in.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// bindClaims does the PV controller's and the provisioner's part for a pod just placed on node: its
+// WaitForFirstConsumer claims bind there. Reports whether anything changed.
+func (in *inputs) bindClaims(pod *v1.Pod, node *v1.Node) bool {
+	changed := false
+	chosen := map[string]*v1.PersistentVolume{}
+	for _, vol := range pod.Spec.Volumes {
+		if vol.PersistentVolumeClaim == nil {
+			continue
+		}
+		var pvc *v1.PersistentVolumeClaim
+		for _, c := range in.claims {
+			if c.Namespace == pod.Namespace && c.Name == vol.PersistentVolumeClaim.ClaimName {
+				pvc = c
+			}
+		}
+		if pvc == nil || pvc.Spec.VolumeName != "" {
+			continue
+		}
+		className := storagehelpers.GetPersistentVolumeClaimClass(pvc)
+		var class *storagev1.StorageClass
+		for _, sc := range in.storage {
+			if sc.Name == className {
+				class = sc
+			}
+		}
+		if class == nil || class.VolumeBindingMode == nil || *class.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
+			continue
+		}
+		pv, err := storagehelpers.FindMatchingVolume(pvc, in.volumes, node, chosen, true, false)
+		if err != nil {
+			fail(err)
+		}
+		if pv == nil {
+			if class.Provisioner == "kubernetes.io/no-provisioner" {
+				continue
+			}
+			pv = &v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{
+				Capacity:         v1.ResourceList{v1.ResourceStorage: pvc.Spec.Resources.Requests[v1.ResourceStorage]},
+				AccessModes:      pvc.Spec.AccessModes,
+				StorageClassName: className,
+			}}
+			pv.Name = "pvc-" + pvc.Namespace + "-" + pvc.Name
+			if zone, ok := node.Labels[v1.LabelTopologyZone]; ok && class.Provisioner == "ebs.csi.aws.com" {
+				pv.Spec.NodeAffinity = &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+					MatchExpressions: []v1.NodeSelectorRequirement{{Key: v1.LabelTopologyZone, Operator: v1.NodeSelectorOpIn, Values: []string{zone}}},
+				}}}}
+			}
+			if q, ok := pv.Spec.Capacity[v1.ResourceStorage]; !ok || q.IsZero() {
+				pv.Spec.Capacity[v1.ResourceStorage] = resource.MustParse("1Gi")
+			}
+			in.volumes = append(in.volumes, pv)
+		}
+		chosen[pv.Name] = pv
+		pv.Spec.ClaimRef = &v1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID}
+		pv.Status.Phase = v1.VolumeBound
+		pvc.Spec.VolumeName = pv.Name
+		if pvc.Annotations == nil {
+			pvc.Annotations = map[string]string{}
+		}
+		pvc.Annotations["pv.kubernetes.io/bind-completed"] = "yes"
+		pvc.Status.Phase = v1.ClaimBound
+		changed = true
+	}
+	return changed
 }
 
 // scheduleOne mirrors the scheduler's schedulePod / findNodesThatFitPod for one pod, over every node.
