@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from builders import pod_dict
-from test_dra import DRIVER, claim_pod, gpu_class, gpu_device, gpu_slice, nodes, run, template
-
 from kgpu.sim.simulate import UNSCHEDULABLE
+from test_dra import DRIVER, claim_pod, gpu_class, gpu_device, gpu_slice, nodes, run, template
 
 ERROR = 'running "DynamicResources" filter plugin: '
 
