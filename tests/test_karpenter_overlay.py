@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from kgpu.errors import InputError
+from kgpu.model.load import Objects
 from kgpu.model.objects import Toleration
 from kgpu.sim.karpenter import Karpenter
 from kgpu.sim.karpenter_overlay import OverlayStore, adjusted_price, parse_overlay
 from kgpu.sim.provision import provisioner_for
 from kgpu.sim.simulate import PROVISIONED, simulate
-from test_provision_karpenter import CAT, GENERAL, GPU_POOL, Objects, make_pod, placed, profile
+from test_provision_karpenter import CAT, GENERAL, GPU_POOL, make_pod, placed, profile
 
 TOL = Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule")
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from karpenter_diff import KNOWN, KgpuResult, compare, run_kgpu, run_oracle
-from karpenter_gen import scenario
+from karpenter_gen import Scenario, scenario
 
 from conftest import binary, cases, seed
 
@@ -77,10 +78,10 @@ def test_differential(oracle: Path) -> None:
         counts = totals[comparison]
         total = sum(counts.values())
         rate = 100.0 * counts["agree"] / total if total else 100.0
-        classes = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "agree")
+        named = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "agree")
         print(
             f"  {comparison:7} {counts['agree']}/{total} agree ({rate:.1f}%)"
-            + (f"; {classes}" if classes else "")
+            + (f"; {named}" if named else "")
         )
     print(
         f"  with NodeOverlays: {effect['scenarios']} scenarios; the input's overlays change kgpu's launch in "
@@ -90,10 +91,10 @@ def test_differential(oracle: Path) -> None:
         )
         + " agree"
     )
-    for name, counts in featured.items():
+    for name, per in featured.items():
         print(
-            f"  with {name}: {sum(counts['claims'].values())} scenarios; "
-            + ", ".join(f"{c} {counts[c]['agree']}/{sum(counts[c].values())}" for c in ("claims", "errors", "type"))
+            f"  with {name}: {sum(per['claims'].values())} scenarios; "
+            + ", ".join(f"{c} {per[c]['agree']}/{sum(per[c].values())}" for c in ("claims", "errors", "type"))
             + " agree"
         )
     for key in sorted(examples):
@@ -109,7 +110,7 @@ def test_differential(oracle: Path) -> None:
     assert not effect["scenarios"] or effect["changed"] > 0
 
 
-FEATURES = {
+FEATURES: dict[str, Callable[[Scenario], bool]] = {
     "init containers": lambda scn: any(p["spec"].get("initContainers") for p in scn.pods),
     "a capacity-type selector": lambda scn: any(
         "karpenter.sh/capacity-type" in p["spec"].get("nodeSelector", {}) for p in scn.pods
