@@ -10,7 +10,7 @@ UV_VERSION := 0.13.9
 UV         := .cache/uv/bin/uv
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lock lint typecheck layers unit wheel-check bench promtool chromium shellcheck containerd image conformance clean help
+.PHONY: run test lock lint typecheck layers unit wheel-check bench promtool chromium shellcheck containerd cc image conformance clean help
 
 help:
 	@echo "make run    - kgpu plan on the built-in default profile (sets up .venv first)"
@@ -102,6 +102,13 @@ containerd:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends containerd >/dev/null; }
 
+# A C compiler from Debian's gcc package: mig-parted's module (make conformance) builds only with cgo.
+cc:
+	@command -v cc >/dev/null 2>&1 || { \
+	  echo "installing Debian's gcc package (cgo, for mig-parted's config parser in make conformance)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null; }
+
 unit: $(STAMP) promtool chromium shellcheck containerd
 	$(BIN)/pytest
 
@@ -136,7 +143,7 @@ CONFORMANCE_SEED  ?= 20261122
 CONFORMANCE_CASES ?= 300
 CONFORMANCE_SEEDS ?= $(shell printf '%d' 0x$$(git rev-parse --short=7 HEAD 2>/dev/null || echo 1))
 CONFORMANCE_SEEDED := conformance/tests/test_karpenter_differential.py conformance/tests/test_scheduler_oracle.py conformance/tests/test_dra_differential.py conformance/tests/test_volume_oracle.py
-conformance: $(STAMP)
+conformance: $(STAMP) cc
 	@bin=$$(conformance/build.sh) && \
 	  KGPU_CONFORMANCE_BIN=$$bin KGPU_CONFORMANCE_SEED=$(CONFORMANCE_SEED) KGPU_CONFORMANCE_CASES=$(CONFORMANCE_CASES) \
 	  $(BIN)/pytest -p no:cacheprovider -q -s conformance/tests && \
