@@ -300,14 +300,17 @@ class Recorder:
         pass  # the optional kinds the server does not serve
 
 
-def test_each_page_goes_on_before_the_next_is_asked_for(tmp_path: Path) -> None:
+def test_each_page_goes_on_before_the_one_after_the_next_is_asked_for(tmp_path: Path) -> None:
     api = served(pods_cluster(40), CORE)
     rec = Recorder(api)
     with api.running():
         kc = write_kubeconfig(tmp_path / "kc", api.kubeconfig())
         with ApiClient(resolve(Access(kubeconfig=str(kc)), {})) as client:
             snapshot.collect(client, rec, None, page_size=10)
-    assert rec.at == [page for page in (1, 2, 3, 4) for _ in range(10)]
+    # page k's pods go on while page k + 1 is requested at most: never after the last page was asked for
+    assert len(rec.at) == 40
+    assert all(page <= rec.at[i] <= page + 1 for page in (1, 2, 3, 4) for i in range((page - 1) * 10, page * 10)), rec.at
+    assert rec.at[0] < 4
 
 
 def test_the_spool_holds_the_items_on_disk_not_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -399,3 +402,23 @@ def test_an_interrupt_after_pages_were_spooled_leaves_nothing(tmp_path: Path, si
     assert rc == 128 + sig, err
     assert err.strip().splitlines() == [f"interrupted ({signal.Signals(sig).name})"] and out == ""
     assert list(out_dir.iterdir()) == []
+
+
+def test_a_continue_token_over_its_limit_names_the_limit(tmp_path: Path) -> None:
+    api = served(pods_cluster(2), CORE)
+    original = api.handle
+
+    def long_token(req: Any) -> Any:
+        if req.path == "/api/v1/pods":
+            body = {"apiVersion": "v1", "kind": "PodList", "metadata": {"continue": "c" * 20_000}, "items": []}
+            return 200, {}, json.dumps(body).encode()
+        return original(req)
+
+    api.handle = long_token  # type: ignore[method-assign]
+    with api.running():
+        kc = write_kubeconfig(tmp_path / "kc", api.kubeconfig())
+        res = kgpu(["snapshot", "--kubeconfig", str(kc), "-f", str(tmp_path / "snap.json")])
+    assert res.exit_code == 2
+    assert ("list pods: metadata.continue is not a token (20,000 characters; continue token limit: 16,384)"
+            in res.stderr), res.stderr
+    assert not (tmp_path / "snap.json").exists()

@@ -371,26 +371,35 @@ class ApiClient(Watchdog):
     def iter_list(self, resource: Resource, namespace: str | None = None, *, page_size: int = 500,
                   field_selector: str | None = None, label_selector: str | None = None,
                   progress: Callable[[int], None] | None = None, max_pages: int = MAX_PAGES,
-                  max_items: int = MAX_LIST_ITEMS) -> Iterator[dict[str, Any]]:
+                  max_items: int = MAX_LIST_ITEMS, prefetch: bool = False) -> Iterator[dict[str, Any]]:
+        """The objects of a kind as their pages arrive. With ``prefetch``, the next page is requested (in a
+        thread: the request alone, each answer is decoded and checked here) while the caller works on this
+        one, so the server's time and the caller's overlap; the caller must make no other request of this
+        client until the list ends. A list given up part-way leaves its request to end within its timeout."""
         params: dict[str, Any] = {"limit": page_size}
         if field_selector:
             params["fieldSelector"] = field_selector
         if label_selector:
             params["labelSelector"] = label_selector
         what = f"list {resource.name}"
+        path = resource.path(namespace)
+
+        def fetch(page_params: dict[str, Any]) -> bytes:
+            return self.request("GET", path, resource=resource, params=page_params, collection=True)
+
         seen = 0
         tokens: set[str] = set()
-        for _page in range(max_pages):
-            data = self._json(self.request("GET", resource.path(namespace), resource=resource, params=params,
-                                           collection=True), what)
-            if not isinstance(data, dict):
-                raise ClusterError(f"{what}: the answer is a {_kind(data)}, not a list object")
-            items = data.get("items")
+        data = fetch(dict(params))
+        for page in range(max_pages):
+            body = self._json(data, what)
+            if not isinstance(body, dict):
+                raise ClusterError(f"{what}: the answer is a {_kind(body)}, not a list object")
+            items = body.get("items")
             if items is None:
                 items = []
             if not isinstance(items, list):
                 raise ClusterError(f"{what}: items is a {_kind(items)}, not a list")
-            meta = data.get("metadata")
+            meta = body.get("metadata")
             if meta is None:
                 meta = {}
             if not isinstance(meta, dict):
@@ -403,20 +412,25 @@ class ApiClient(Watchdog):
             seen += len(items)
             if seen > max_items:
                 raise ClusterError(f"{what}: more than {max_items:,} objects (list limit)")
+            token = meta.get("continue")
+            error = _token_error(token, tokens, seen)
+            ahead: _Ahead | None = None
+            if token and error is None:
+                tokens.add(token)
+                params["continue"] = token
+                if prefetch and page + 1 < max_pages:
+                    ahead = _Ahead(fetch, dict(params))
+            del body, meta
             yield from items
+            del items
             if progress is not None:
                 progress(seen)
-            token = meta.get("continue")
             if token is None or token == "":
                 return
-            if not isinstance(token, str) or len(token) > MAX_TOKEN:
-                raise ClusterError(f"{what}: metadata.continue is not a token (a {_kind(token)} "
-                                   f"of {len(token) if isinstance(token, str) else 0:,} characters)")
-            if token in tokens:
-                raise ClusterError(f"{what}: the server repeated a continue token after {seen:,} objects "
-                                   "(paging would never end)")
-            tokens.add(token)
-            params["continue"] = token
+            if error is not None:
+                raise ClusterError(f"{what}: {error}")
+            if page + 1 < max_pages:
+                data = ahead.result() if ahead is not None else fetch(dict(params))
         raise ClusterError(f"{what}: still more after {max_pages:,} pages of {page_size} (page limit)",
                            hint="raise --page-size")
 
@@ -474,6 +488,44 @@ class ApiClient(Watchdog):
             if self._expired or isinstance(exc, httpx.TimeoutException):
                 raise ClusterError(f"{what}: no answer from {self.server} within {self.timeout:g}s") from None
             raise ClusterError(f"{what}: {_short(exc)}") from None
+
+
+def _token_error(token: Any, tokens: set[str], seen: int) -> str | None:
+    """What is wrong with a list's ``metadata.continue`` (None or "": the list ends), or None."""
+    if token is None or token == "":
+        return None
+    if not isinstance(token, str):
+        return f"metadata.continue is not a token (a {_kind(token)})"
+    if len(token) > MAX_TOKEN:
+        return f"metadata.continue is not a token ({len(token):,} characters; continue token limit: {MAX_TOKEN:,})"
+    if token in tokens:
+        return f"the server repeated a continue token after {seen:,} objects (paging would never end)"
+    return None
+
+
+class _Ahead:
+    """The next page's answer, requested in a daemon thread while the caller works on this one. The
+    request is the client's own (its deadline, tries and errors); its error is raised where the answer is
+    taken."""
+
+    def __init__(self, fetch: Callable[[dict[str, Any]], bytes], params: dict[str, Any]) -> None:
+        self._data = b""
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fetch, params), name="kgpu-next-page", daemon=True)
+        self._thread.start()
+
+    def _run(self, fetch: Callable[[dict[str, Any]], bytes], params: dict[str, Any]) -> None:
+        try:
+            self._data = fetch(params)
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            self._error = exc
+
+    def result(self) -> bytes:
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._data
 
 
 def _read(resp: httpx.Response, limit: int) -> bytes:

@@ -133,7 +133,8 @@ def take(client: ApiClient, namespace: str | None = None, *, page_size: int = 50
 def collect(client: ApiClient, items: Items, namespace: str | None = None, *, page_size: int = 500,
             progress: Progress | None = None, now: datetime | None = None) -> dict[str, Any]:
     """List everything the snapshot holds into ``items``, each object redacted as it arrives, a page at a
-    time; return the document without its ``items`` (its metadata says what was read). What is kept across
+    time (the next one requested meanwhile); return the document without its ``items`` (its metadata says
+    what was read). What is kept across
     lists is small: the pods' names (for their pull events), the DaemonSets (for the plugin's ConfigMaps)
     and the newest events."""
     counts: dict[str, int] = {}
@@ -149,8 +150,8 @@ def collect(client: ApiClient, items: Items, namespace: str | None = None, *, pa
         mark = items.mark()
         count = 0
         try:
-            for obj in client.iter_list(resource, namespace if resource.namespaced else None,
-                                        page_size=page_size, progress=step(resource.plural)):
+            for obj in client.iter_list(resource, namespace if resource.namespaced else None, page_size=page_size,
+                                        progress=step(resource.plural), prefetch=True):
                 redact(obj)
                 items.add(obj)
                 count += 1
@@ -287,7 +288,7 @@ def _events(client: ApiClient, namespace: str | None, reasons: tuple[str, ...], 
     ``sorted(reverse=True)[:n]`` (stable) over what streams by."""
     listed = (ev for reason in reasons
               for ev in client.iter_list(EVENT, namespace, page_size=page_size, field_selector=f"reason={reason}",
-                                         progress=step(f"events ({reason})")))
+                                         progress=step(f"events ({reason})"), prefetch=True))
     if keep is not None:
         listed = (ev for ev in listed if keep(ev))
     return heapq.nlargest(MAX_EVENTS, listed, key=_event_time)

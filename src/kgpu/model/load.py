@@ -623,7 +623,7 @@ class Parser:
         if count + len(self.out.pods) > MAX_PODS:
             raise InputError(
                 f"{quote(count)} pods would take this input over {MAX_PODS} pods "
-                "(Kubernetes' scalability limit of pods per cluster)",
+                "(pod limit: twice Kubernetes' scalability limit of 150,000 pods per cluster)",
                 where=f"{where}: {field}",
             )
 
