@@ -172,3 +172,13 @@ def test_a_mig_partitioned_dra_pool_publishes_mig_devices_a_claim_selects() -> N
     assert len(s.devices) == 56 and all(d.attributes["gpu.nvidia.com/type"] == "mig" for d in s.devices)
     infer = by_name(result)["infer"]
     assert infer.phase == PROVISIONED and infer.devices[0]["device"].startswith("gpu-0-mig-")
+
+
+def test_an_empty_dra_node_counts_as_an_idle_gpu_node() -> None:
+    """Scale to zero sees the DRA pool's nodes as GPU nodes though they advertise no nvidia.com/gpu."""
+    prof = profile("cluster-autoscaler", minSize=1, maxSize=2)
+    stray = parse_text(plain_pod("stray").encode(), "w.yaml")  # fits no node: the provisioners run
+    result = plan(prof, stray).simulation
+    (entry,) = result.extra["scale_to_zero"]
+    assert entry["node"] == "gpu-base-1" and entry["pool"] == "gpu"
+    assert entry["why"] == "node group gpu is at minSize 1"  # the price of scaling a DRA group at all

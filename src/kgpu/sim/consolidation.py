@@ -37,9 +37,12 @@ def empty_gpu_nodes(
 ) -> list[dict[str, Any]]:
     """Every empty GPU node, with the pool and rule that removes it (or why it stays)."""
     out: list[dict[str, Any]] = []
+    dra = bool(profile.dra_pools)  # their nodes advertise no nvidia.com/gpu: NVIDIA's DRA driver publishes them
     for st in scheduler.states:
         if st.node.allocatable.get(GPU, 0) <= 0:
-            continue
+            owner = _owner(profile, st.node.labels, st.name) if dra else None
+            if owner is None or owner.gpu_allocation != "dra" or not owner.is_gpu:
+                continue
         if any(p.owner_kind != "DaemonSet" for p in st.pods):
             continue
         pool = _owner(profile, st.node.labels, st.name)
