@@ -122,8 +122,9 @@ def test_a_healthy_dra_cluster_has_no_dra_findings() -> None:
              claim_pod("train-0", node_name=N1, claim="train-0-gpu-x7k2p"), allocated_claim("train-0", N1, "gpu-0")]
     rep = report(items)
     assert [f for f in rep.findings if f.check.startswith("dra-")] == []
-    # the node's GPUs are the driver's: no device plugin is missing, no GPU is unadvertised
-    assert not [f for f in rep.findings if f.check in ("device-plugin-missing", "gpu-node-no-gpus")]
+    # the node's GPUs are the driver's: no device plugin is missing, no GPU is unadvertised, the claim uses one
+    assert not [f for f in rep.findings if f.check in ("device-plugin-missing", "gpu-node-no-gpus", "gpu-node-no-gpu-pods",
+                                                        "gpu-node-idle")]
     # the same node without its slice is both (the checks do look at it)
     bare = report([i for i in items if i["kind"] != "ResourceSlice"])
     assert {f.check for f in bare.findings} >= {"device-plugin-missing", "gpu-node-no-gpus", "dra-driver-missing"}
@@ -231,3 +232,10 @@ def test_malformed_cel_in_a_device_class_is_bad_input() -> None:
     with pytest.raises(InputError) as err:
         report([dra_node(N1), *slices(N1), *dc, template(), claim_pod("train-1")])
     assert "DeviceClass gpu.nvidia.com" in err.value.line()
+
+
+def test_an_idle_dra_node_is_an_idle_gpu_node() -> None:
+    """A node whose GPUs the driver publishes and no pod claims costs as much as any idle GPU node."""
+    rep = report([dra_node(N1), *slices(N1), kubelet_plugin(), *classes()])
+    (f,) = findings(rep, "gpu-node-idle")
+    assert f.object == f"Node/{N1}"

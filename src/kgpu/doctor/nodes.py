@@ -160,7 +160,7 @@ def check_usage(state: ClusterState) -> Iterator[Finding]:
     """Idle GPU nodes and GPU nodes whose pods use no GPU: what each wastes per hour."""
     for node in _nodes(state):
         pods = [p for p in state.pods_by_node.get(node.name, ()) if not p.is_daemon]
-        if not node.ready or not node.allocatable_gpus:
+        if not node.ready or not (node.allocatable_gpus or node.name in state.dra_nodes):
             continue  # gpu-node-not-ready / gpu-node-no-gpus say what is wrong with it
         text, _ = _cost(node, state.region)
         if not pods:
@@ -181,8 +181,8 @@ def check_usage(state: ClusterState) -> Iterator[Finding]:
                 fix,
             )
             continue
-        if any(p.gpus for p in pods):
-            continue
+        if any(p.gpus or (p.model is not None and p.model.spec.claim_refs) for p in pods):
+            continue  # a GPU by nvidia.com/gpu, or by a resource claim (NVIDIA's DRA driver)
         shown = names([p.key for p in pods], 3)
         yield Finding(
             "gpu-node-no-gpu-pods",
