@@ -202,7 +202,8 @@ def _pod(name: str, rng: random.Random, claims: list[dict[str, Any]]) -> dict[st
     spec: dict[str, Any] = {"containers": [container], "resourceClaims": claims}
     if rng.random() < 0.15:
         spec["nodeSelector"] = {"topology.kubernetes.io/zone": rng.choice(ZONES)}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": {"app": "train"}},
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                                                         "labels": {"app": "train"}},
             "spec": spec}
 
 
@@ -299,9 +300,13 @@ def generate(seed: int) -> Scenario:
                     "allocation": {"devices": {"results": [{"request": "gpu", "driver": NVIDIA, "pool": node, "device": dev}]},
                                    "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
                                        {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
-                    "reservedFor": [{"resource": "pods", "name": owner, "uid": f"uid-default-{owner}"}]}
+                    "reservedFor": [{"resource": "pods", "name": owner, "uid": f"uid-{owner}"}]}
                 claim["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
                 s.features.add("allocated-claim")
+        elif rng.random() < 0.05:
+            claim["metadata"]["deletionTimestamp"] = "2026-11-20T08:00:00Z"
+            claim["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+            s.features.add("deleting-claim")
         s.dra.append(claim)
     # pods
     for i in range(rng.randint(3, 10)):
@@ -323,5 +328,29 @@ def generate(seed: int) -> Scenario:
             else:
                 refs.append({"name": name, "resourceClaimName": "no-such-claim"})
                 s.features.add("missing-claim")
-        s.pending.append(_pod(f"job-{i:02d}", rng, refs))
+        pod = _pod(f"job-{i:02d}", rng, refs)
+        statuses = []
+        for ref in refs:
+            tpl = next((t for t in s.dra if t["kind"] == "ResourceClaimTemplate"
+                        and t["metadata"]["name"] == ref.get("resourceClaimTemplateName")), None)
+            if tpl is None or rng.random() > 0.15:
+                continue
+            if rng.random() < 0.2:  # the controller decided not to create it (the status names no claim)
+                statuses.append({"name": ref["name"]})
+                s.features.add("claim-not-needed")
+                continue
+            # the claim the resourceclaim controller made, with its random suffix, owned by the pod
+            made = f"{pod['metadata']['name']}-{ref['name']}-{rng.choice(['x7k2p', 'q9d4m', 'b5n8t'])}"
+            s.dra.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                          "metadata": {"name": made, "namespace": "default", "uid": f"uid-{made}",
+                                       "annotations": {"resource.kubernetes.io/pod-claim-name": ref["name"]},
+                                       "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"],
+                                                            "uid": pod["metadata"]["uid"], "controller": True,
+                                                            "blockOwnerDeletion": True}]},
+                          "spec": tpl["spec"]["spec"]})
+            statuses.append({"name": ref["name"], "resourceClaimName": made})
+            s.features.add("controller-claim")
+        if statuses:
+            pod["status"] = {"phase": "Pending", "resourceClaimStatuses": statuses}
+        s.pending.append(pod)
     return s

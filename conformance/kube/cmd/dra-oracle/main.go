@@ -19,6 +19,11 @@
 // Reserve and PreBind: DynamicResources writes the allocation and reservation into the claim through
 // the clientset and its assume cache, so later pods see the devices taken and the claim allocated.
 //
+// DRA_ORACLE_PREFER names a JSON file of {"ns/pod": [devices]}: the devices another scheduler (kgpu)
+// allocated. Where the plugin allocated others on the same node, the cycle is run again on that node until
+// it takes those (see reserve): the real allocator's pool and slice order changes from run to run, and
+// steering among its own outcomes keeps the later pods comparable.
+//
 // Output: one JSON object per pending pod, one per line: {"pod":"ns/name","node":"...","devices":[...]}
 // with each allocated device as {"claim","request","driver","pool","device","adminAccess"}, or
 // {"pod":"ns/name","message":"0/3 nodes are available: ..."}; an error status of a plugin (a CEL
@@ -50,7 +55,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	draCEL "k8s.io/dynamic-resource-allocation/cel"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	corev1defaults "k8s.io/kubernetes/pkg/apis/core/v1"
@@ -81,6 +88,10 @@ type result struct {
 	Error   bool     `json:"error,omitempty"`
 	Errors  []string `json:"errors,omitempty"`
 	Devices []device `json:"devices,omitempty"`
+	// other allocations the real allocator makes on the same node, in other pool and slice orders
+	Alternatives [][]device `json:"alternatives,omitempty"`
+	// the plugin first took other devices, and took the preferred ones when run again (DRA_ORACLE_PREFER)
+	Steered bool `json:"steered,omitempty"`
 }
 
 type inputs struct {
@@ -397,6 +408,16 @@ func schedule(in *inputs) ([]result, error) {
 	}
 	sort.SliceStable(queue, func(i, j int) bool { return *queue[i].Spec.Priority > *queue[j].Spec.Priority })
 
+	prefer := map[string][]device{}
+	if path := os.Getenv("DRA_ORACLE_PREFER"); path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(data, &prefer); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	out := make([]result, 0, len(queue))
 	for _, pod := range queue {
 		if err := cache.UpdateSnapshot(logger, snapshot); err != nil {
@@ -413,8 +434,13 @@ func schedule(in *inputs) ([]result, error) {
 			out = append(out, r)
 			continue
 		}
-		if st := f.RunReservePluginsReserve(ctx, state, pod, host); !st.IsSuccess() {
-			return nil, fmt.Errorf("pod %s: reserve: %w", r.Pod, st.AsError())
+		alternatives, err := sample(ctx, draManager, pod, nodeOf(in.nodes, host))
+		if err != nil {
+			return nil, fmt.Errorf("pod %s: %w", r.Pod, err)
+		}
+		state, r.Steered, err = reserve(ctx, f, draManager, snapshot, state, pod, host, prefer[r.Pod])
+		if err != nil {
+			return nil, fmt.Errorf("pod %s: %w", r.Pod, err)
 		}
 		if st := f.RunPreBindPlugins(ctx, state, pod, host); !st.IsSuccess() {
 			return nil, fmt.Errorf("pod %s: prebind: %w", r.Pod, st.AsError())
@@ -425,6 +451,11 @@ func schedule(in *inputs) ([]result, error) {
 			return nil, fmt.Errorf("pod %s: %w", r.Pod, err)
 		}
 		r.Devices = devices
+		for _, alt := range alternatives {
+			if !sameDevices(alt, devices) {
+				r.Alternatives = append(r.Alternatives, alt)
+			}
+		}
 		bound := pod.DeepCopy()
 		bound.Spec.NodeName = host
 		if err := cache.AddPod(logger, bound); err != nil {
@@ -433,6 +464,177 @@ func schedule(in *inputs) ([]result, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// reserve runs Reserve for the pod on host. With want (the devices another scheduler chose for the pod,
+// DRA_ORACLE_PREFER), when the plugin's allocation takes other devices, it is undone (Unreserve) and the
+// cycle run again on host (PreFilter, Filter, Reserve), up to 64 times, until the plugin takes the same
+// devices: each run's pool and slice order is the real allocator's own, so any allocation found is one
+// kube-scheduler makes; steering among them lets the pods after this one be compared on the same state.
+func reserve(ctx context.Context, f framework.Framework, dra *dynamicresources.DefaultDRAManager, snapshot *internalcache.Snapshot,
+	state *framework.CycleState, pod *v1.Pod, host string, want []device) (*framework.CycleState, bool, error) {
+	before, err := dra.ResourceClaims().ListAllAllocatedDevices()
+	if err != nil {
+		return nil, false, err
+	}
+	target := sets.New[structured.DeviceID]()
+	for _, d := range want {
+		if id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device); !d.AdminAccess && !before.Has(id) {
+			target.Insert(id)
+		}
+	}
+	ni, err := snapshot.NodeInfos().Get(host)
+	if err != nil {
+		return nil, false, err
+	}
+	for try := 0; ; try++ {
+		if st := f.RunReservePluginsReserve(ctx, state, pod, host); !st.IsSuccess() {
+			return nil, false, fmt.Errorf("reserve: %w", st.AsError())
+		}
+		if want == nil || try == 63 {
+			return state, false, nil
+		}
+		now, err := dra.ResourceClaims().ListAllAllocatedDevices()
+		if err != nil {
+			return nil, false, err
+		}
+		if now.Difference(before).Equal(target) {
+			return state, try > 0, nil
+		}
+		f.RunReservePluginsUnreserve(ctx, state, pod, host)
+		state = framework.NewCycleState()
+		if _, st, _ := f.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() {
+			return nil, false, fmt.Errorf("prefilter again: %w", st.AsError())
+		}
+		if st := f.RunFilterPlugins(ctx, state, pod, ni); !st.IsSuccess() {
+			return nil, false, fmt.Errorf("filter again on %s: %w", host, st.AsError())
+		}
+	}
+}
+
+func nodeOf(nodes []*v1.Node, name string) *v1.Node {
+	for _, n := range nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func sameDevices(a, b []device) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// sample runs the structured allocator as the plugin sets it up in PreFilter (the release's feature gates,
+// the devices allocated and in flight, the DeviceClasses and ResourceSlices through the DRA manager) for
+// the pod's claims still to allocate, on the node it was placed on, several times: the allocator tries
+// pools in Go map order and slices in the order the informer lists them, both of which change from call to
+// call, so each run may find another first solution. It returns the distinct allocations, each as the
+// devices of all the pod's claims (allocated ones as they are), in claim order.
+func sample(ctx context.Context, dra *dynamicresources.DefaultDRAManager, pod *v1.Pod, node *v1.Node) ([][]device, error) {
+	type entry struct {
+		claim *resourceapi.ResourceClaim
+		todo  bool
+	}
+	var claims []entry
+	var todo []*resourceapi.ResourceClaim
+	for _, name := range claimNames(pod) {
+		c, err := dra.ResourceClaims().Get(pod.Namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		claims = append(claims, entry{c, c.Status.Allocation == nil})
+		if c.Status.Allocation == nil {
+			todo = append(todo, c)
+		}
+	}
+	if len(todo) == 0 || node == nil {
+		return nil, nil
+	}
+	gate := feature.DefaultFeatureGate.Enabled
+	fts := structured.Features{
+		AdminAccess:          gate(features.DRAAdminAccess),
+		PrioritizedList:      gate(features.DRAPrioritizedList),
+		PartitionableDevices: gate(features.DRAPartitionableDevices),
+		DeviceTaints:         gate(features.DRADeviceTaints),
+		DeviceBinding:        gate(features.DRADeviceBindingConditions),
+		DeviceStatus:         gate(features.DRAResourceClaimDeviceStatus),
+		ConsumableCapacity:   gate(features.DRAConsumableCapacity),
+	}
+	var out [][]device
+	start := time.Now()
+	for i := 0; i < 64 && (i < 4 || time.Since(start) < 2*time.Second); i++ {
+		allocated, err := dra.ResourceClaims().ListAllAllocatedDevices()
+		if err != nil {
+			return nil, err
+		}
+		state := structured.AllocatedState{AllocatedDevices: allocated, AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+			AggregatedCapacity: structured.NewConsumedCapacityCollection()}
+		slices, err := dra.ResourceSlices().ListWithDeviceTaintRules()
+		if err != nil {
+			return nil, err
+		}
+		alloc, err := structured.NewAllocator(ctx, fts, state, dra.DeviceClasses(), slices,
+			draCEL.NewCache(10, draCEL.Features{EnableConsumableCapacity: fts.ConsumableCapacity}))
+		if err != nil {
+			return nil, err
+		}
+		results, err := alloc.Allocate(ctx, node, todo)
+		if err != nil || len(results) != len(todo) {
+			return out, nil // the plugin's Filter passed the node; a run that does not is no outcome of it
+		}
+		var devs []device
+		k := 0
+		for _, e := range claims {
+			var rs []resourceapi.DeviceRequestAllocationResult
+			if e.todo {
+				rs = results[k].Devices.Results
+				k++
+			} else {
+				rs = e.claim.Status.Allocation.Devices.Results
+			}
+			for _, d := range rs {
+				devs = append(devs, device{Claim: e.claim.Name, Request: d.Request, Driver: d.Driver, Pool: d.Pool,
+					Device: d.Device, AdminAccess: d.AdminAccess != nil && *d.AdminAccess})
+			}
+		}
+		seen := false
+		for _, o := range out {
+			seen = seen || sameDevices(o, devs)
+		}
+		if !seen {
+			out = append(out, devs)
+		}
+	}
+	return out, nil
+}
+
+// claimNames lists the names of the pod's claims in spec order (a template's claim by the pod's status).
+func claimNames(pod *v1.Pod) []string {
+	var out []string
+	for _, pc := range pod.Spec.ResourceClaims {
+		name := ""
+		if pc.ResourceClaimName != nil {
+			name = *pc.ResourceClaimName
+		}
+		for _, st := range pod.Status.ResourceClaimStatuses {
+			if st.Name == pc.Name && st.ResourceClaimName != nil {
+				name = *st.ResourceClaimName
+			}
+		}
+		if name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // allocated reads the pod's claims back (as PreBind wrote them) and lists their devices; it waits until
