@@ -14,10 +14,11 @@ as plain v1 List JSON (the form both `kgpu simulate` and `dra-oracle` read):
 - ResourceClaimTemplates and ResourceClaims: ``exactly`` requests with counts, CEL selectors over
   productName, memory (``quantity``), versions (``semver``), architecture, MIG profile; ``allocationMode:
   All``; ``firstAvailable`` sub-requests; ``matchAttribute`` constraints (same product, same parent GPU,
-  same PCIe root); ``adminAccess``; claims shared by several pods; claims read already allocated (pinned to
-  a node, reserved for a bound pod); and the broken references the plugin names (a missing template,
-  claim or device class);
-- pods: one to three claims each, CPU and memory requests, sometimes a zone nodeSelector.
+  same PCIe root); ``adminAccess``; claims shared by several pods; claims read already allocated (pinned to a node,
+  reserved for a bound pod) or being deleted; claims the resourceclaim controller made already (with its
+  random suffix, named in the pod's status) or decided not to make; and the broken references the plugin
+  names (a missing template, claim or device class);
+- pods: one or two claims each, CPU and memory requests, sometimes a zone nodeSelector.
 
 ``features`` records the DRA behaviours a scenario exercises, so that a disagreement can be put in its
 class (docs/simulate.md, "Dynamic Resource Allocation": known differences).
