@@ -387,16 +387,30 @@ def test_the_envelope_within_the_limit_but_the_whole_over_it_is_refused_before_w
     assert out.getvalue() == b""
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_an_interrupt_after_pages_were_spooled_leaves_nothing(tmp_path: Path, sig: int) -> None:
+@pytest.mark.parametrize(("sig", "hang"), [(signal.SIGTERM, "daemonsets"), (signal.SIGINT, "daemonsets"),
+                                         (signal.SIGTERM, "pods page 3"), (signal.SIGHUP, "pods page 3")])
+def test_an_interrupt_after_pages_were_spooled_leaves_nothing(tmp_path: Path, sig: int, hang: str) -> None:
+    """Interrupted while a list waits for its first page (the DaemonSets', after every pod page was spooled)
+    or for a page requested ahead (the third of pods, while the second is spooled)."""
     api = served(pods_cluster(30), CORE)
+    original = api.handle
+    hung: list[str] = []
+
+    def hanging(req: Any) -> Any:
+        if (hang == "daemonsets" and req.path == "/apis/apps/v1/daemonsets") or (
+                hang == "pods page 3" and req.path == "/api/v1/pods" and req.query.get("continue") == ["10"]):
+            hung.append(req.path)
+            api.stopping.wait(60)
+            return None
+        return original(req)
+
+    api.handle = hanging  # type: ignore[method-assign]
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     with api.running():
-        api.faults.append(Fault("GET", r"^/api/v1/daemonsets$", 200, hang=True))  # after every pod page
         kc = write_kubeconfig(tmp_path / "kc", api.kubeconfig())
         proc = spawn(["snapshot", "--kubeconfig", str(kc), "-f", str(out_dir / "snap.json"), "--page-size", "5"])
-        wait_for(lambda: any(r.path == "/apis/apps/v1/daemonsets" for r in api.requests), "the DaemonSets list")
+        wait_for(lambda: bool(hung), hang)
         proc.send_signal(sig)
         rc, out, err = finish(proc)
     assert rc == 128 + sig, err
