@@ -153,9 +153,7 @@ def test_not_ready_gpu_node_is_reported_once_and_not_as_idle():
         (f.check, f.object)
         for f in report.findings
         if f.object == f"Node/{GPU}" and f.check.startswith("gpu-node-")
-    ] == [
-        ("gpu-node-not-ready", f"Node/{GPU}")
-    ]
+    ] == [("gpu-node-not-ready", f"Node/{GPU}")]
 
 
 def test_idle_cost_uses_capacity_type_price():
@@ -478,7 +476,15 @@ def test_pod_models_equal_the_loaders(name):
     for p in pods:
         [expected] = parse_documents([p.raw], "x").pods
         got = p.model
-        assert (got.spec, got.limits, got.priority, got.preemption_policy, got.phase, got.owner_kind, got.owner_name) == (
+        assert (
+            got.spec,
+            got.limits,
+            got.priority,
+            got.preemption_policy,
+            got.phase,
+            got.owner_kind,
+            got.owner_name,
+        ) == (
             expected.spec,
             expected.limits,
             expected.priority,
@@ -506,3 +512,15 @@ def test_pods_differing_only_in_volumes_share_one_decode():
     assert ma is not None and mb is not None
     assert (ma.node_name, mb.node_name) == ("cpu-1", "cpu-2")
     assert ma.spec.requests is mb.spec.requests  # one decode, two pods
+
+
+def test_pending_nodes_limit_fix_names_the_nodes_limit():
+    """Karpenter v1.8 refuses every claim of a NodePool whose node count is above `limits.nodes` (the
+    provisioner's Create, not Solve): the fix raises that limit, not the GPU one."""
+    doc = load("pending-nodepool-limits")
+    [np] = [item for item in doc["items"] if item.get("kind") == "NodePool"]
+    np["spec"]["limits"] = {"nodes": "0"}
+    [f] = findings(doc, "pending-gpu-pod")
+    assert 'nodepool "gpu": creating node claim, resource usage exceeds limit' in f.message
+    assert "NodePool gpu already has 1 nodes against its limit of 0" in f.fix
+    assert '"limits":{"nodes":"<more>"}' in f.fix

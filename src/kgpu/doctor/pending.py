@@ -78,7 +78,9 @@ def simulate_pending(state: ClusterState, profile: Profile | None) -> tuple[dict
         priority_classes=state.objects.priority_classes,
         preemption_policies=state.objects.preemption_policies,
         default_preemption_policy=state.objects.default_preemption_policy,
-        dra=list(state.objects.dra),  # claims allocated as kube-scheduler does (kgpu.doctor.dra explains them)
+        dra=list(
+            state.objects.dra
+        ),  # claims allocated as kube-scheduler does (kgpu.doctor.dra explains them)
     )
     result = simulate(objects, provisioner=provisioner)
     return {id(p.pod): p for p in result.placements}, notes
@@ -193,6 +195,18 @@ def _pool_fixes(state: ClusterState, extra: str, spec_labels: tuple[tuple[str, s
             out.append(
                 f"# NodePool {name} has reached its limits ({shown}); raise them, e.g.:\n"
                 f'kubectl patch nodepool {name} --type merge -p \'{{"spec":{{"limits":{{"{GPU}":"<more>"}}}}}}\''
+            )
+        refused = re.search(
+            rf'nodepool "{re.escape(name)}": creating node claim, resource usage exceeds limit '
+            r"\(limit=(\S+), resource-name=(\S+), usage=(\S+)\)",
+            extra,
+        )
+        if refused:
+            limit, resource, usage = refused.groups()
+            out.append(
+                f"# NodePool {name} already has {usage} {resource} against its limit of {limit}, so Karpenter "
+                f"refuses every new claim of it; raise the limit (or remove nodes), e.g.:\n"
+                f'kubectl patch nodepool {name} --type merge -p \'{{"spec":{{"limits":{{"{resource}":"<more>"}}}}}}\''
             )
         if f'nodepool "{name}"' in extra and "does not have known values" in extra and spec_labels:
             out.append(
