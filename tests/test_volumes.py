@@ -255,3 +255,21 @@ def test_pods_without_claims_are_untouched() -> None:
     objs: Objects = parse_documents([*nodes("us-west-2a", "us-west-2b"), ebs_class()], "c.yaml")
     result = simulate(objs, parse_documents([pod_dict("plain", cpu="1")], "w.yaml"))
     assert result.placements[0].node == "n-a" and result.placements[0].warnings == ()
+
+
+def test_spread_counts_every_zone_the_pod_may_use_not_only_the_volume_zone() -> None:
+    """A zone spread (nodeAffinityPolicy Honor) counts the domains of every node the pod's own affinity
+    matches; the volume's zone is not part of that affinity. With one `app: ckpt` pod in us-west-2b and
+    none elsewhere, a second one whose volume is in 2b would make the skew 2: kube-scheduler's words."""
+    running = pod_dict("ckpt-old", cpu="1", node_name="n-b", phase="Running", labels={"app": "ckpt"})
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "ckpt"}}}]
+    new = trainer("ckpt-new", "ckpt")
+    new["metadata"]["labels"] = {"app": "ckpt"}
+    new["spec"]["topologySpreadConstraints"] = spread
+    new["metadata"]["namespace"] = running["metadata"]["namespace"] = "ml"
+    out = run([*nodes("us-west-2a", "us-west-2b", "us-west-2c"), ebs_class(), ebs_pv("pvc-1", "us-west-2b", "ckpt"),
+               pvc("ckpt", volume="pvc-1", phase="Bound"), running], [new])
+    assert out["ckpt-new"].reason.startswith(
+        "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints, "
+        "2 node(s) didn't match PersistentVolume's node affinity.")

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
 
-from kgpu.model.objects import Node, NodeSelector, Pod, Requirement, Term
+from kgpu.model.objects import Node, NodeSelector, Pod, PodSpecInfo, Requirement, Term
 from kgpu.model.predicates import (
     ERR_PREFILTER_NODE_AFFINITY,
     filter_reasons,
@@ -119,8 +119,17 @@ class VolumeState:
         self.default_class = objects.default_class()
         self.users: Counter[tuple[str, str]] = Counter()  # pods using each claim (ReadWriteOncePod)
         self.warnings: dict[str, list[str]] = {}
-        self._chosen: dict[tuple[str, str], Volume] = {}  # static bindings matched by the last filter
         self._provision_notes: dict[tuple[str, str], str] = {}
+        # what FindMatchingVolume can pick: Available volumes without a claimRef, by class, and volumes whose
+        # claimRef names a claim; a bind takes a volume out of the first (new volumes are Bound already)
+        self._available: dict[str, list[Volume]] = {}
+        self._prebound: dict[tuple[str, str], Volume] = {}
+        for pv in objects.volumes.values():
+            if pv.claim_ref is not None and pv.claim_ref[1]:
+                self._prebound.setdefault(pv.claim_ref, pv)
+            elif pv.phase == "Available":
+                self._available.setdefault(pv.storage_class, []).append(pv)
+        self._specs: dict[tuple[int, NodeSelector], tuple[PodSpecInfo, PodSpecInfo]] = {}
         for pod in bound:
             for c in self._names(pod):
                 self.users[c] += 1
@@ -267,16 +276,13 @@ class VolumeState:
         """FindMatchingVolume: a volume pre-bound to the claim, else the smallest Available one of its class
         that fits its request and access modes (and, on the scheduler's path, the node)."""
         labels = node_labels(node) if node is not None else None
+        mine = self._prebound.get(claim.key)
+        if mine is not None and mine.name not in chosen and not mine.deleting and mine.capacity >= claim.storage:
+            ok = labels is None or mine.node_affinity is None or node_selector_matches(mine.node_affinity, labels, node.name if node else "")
+            return mine if ok else None
         best: Volume | None = None
-        for pv in self.objects.volumes.values():
-            if pv.name in chosen or pv.deleting or pv.capacity < claim.storage:
-                continue
-            if pv.claim_ref is not None and pv.claim_ref[1]:
-                if pv.claim_ref != claim.key:
-                    continue
-                ok = labels is None or pv.node_affinity is None or node_selector_matches(pv.node_affinity, labels, node.name if node else "")
-                return pv if ok else None
-            if pv.phase != "Available" or pv.storage_class != claim.storage_class:
+        for pv in self._available.get(claim.storage_class, ()):
+            if pv.name in chosen or pv.deleting or pv.capacity < claim.storage or pv.phase != "Available":
                 continue
             if labels is not None and pv.node_affinity is not None and not node_selector_matches(pv.node_affinity, labels, node.name if node else ""):
                 continue
@@ -332,7 +338,58 @@ class VolumeState:
 
     def _bind(self, c: Claim, pv: Volume) -> None:
         c.volume_name, c.phase = pv.name, "Bound"
+        free = self._available.get(pv.storage_class)
+        if free is not None and pv in free:
+            free.remove(pv)
         pv.claim_ref, pv.phase = c.key, "Bound"
+        self._prebound[c.key] = pv
+
+    # --- the fast path: the volumes' constraint as node affinity -----------------------------------------
+
+    def as_affinity(self, pod: Pod, claims: list[Claim]) -> NodeSelector | bool | None:
+        """What the volume plugins ask of a node for ``pod``, as node affinity, when that is exact: None
+        (nothing), a NodeSelector, or False (it is not: ReadWriteOncePod in use, volumes with zone labels,
+        claims that may bind an existing volume, claims no node can provision)."""
+        extra: list[NodeSelector] = []
+        for c in claims:
+            if "ReadWriteOncePod" in c.access_modes and self.users[c.key]:
+                return False
+            if self._bound(c):
+                pv = self.objects.volumes[c.volume_name]
+                if any(k in pv.labels for k in TOPOLOGY_LABELS):
+                    return False
+                if pv.node_affinity is not None:
+                    extra.append(_normalised(pv.node_affinity))
+                continue
+            if c.key in self._prebound or self._available.get(c.storage_class):
+                return False
+            if c.selected_node:
+                extra.append(NodeSelector((Term((), (Requirement("metadata.name", "In", (c.selected_node,)),)),)))
+                continue
+            cls = self.objects.classes.get(c.storage_class)
+            if cls is None or cls.provisioner in ("", NO_PROVISIONER):
+                return False
+            if cls.allowed_topologies is not None:
+                extra.append(_normalised(cls.allowed_topologies))
+        if not extra:
+            return None
+        return _merged(NodeSelector((Term(),)), extra)
+
+    def spec_with(self, spec: PodSpecInfo, sel: NodeSelector) -> PodSpecInfo | None:
+        """``spec`` with ``sel`` ANDed into its required node affinity (kept per spec and selector, so pods
+        of one kind share one scheduler class); None when the spec's own terms all match nothing."""
+        key = (id(spec), sel)
+        hit = self._specs.get(key)
+        if hit is not None and hit[0] is spec:
+            return hit[1]
+        if spec.affinity is not None:
+            own = tuple(t for t in spec.affinity.terms if t.match_expressions or t.match_fields)
+            if not own:
+                return None
+            sel = _merged(NodeSelector(own), [sel])
+        out = _replace(spec, affinity=sel)
+        self._specs[key] = (spec, out)
+        return out
 
     # --- provisioners -----------------------------------------------------------------------------------
 
@@ -354,13 +411,19 @@ class VolumeState:
                     extra.append(_normalised(cls.allowed_topologies))
         if not extra:
             return pod
-        terms = pod.spec.affinity.terms if pod.spec.affinity is not None else (Term(),)
-        for sel in extra:
-            terms = tuple(Term(a.match_expressions + b.match_expressions, a.match_fields + b.match_fields)
-                          for a in terms for b in sel.terms)[:64]
+        base = pod.spec.affinity if pod.spec.affinity is not None else NodeSelector((Term(),))
         from dataclasses import replace as replace_pod
 
-        return replace_pod(pod, spec=_replace(pod.spec, affinity=NodeSelector(terms)))
+        return replace_pod(pod, spec=_replace(pod.spec, affinity=_merged(base, extra)))
+
+
+def _merged(base: NodeSelector, extra: list[NodeSelector]) -> NodeSelector:
+    """Terms ORed, requirements ANDed: every term of ``base`` with every term of each selector of ``extra``."""
+    terms = base.terms
+    for sel in extra:
+        terms = tuple(Term(a.match_expressions + b.match_expressions, a.match_fields + b.match_fields)
+                      for a in terms for b in sel.terms)
+    return NodeSelector(terms)
 
 
 def _normalised(sel: NodeSelector) -> NodeSelector:
@@ -407,6 +470,23 @@ def place(vol: VolumeState, sched: Any, pod: Pod) -> Outcome:
     if verdict.message:
         return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True,
                        unresolvable=True, claims=verdict.claims)
+    # Exact as node affinity: the scheduler's own paths place the pod (NodeAffinity's score reads only
+    # preferred terms, so required terms added change no node's score). Not with spread constraints: their
+    # nodeAffinityPolicy Honor counts only the nodes the pod's own affinity matches. Only the message of a
+    # pod that fits nowhere needs the volume plugins' words: the loop below.
+    constraint = False if pod.spec.topology_spread else vol.as_affinity(pod, verdict.claims)
+    if constraint is not False:
+        original = pod.spec
+        spec = original if constraint is None else vol.spec_with(original, constraint)  # type: ignore[arg-type]
+        if spec is not None:
+            pod.spec = spec
+            try:
+                decision = sched.place(pod)
+            finally:
+                pod.spec = original
+            if decision.node is not None:
+                vol.commit(pod, verdict.claims, decision.node.node)
+                return Outcome(node=decision.node, claims=verdict.claims)
     spec = pod.spec
     exact = sched.needs_exact(pod)
     topo = sched.topology.prepare(pod) if exact else None
