@@ -20,13 +20,19 @@ kube-scheduler 1.34 (pkg/scheduler/framework/plugins/dynamicresources/dynamicres
 The allocator (k8s.io/dynamic-resource-allocation/structured, the stable implementation 1.34 uses with its
 default feature gates) looks at the node's pools: slices whose ``nodeName`` is the node, whose
 ``nodeSelector`` matches it, or ``allNodes``; per pool only the slices of the newest generation count, and a
-pool with fewer of those than ``resourceSliceCount`` is incomplete. Pools are tried by driver then pool name,
-slices in input order, devices in slice order. Claims, then requests, then devices are filled in order, the
+pool with fewer of those than ``resourceSliceCount`` is incomplete. kube-scheduler tries pools in Go map order
+and slices in informer order (both change from one cycle to the next); kgpu takes one of those orders, pools
+by driver then pool name, slices in input order; devices in slice order. Before its search the allocator
+checks every request: ``All`` counts its devices (an incomplete pool is an error), and a claim needing more
+than 32 devices is an error. Claims, then requests, then devices are filled in order, the
 first device that matches the class's and the request's selectors, is free (not allocated to another claim,
 unless the request has adminAccess) and keeps every ``matchAttribute`` constraint; on a dead end the last
 choice is undone and the next device tried (backtracking); ``firstAvailable`` tries its sub-requests in order.
 There is no scoring: the first solution wins. ``All`` takes every matching device of the node and fails when
-there is none, when one is taken, or (an error) when a pool is incomplete.
+there is none or when one is taken; one that breaks a constraint is an error. Filter says
+``resourceclaim not available on the node`` only where the allocator succeeded.
+
+Checked against the real plugin by ``conformance/tests/test_dra_differential.py`` (dra-oracle).
 """
 
 from __future__ import annotations
