@@ -273,3 +273,18 @@ def test_spread_counts_every_zone_the_pod_may_use_not_only_the_volume_zone() -> 
     assert out["ckpt-new"].reason.startswith(
         "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints, "
         "2 node(s) didn't match PersistentVolume's node affinity.")
+
+
+def test_generic_ephemeral_volume_claim_is_made_from_its_template() -> None:
+    """A generic ephemeral volume: the claim `<pod>-<volume>` the ephemeral volume controller creates, of the
+    template's class; its zone pinned by allowedTopologies puts the pod there."""
+    pinned = ebs_class("ebs-2b", allowedTopologies=[{"matchLabelExpressions": [{"key": ZONE, "values": ["us-west-2b"]}]}])
+    pinned["metadata"]["annotations"] = {}
+    scratch = pod_dict("scratch", cpu="1", namespace="ml")
+    scratch["spec"]["volumes"] = [{"name": "tmp", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "ebs-2b", "resources": {"requests": {"storage": "20Gi"}}}}}}]
+    out = run([*nodes("us-west-2a", "us-west-2b"), pinned], [scratch])
+    assert out["scratch"].node == "n-b" and out["scratch"].warnings == ()
+    scratch["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]["storageClassName"] = "ebs-2b-typo"
+    out = run([*nodes("us-west-2a", "us-west-2b"), pinned], [scratch])
+    assert out["scratch"].reason.startswith("0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
