@@ -4,7 +4,11 @@ kube-scheduler v1.34 (pkg/scheduler/framework/plugins/podtopologyspread, interpo
 PreFilter, counts over every node and the pods on it, then checks each node against them in Filter. A
 simulation places thousands of pods, so the counts here are kept, not recomputed: each distinct
 constraint a pod brings gets a *counter* that takes in nodes when first asked (counting the pods already
-on them) and is updated by every bind after that. A pod's PreFilter is then a few dictionary reads.
+on them) and is updated by every bind after that. A pod's PreFilter is then a few dictionary reads. A
+counter made late (at a Deployment's first pod, with thousands of pods placed) reads the placed pods its
+selector can match from a label index (``LabelIndex``), so setting it up costs those pods, not the
+cluster; and the counts are mirrored in numpy arrays by domain id (``DomainArray``), updated from the
+domains binds changed, which the vectorised filter and score read.
 
 - PodTopologySpread (DoNotSchedule constraints): per constraint, the matching pods per topology domain,
   over the nodes that carry every constraint's topology key and pass the constraint's node inclusion
