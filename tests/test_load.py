@@ -166,9 +166,9 @@ def _daemon_pod(name: str, node: str, **extra: object) -> dict:
 
 def test_bound_pods_read_with_their_node_name_put_back():
     """Bound pods' specs differ only in the node they name: JSON reads each shape once and puts each pod's
-    node back, wherever the name stands (nodeName, node affinity, a hostname selector, a toleration, a
-    claim, a resource name); the specs equal those read one document at a time, and pods with the same
-    shape on the same node share nothing they should not."""
+    node back (nodeName, a DaemonSet pod's matchFields); where the name also stands elsewhere (a hostname
+    selector, a toleration, a claim, a resource name) the spec is read whole. Either way the specs equal
+    those read one document at a time."""
     docs = []
     for i in range(4):
         node = f"ip-10-0-{i}-7.us-west-2.compute.internal"
@@ -177,6 +177,7 @@ def test_bound_pods_read_with_their_node_name_put_back():
                                 tolerations=[{"key": "dedicated", "operator": "Equal", "value": node}],
                                 volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": node}}]))
         docs.append(pod_dict(f"web-{i}", cpu="1", node_name=node, phase="Running"))
+    docs.append(pod_dict("zero", cpu="0", node_name="cpu", phase="Running"))  # a node named as a resource
     nul = pod_dict("nul", cpu="1", node_name="n0", phase="Running", labels={"a": "b"})
     nul["spec"]["nodeSelector"] = {"note": "x\u0000y"}  # a NUL of its own: read whole
     docs.append(nul)

@@ -205,27 +205,38 @@ _HOLE_JSON = b'"\\u0000"'
 _SPEC_FIELDS = tuple(f.name for f in fields(PodSpecInfo))
 
 
-def _has_hole(value: object) -> bool:
+def _holes(value: object) -> int:
+    """How many strings in ``value`` (tuples and dataclasses, as PodSpecInfo nests them) hold _HOLE."""
     if isinstance(value, str):
-        return _HOLE in value
+        return int(_HOLE in value)
     if isinstance(value, tuple | frozenset):
-        return any(_has_hole(v) for v in value)
+        return sum(_holes(v) for v in value)
     if is_dataclass(value):
-        return any(_has_hole(getattr(value, f.name)) for f in fields(value))
-    return False
+        return sum(_holes(getattr(value, f.name)) for f in fields(value))
+    return 0
 
 
-def _fill(value: Any, node: str) -> Any:
-    """``value`` with _HOLE replaced by ``node`` wherever it occurs (strings in tuples and dataclasses)."""
-    if isinstance(value, str):
-        return value.replace(_HOLE, node) if _HOLE in value else value
-    if isinstance(value, tuple):
-        return tuple(_fill(v, node) for v in value)
-    if isinstance(value, frozenset):
-        return frozenset(_fill(v, node) for v in value)
-    if is_dataclass(value) and not isinstance(value, type):
-        return replace(value, **{f.name: _fill(getattr(value, f.name), node) for f in fields(value) if f.init})
-    return value
+def _read_shape(shape: bytes, replaced: int) -> tuple[PodSpecInfo, Resources] | None:
+    """``spec_info`` of a bound pod's spec with its node name replaced ``replaced`` times by _HOLE, when every
+    replacement is the spec's ``nodeName`` or a whole ``matchFields`` value (else None)."""
+    try:
+        info, limits = spec_info(_SPEC.decode(shape), "")
+    except (msgspec.DecodeError, msgspec.ValidationError, InputError, RecursionError, UnicodeDecodeError):
+        return None
+    if info.node_name != _HOLE or _holes(limits):
+        return None
+    if any(_holes(getattr(info, f)) for f in _SPEC_FIELDS if f not in ("node_name", "affinity")):
+        return None
+    fields_holes = 0
+    for t in info.affinity.terms if info.affinity is not None else ():
+        if _holes(t.match_expressions):
+            return None
+        for r in t.match_fields:
+            if _holes(r.values):
+                if r.values != (_HOLE,):
+                    return None
+                fields_holes += 1
+    return (info, limits) if 1 + fields_holes == replaced else None
 
 
 def _field_path(exc: msgspec.ValidationError) -> tuple[str, str]:
@@ -242,8 +253,8 @@ class Parser:
         self.source = source
         self.out = Objects()
         self._spec_cache: dict[bytes, tuple[PodSpecInfo, Resources]] = {}
-        # bound pods' specs with their node name replaced by _HOLE: (info, limits, fields holding _HOLE)
-        self._shape_cache: dict[bytes, tuple[PodSpecInfo, Resources, tuple[str, ...]]] = {}
+        # bound pods' specs with their node name replaced by _HOLE (_bound_spec); None: read them whole
+        self._shape_cache: dict[bytes, tuple[PodSpecInfo, Resources] | None] = {}
         self._pending_priority: list[tuple[Pod, str]] = []
         self._unknown: Counter[str] = Counter()
         self._listed_nodes = False
@@ -530,31 +541,36 @@ class Parser:
         self._finish_pod(meta, name, cached, raw.status, label)
 
     def _bound_spec(self, key: bytes) -> tuple[PodSpecInfo, Resources] | None:
-        """A bound pod's spec names its node (``nodeName``; a DaemonSet's pod also in its node affinity), so
-        no two are the same bytes: the spec is read once per spec *with the node name taken out*, and each
-        pod's is that one with its node name put back. None when the spec names no node, or when it would
-        not read cleanly that way (the caller then reads it whole, errors included)."""
+        """A bound pod's spec names its node (``nodeName``; a DaemonSet's pod also in its node affinity's
+        ``matchFields``), so no two are the same bytes: the spec is read once per *shape*, the node name
+        replaced by _HOLE, and each pod gets it with its own node put back. Only when the name stands
+        nowhere else in the spec (every replacement must land in ``nodeName`` or a ``matchFields`` value,
+        strings kgpu reads as they are): a name that is also, say, a resource name or a selector value
+        could be read differently as _HOLE. None otherwise (the caller then reads the spec whole, errors
+        included)."""
         try:
             node = _NODE_NAME.decode(key).node_name
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             return None
         if not node or b"\\u0000" in key:
             return None
-        shape = key.replace(msgspec.json.encode(node), _HOLE_JSON)
-        entry = self._shape_cache.get(shape)
+        token = msgspec.json.encode(node)
+        shape = key.replace(token, _HOLE_JSON)
+        if shape not in self._shape_cache:
+            self._shape_cache[shape] = _read_shape(shape, key.count(token))
+        entry = self._shape_cache[shape]
         if entry is None:
-            try:
-                info, limits = spec_info(_SPEC.decode(shape), "")
-            except (msgspec.DecodeError, msgspec.ValidationError, InputError, RecursionError, UnicodeDecodeError):
-                return None
-            holed = tuple(f for f in _SPEC_FIELDS if _has_hole(getattr(info, f)))
-            entry = self._shape_cache[shape] = (info, limits, holed)
-        info, limits, holed = entry
-        if info.node_name != _HOLE:  # the name was not the spec's own nodeName string (cannot happen; be safe)
             return None
-        if _has_hole(limits):
-            limits = _fill(limits, node)
-        return replace(info, **{f: _fill(getattr(info, f), node) for f in holed}), limits
+        info, limits = entry
+        affinity = info.affinity
+        if affinity is not None and any(r.values == (_HOLE,) for t in affinity.terms for r in t.match_fields):
+            affinity = NodeSelector(tuple(
+                Term(t.match_expressions, tuple(
+                    Requirement(r.key, r.operator, (node,)) if r.values == (_HOLE,) else r for r in t.match_fields
+                ))
+                for t in affinity.terms
+            ))
+        return replace(info, node_name=node, affinity=affinity), limits
 
     def _add_pod(self, obj: wire.Pod, label: str) -> None:
         meta = obj.metadata
