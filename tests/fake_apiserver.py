@@ -41,8 +41,11 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "resourceslices": ("resource.k8s.io/v1", "ResourceSlice", False),
     "imagecaches": ("eks.cloud.tencent.com/v1", "ImageCache", False),
     "configmaps": ("v1", "ConfigMap", True),
+    "persistentvolumeclaims": ("v1", "PersistentVolumeClaim", True),
+    "persistentvolumes": ("v1", "PersistentVolume", False),
+    "storageclasses": ("storage.k8s.io/v1", "StorageClass", False),
 }
-CORE = ("nodes", "pods", "events", "daemonsets", "priorityclasses")
+CORE = ("nodes", "pods", "events", "daemonsets", "priorityclasses", "persistentvolumeclaims", "persistentvolumes", "storageclasses")
 PATH = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
     r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"

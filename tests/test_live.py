@@ -118,7 +118,8 @@ def test_snapshot_pages_strips_secrets_and_notes_missing_crds(api: FakeApiServer
     assert doc["kind"] == "ClusterSnapshot" and doc["apiVersion"] == "kgpu.dev/v1alpha1"
     meta = doc["metadata"]
     assert meta["counts"] == {"Node": 2, "Pod": 5, "DaemonSet": 1, "PriorityClass": 0, "NodePool": 1,
-                              "RayCluster": 1, "Event": 2}  # FailedScheduling, and web's Pulled
+                              "RayCluster": 1, "PersistentVolumeClaim": 0, "PersistentVolume": 0, "StorageClass": 0,
+                              "Event": 2}  # FailedScheduling, and web's Pulled
     assert sorted(meta["absent"]) == [
         "eks.cloud.tencent.com/v1 ImageCache", "karpenter.k8s.aws/v1 EC2NodeClass", "karpenter.sh/v1 NodeClaim",
         "karpenter.sh/v1alpha1 NodeOverlay", "resource.k8s.io/v1 DeviceClass", "resource.k8s.io/v1 ResourceClaim",

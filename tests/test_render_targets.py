@@ -222,6 +222,7 @@ def test_rbac_is_read_only_and_exact() -> None:
         ("resource.k8s.io", "deviceclasses"), ("resource.k8s.io", "resourceclaims"),
         ("resource.k8s.io", "resourceclaimtemplates"), ("resource.k8s.io", "resourceslices"),
         ("eks.cloud.tencent.com", "imagecaches"), ("", "configmaps"),
+        ("", "persistentvolumeclaims"), ("", "persistentvolumes"), ("storage.k8s.io", "storageclasses"),
     }  # fmt: skip
     verbs = {r: rule["verbs"] for rule in role["rules"] for r in rule["resources"]}
     assert verbs.pop("configmaps") == ["get"]  # by name only: ConfigMaps are never listed

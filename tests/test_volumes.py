@@ -288,3 +288,42 @@ def test_generic_ephemeral_volume_claim_is_made_from_its_template() -> None:
     scratch["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"]["storageClassName"] = "ebs-2b-typo"
     out = run([*nodes("us-west-2a", "us-west-2b"), pinned], [scratch])
     assert out["scratch"].reason.startswith("0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
+
+
+def test_snapshot_keeps_claims_volumes_and_classes_for_simulate_and_doctor(tmp_path: Any) -> None:
+    """`kgpu snapshot` of a cluster (a fake API server) saves its claims, volumes and classes; `simulate
+    --cluster` then says in kube-scheduler's words why the pending trainer cannot run, without the `volumes`
+    warning, and doctor explains the pending GPU pod the same way."""
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from fake_apiserver import FakeApiServer
+    from kgpu.cli.main import cli
+
+    gpu = nodes("us-west-2a", "us-west-2b")
+    for n in gpu:
+        n["status"]["allocatable"]["nvidia.com/gpu"] = "1"
+    train = trainer("train", "ckpt")
+    train["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}}
+    train["status"] = {"phase": "Pending"}
+    server = FakeApiServer([*gpu, ebs_class(), ebs_pv("pvc-1", "us-west-2c", "ckpt"),
+                            pvc("ckpt", volume="pvc-1", phase="Bound"), train])
+    env = {"KUBECONFIG": "", "HOME": "/nonexistent"}
+    with server.running():
+        kc = tmp_path / "kc"
+        kc.write_text(yaml.safe_dump(server.kubeconfig()))
+        snap = tmp_path / "snap.json"
+        res = CliRunner().invoke(cli, ["snapshot", "--kubeconfig", str(kc), "-f", str(snap)], env=env)
+        assert res.exit_code == 0, res.output
+    counts = json.loads(snap.read_text())["metadata"]["counts"]
+    assert (counts["PersistentVolumeClaim"], counts["PersistentVolume"], counts["StorageClass"]) == (1, 1, 1)
+    res = CliRunner().invoke(cli, ["simulate", "--cluster", str(snap), "-o", "json"], env=env)
+    assert res.exit_code == 1, res.output
+    [p] = json.loads(res.stdout)["pods"]
+    assert p["reason"].startswith("0/2 nodes are available: 2 node(s) didn't match PersistentVolume's node affinity.")
+    assert p["warnings"] == []
+    res = CliRunner().invoke(cli, ["doctor", "--snapshot", str(snap), "-o", "json"], env=env)
+    text = res.stdout
+    assert "didn't match PersistentVolume's node affinity" in text and "Not modelled for it: volumes" not in text

@@ -81,6 +81,7 @@ def simulate_pending(state: ClusterState, profile: Profile | None) -> tuple[dict
         dra=list(
             state.objects.dra
         ),  # claims allocated as kube-scheduler does (kgpu.doctor.dra explains them)
+        storage=list(state.objects.storage),  # PersistentVolumeClaims placed by their volumes (kgpu.sim.volumes)
     )
     result = simulate(objects, provisioner=provisioner)
     return {id(p.pod): p for p in result.placements}, notes
@@ -366,6 +367,7 @@ class _Existing:
         self.state = state
         self.sched: Any = None
         self.postfilter: Preemption | None = None
+        self.volumes: Any = None  # kgpu.sim.volumes.VolumeState, for pods with claims
 
     def reason(self, model: Pod) -> str:
         """Filters' message, then PostFilter's (DynamicResources', preemption's), as the event carries them."""
@@ -377,10 +379,29 @@ class _Existing:
             ]
             self.sched = Scheduler(self.state.objects.nodes, bound)
             self.postfilter = Preemption(self.sched)
-        text: str = self.sched.explain_pod(model)
         assert self.postfilter is not None
+        if model.spec.volume_claims and self.state.objects.storage:
+            return self._volume_reason(model)
+        text: str = self.sched.explain_pod(model)
         words = self.postfilter.message(model)
         return f"{text} {postfilter_words(words)}" if words else text
+
+    def _volume_reason(self, model: Pod) -> str:
+        """A pod with claims: the volume plugins' words too (kgpu.sim.volumes), as simulate words them."""
+        from kgpu.model.volumes import read
+        from kgpu.sim import volumes
+        from kgpu.sim.preemption import NOT_HELPFUL
+
+        if self.volumes is None:
+            bound = [p.model for p in self.state.pods if p.model is not None and p.node_name and not p.terminated]
+            self.volumes = volumes.VolumeState(read(list(self.state.objects.storage)), bound)
+        out = volumes.explain(self.volumes, self.sched, model)
+        text = out.reason or self.sched.explain_pod(model)
+        n = len(self.sched.states)
+        assert self.postfilter is not None
+        words = (f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}."
+                 if out.unresolvable and model.preemption_policy != "Never" else self.postfilter.message(model))
+        return f"{text} {postfilter_words(words)}" if words and text.startswith("0/") else text
 
 
 def pending_gpu_pods(state: ClusterState) -> list[PodInfo]:

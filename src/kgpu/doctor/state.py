@@ -23,7 +23,7 @@ import msgspec
 from kgpu.catalog import InstanceType, aws_catalog
 from kgpu.errors import InputError
 from kgpu.model import wire
-from kgpu.model.load import DRA_KINDS, Objects, Parser, parse_time, spec_info
+from kgpu.model.load import DRA_KINDS, STORAGE_KINDS, Objects, Parser, parse_time, spec_info
 from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import first_untolerated, static_reasons
 from kgpu.model.quantity import parse_quantity
@@ -504,6 +504,8 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
             state.nodeoverlays.append(item)
         elif ikind == "ImageCache":
             state.imagecaches.append(item)
+        elif ikind in STORAGE_KINDS:  # claims, volumes, classes: simulate places pods with claims by them
+            parser.feed_object(item, label)
         elif ikind in DRA_KINDS:  # resource.k8s.io objects: simulate allocates claims; kgpu.doctor.dra
             parser.feed_object(item, label)
             spec = item.get("spec")

@@ -103,6 +103,9 @@ RESOURCECLAIM = Resource("resource.k8s.io", "v1", "ResourceClaim", "resourceclai
 RESOURCECLAIMTEMPLATE = Resource("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates")
 RESOURCESLICE = Resource("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", namespaced=False)
 IMAGECACHE = Resource("eks.cloud.tencent.com", "v1", "ImageCache", "imagecaches", namespaced=False)  # TKE
+PVC = Resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
+PV = Resource("", "v1", "PersistentVolume", "persistentvolumes", namespaced=False)
+STORAGECLASS = Resource("storage.k8s.io", "v1", "StorageClass", "storageclasses", namespaced=False)
 CONFIGMAP = Resource("", "v1", "ConfigMap", "configmaps")  # only the device plugin's, by name (snapshot)
 
 

@@ -1,7 +1,8 @@
 """``kgpu snapshot``: a live cluster's scheduling-relevant objects as one JSON document.
 
 The document (``kind: ClusterSnapshot``, see docs/live.md) holds Nodes, Pods, DaemonSets, PriorityClasses,
-recent FailedScheduling / FailedCreate Events, and, where their CRDs are installed, Karpenter NodePools,
+recent FailedScheduling / FailedCreate Events, PersistentVolumeClaims, PersistentVolumes and StorageClasses,
+and, where their CRDs are installed, Karpenter NodePools,
 NodeClaims and EC2NodeClasses and KubeRay RayClusters, each as ``kubectl get -o json`` prints it.
 ``kgpu simulate --cluster`` and ``kgpu doctor --snapshot`` read it.
 
@@ -42,10 +43,13 @@ from kgpu.live.client import (
     NODEPOOL,
     POD,
     PRIORITY_CLASS,
+    PV,
+    PVC,
     RAYCLUSTER,
     RESOURCECLAIM,
     RESOURCECLAIMTEMPLATE,
     RESOURCESLICE,
+    STORAGECLASS,
     ApiClient,
     Forbidden,
     NotFound,
@@ -86,6 +90,10 @@ SOURCES: tuple[tuple[Resource, bool], ...] = (
     (RESOURCECLAIMTEMPLATE, True),
     (RESOURCESLICE, True),
     (IMAGECACHE, True),
+    # volumes: kgpu.sim.volumes places pods with claims by them (optional: an older kgpu-doctor role lacks them)
+    (PVC, True),
+    (PV, True),
+    (STORAGECLASS, True),
 )
 # Read by name (get), not listed: the device plugin's config ConfigMaps (kgpu.doctor.sharing).
 BY_NAME: tuple[Resource, ...] = (CONFIGMAP,)

@@ -5,7 +5,8 @@ nodes, pods and events; apps daemonsets (is the device plugin running where it s
 priorityclasses (queue order); Karpenter nodepools and nodeclaims (karpenter.sh) and ec2nodeclasses
 (karpenter.k8s.aws) and nodeoverlays (shared GPUs' capacity); KubeRay rayclusters; DRA deviceclasses,
 resourceclaims, resourceclaimtemplates and resourceslices (resource.k8s.io); TKE imagecaches
-(eks.cloud.tencent.com). ConfigMaps: ``get`` only, no ``list``: a snapshot reads the device plugin's config
+(eks.cloud.tencent.com); persistentvolumeclaims, persistentvolumes and storageclasses (volume placement).
+ConfigMaps: ``get`` only, no ``list``: a snapshot reads the device plugin's config
 ConfigMaps by the names its DaemonSets mount, never lists ConfigMaps. No secrets, no writes.
 
 ``kgpu-run`` (not bound: bind it to whoever runs smoke tests): create, get and delete pods and read their
@@ -22,7 +23,7 @@ from kgpu.render import MANAGED_BY
 NAME = "kgpu-doctor"
 VERBS = ["get", "list", "watch"]
 RULES: list[tuple[str, list[str]]] = [
-    ("", ["events", "nodes", "pods"]),
+    ("", ["events", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods"]),
     ("apps", ["daemonsets"]),
     ("scheduling.k8s.io", ["priorityclasses"]),
     ("karpenter.sh", ["nodeclaims", "nodeoverlays", "nodepools"]),
@@ -30,6 +31,7 @@ RULES: list[tuple[str, list[str]]] = [
     ("ray.io", ["rayclusters"]),
     ("resource.k8s.io", ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"]),
     ("eks.cloud.tencent.com", ["imagecaches"]),
+    ("storage.k8s.io", ["storageclasses"]),
 ]
 GET_ONLY: list[tuple[str, list[str]]] = [("", ["configmaps"])]  # read by name: the device plugin's configs
 RUN_NAME = "kgpu-run"

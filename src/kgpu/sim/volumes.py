@@ -503,6 +503,26 @@ def place(vol: VolumeState, sched: Any, pod: Pod) -> Outcome:
         sched.bind(pod, best)
         vol.commit(pod, verdict.claims, best.node)
         return Outcome(node=best, claims=verdict.claims)
+    return _unplaced(vol, sched, pod, verdict, topo)
+
+
+def explain(vol: VolumeState, sched: Any, pod: Pod) -> Outcome:
+    """Why ``pod`` fits no node of ``sched`` now, in the plugins' words, without placing it (kgpu doctor
+    explains a pending pod over the cluster as it is); ``reason`` None when some node would take it."""
+    states = sched.states
+    if not states:
+        return Outcome(reason="no nodes available to schedule pods")
+    verdict = vol.prefilter(pod)
+    if verdict.message:
+        return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True,
+                       unresolvable=True, claims=verdict.claims)
+    topo = sched.topology.prepare(pod) if sched.needs_exact(pod) else None
+    return _unplaced(vol, sched, pod, verdict, topo)
+
+
+def _unplaced(vol: VolumeState, sched: Any, pod: Pod, verdict: Verdict, topo: Any) -> Outcome:
+    """The message over every node: each counted under the first filter it fails."""
+    states, spec = sched.states, pod.spec
     counter: Counter[str] = Counter()
     unresolvable = 0  # nodes DefaultPreemption cannot help on
     for st in states:
