@@ -160,3 +160,63 @@ def test_requirement_on_label_the_catalog_lacks_is_not_applied_and_said(tmp_path
         for w in data["profile_warnings"]
     )
     assert not any("instance-hypervisor" in w for w in data["profile_warnings"])
+
+
+def time_sliced_overlay(name: str = "t4-time-sliced", **spec: Any) -> dict[str, Any]:
+    """The NodeOverlay a user writes for a time-sliced pool (karpenter.sh/v1alpha1): g4dn.xlarge's one T4 is
+    advertised as 4 nvidia.com/gpu by the device plugin, so Karpenter should believe 4."""
+    return {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": name},
+        "spec": {
+            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["g4dn.xlarge"]}],
+            "capacity": {"nvidia.com/gpu": "4"},
+            **spec,
+        },
+    }
+
+
+def test_nodeoverlay_in_the_input_changes_what_karpenter_launches(tmp_path: Path) -> None:
+    """Four one-GPU pods on a pool of one-T4 types: without an overlay Karpenter believes one GPU per node and
+    launches four; with the input's overlay (capacity nvidia.com/gpu: 4) it launches one, and says the overlay
+    is applied as with Karpenter's feature gate on."""
+    pool = {**GPU_POOL, "spec": {**GPU_POOL["spec"], "limits": {"nvidia.com/gpu": "16"}}}
+    pods = [pod_dict(f"infer-{i}", cpu="500m", memory="1Gi", gpus=1, tolerations=GPU_TOL) for i in range(4)]
+    plain = invoke("simulate", "-w", write(tmp_path, "w.yaml", [pool, ec2nodeclass(), *pods]), "-o", "json")
+    assert plain.exit_code == 0, plain.output
+    assert len(json.loads(plain.output)["new_nodes"]) == 4
+
+    docs = [pool, ec2nodeclass(), time_sliced_overlay(), *pods]
+    res = invoke("simulate", "-w", write(tmp_path, "o.yaml", docs), "-o", "json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert [n["instance_type"] for n in data["new_nodes"]] == ["g4dn.xlarge"]
+    assert {p["phase"] for p in data["pods"]} == {"Provisioned"}
+    assert any("NodeOverlay(s) from the input applied" in w for w in data["warnings"])
+    assert not any("not applied" in w for w in data["warnings"])
+
+
+def test_nodeoverlay_karpenter_refuses_is_left_out_with_its_reason(tmp_path: Path) -> None:
+    """An overlay on a restricted resource (cpu) is refused by Karpenter's validation: kgpu leaves it out and
+    says why, and the pods are placed as without it."""
+    pool = {**GPU_POOL, "spec": {**GPU_POOL["spec"], "limits": {"nvidia.com/gpu": "16"}}}
+    pods = [pod_dict(f"infer-{i}", cpu="500m", memory="1Gi", gpus=1, tolerations=GPU_TOL) for i in range(2)]
+    bad = time_sliced_overlay("more-cpu")
+    bad["spec"]["capacity"] = {"cpu": "64"}
+    res = invoke("simulate", "-w", write(tmp_path, "w.yaml", [pool, ec2nodeclass(), bad, *pods]), "-o", "json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert len(data["new_nodes"]) == 2
+    [left] = [w for w in data["warnings"] if w.startswith("NodeOverlay more-cpu left out")]
+    assert "cpu" in left
+
+
+def test_malformed_nodeoverlay_is_bad_input_naming_file_and_field(tmp_path: Path) -> None:
+    bad = time_sliced_overlay("typo")
+    bad["spec"]["requirements"][0]["operator"] = "Inn"
+    work = write(tmp_path, "w.yaml", [GPU_POOL, ec2nodeclass(), bad])
+    res = CliRunner().invoke(cli, ["simulate", "-w", work])
+    assert res.exit_code == 2
+    assert "w.yaml: NodeOverlay typo: spec.requirements[0]" in res.output and "Inn" in res.output
+    assert "Traceback" not in res.output

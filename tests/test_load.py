@@ -136,21 +136,22 @@ def test_40G_is_not_40Gi():
     assert (g, gi) == (40 * 10**9, 40 * 2**30)
 
 
-def test_node_overlays_are_named_as_not_applied() -> None:
-    """A snapshot carries Karpenter NodeOverlays: simulate says it does not apply them (not "unknown kind")."""
+def test_node_overlays_are_read_for_the_karpenter_provisioner() -> None:
+    """A snapshot carries Karpenter NodeOverlays: they are kept, with their file, for simulate's Karpenter
+    (not "unknown kind", no warning); another apiVersion is ignored with a warning naming it."""
     from kgpu.model.load import parse_text
 
     doc = (
         b'{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "karpenter.sh/v1alpha1", '
-        b'"kind": "NodeOverlay", "metadata": {"name": "shared"}, "spec": {"capacity": {"nvidia.com/gpu": "4"}}}]}'
+        b'"kind": "NodeOverlay", "metadata": {"name": "shared"}, "spec": {"capacity": {"nvidia.com/gpu": "4"}}}, '
+        b'{"apiVersion": "karpenter.sh/v1", "kind": "NodeOverlay", "metadata": {"name": "future"}, "spec": {}}]}'
     )
-    warnings = parse_text(doc, "s.json").warnings
-    assert [w for w in warnings if "NodeOverlay" in w] == [
-        "s.json: 1 NodeOverlay object(s): Karpenter NodeOverlays from the input are not applied (NodePools "
-        "from the input see each instance type's own capacity; a profile pool's sharing.nodeOverlay is "
-        "applied); kgpu doctor checks them"
+    objects = parse_text(doc, "s.json")
+    assert [(d["metadata"]["name"], where) for d, where in objects.nodeoverlays] == [("shared", "s.json")]
+    assert [w for w in objects.warnings if "NodeOverlay" in w] == [
+        "s.json: NodeOverlay future: apiVersion 'karpenter.sh/v1' ignored; kgpu reads karpenter.sh/v1alpha1"
     ]
-    assert not any("unknown kind" in w for w in warnings)
+    assert not any("unknown kind" in w for w in objects.warnings)
 
 
 def _daemon_pod(name: str, node: str, **extra: object) -> dict:

@@ -28,6 +28,7 @@ from kgpu.errors import quote
 
 if TYPE_CHECKING:
     from kgpu.model.load import Objects
+    from kgpu.sim.karpenter_overlay import NodeOverlay
 
 REGION_LABEL = "topology.kubernetes.io/region"
 
@@ -140,15 +141,27 @@ def command(
             from kgpu.cli.profile_io import with_catalog
 
             prof = with_catalog(prof, None, catalog)
+    overlays = _overlays(objects.nodeoverlays + work.nodeoverlays)
+    if overlays and not any(p.kind == "karpenter" for p in (prof.pools if prof is not None else ())):
+        notes.append(f"{len(overlays)} NodeOverlay(s) in the input and no Karpenter NodePool to apply them to")
+    elif overlays:
+        notes.append(
+            f"{len(overlays)} NodeOverlay(s) from the input applied as Karpenter applies them with its NodeOverlay "
+            "feature gate on (settings.featureGates.nodeOverlay: true); with the gate off (the default) Karpenter "
+            "ignores them"
+        )
     if prof is not None:
         from kgpu.sim.provision import baseline_nodes, provisioner_for
 
-        provisioner = provisioner_for(prof, daemonsets=objects.daemonsets + work.daemonsets)
+        provisioner = provisioner_for(prof, daemonsets=objects.daemonsets + work.daemonsets, overlays=overlays)
         if not cluster:
             # No snapshot: the profile's static pools and node groups at their desired size are the cluster.
             objects.nodes.extend(baseline_nodes(prof))
     result = simulate(objects, work, provisioner=provisioner)
     result.warnings.extend(notes)
+    for part in provisioner.parts if provisioner is not None else ():
+        for name, why in sorted(getattr(part, "overlay_errors", {}).items()):
+            result.warnings.append(f"NodeOverlay {name} left out, as Karpenter leaves it out: {why}")
     data = result.as_dict()
     view = None
     if output in ("table", "wide") and headers_wanted():
@@ -177,6 +190,13 @@ def command(
         for warning in result.warnings:
             warn(warning)
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
+
+
+def _overlays(docs: list[tuple[dict[str, Any], str]]) -> list[NodeOverlay]:
+    """The input's NodeOverlays; a malformed one is bad input (InputError naming its file and field)."""
+    from kgpu.sim.karpenter_overlay import parse_overlay
+
+    return [parse_overlay(doc, where) for doc, where in docs]
 
 
 def _nodes_region(objects: Objects) -> str | None:

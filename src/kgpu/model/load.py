@@ -57,7 +57,11 @@ JOB_KINDS = {"Job", "CronJob"}
 SNAPSHOT_KIND = "ClusterSnapshot"
 LIST_KINDS = {"List", SNAPSHOT_KIND}
 # Karpenter objects kept as read: `kgpu simulate` provisions from the NodePools (kgpu.model.nodepool).
-KARPENTER_KINDS = {"NodePool": "karpenter.sh/v1", "EC2NodeClass": "karpenter.k8s.aws/v1"}
+KARPENTER_KINDS = {
+    "NodePool": "karpenter.sh/v1",
+    "EC2NodeClass": "karpenter.k8s.aws/v1",
+    "NodeOverlay": "karpenter.sh/v1alpha1",
+}
 DRA_KINDS = frozenset({"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"})  # kgpu.model.dra
 STORAGE_KINDS = frozenset({"PersistentVolumeClaim", "PersistentVolume", "StorageClass"})  # kgpu.model.volumes
 KNOWN_KINDS = (
@@ -80,10 +84,7 @@ QUIET_KINDS = {
     "ValidatingWebhookConfiguration", "VolumeAttachment",
 }
 # Kinds kgpu knows but simulate does not apply: a warning that says so, instead of "unknown kind".
-NOT_MODELLED_KINDS = {
-    "NodeOverlay": "Karpenter NodeOverlays from the input are not applied (NodePools from the input see each "
-    "instance type's own capacity; a profile pool's sharing.nodeOverlay is applied); kgpu doctor checks them",
-}
+NOT_MODELLED_KINDS: dict[str, str] = {}
 # Pods one input may expand to: twice Kubernetes' scalability limit of 150,000 pods per cluster (a snapshot
 # of the largest cluster, with room), while expanding `replicas: 100000000` one pod at a time would spin
 # for hours.
@@ -116,6 +117,8 @@ class Objects:
     default_preemption_policy: str = ""
     # Karpenter NodePools (with where they were read, for errors) and EC2NodeClasses by name, as read
     nodepools: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    # Karpenter NodeOverlays (karpenter.sh/v1alpha1) with where they were read (kgpu.sim.karpenter_overlay)
+    nodeoverlays: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     nodeclasses: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Workloads read that a controller owns, (kind, namespace, name) -> the controller's (kind, name, uid):
     # a Deployment's ReplicaSets, a CronJob's Jobs (kgpu.sim.simulate.controller_pods)
@@ -131,6 +134,7 @@ class Objects:
         self.dra.extend(other.dra)
         self.storage.extend(other.storage)
         self.nodepools.extend(other.nodepools)
+        self.nodeoverlays.extend(other.nodeoverlays)
         self.nodeclasses.update(other.nodeclasses)
         self.nodes.extend(other.nodes)
         self.pods.extend(other.pods)
@@ -377,6 +381,8 @@ class Parser:
             return
         if kind == "NodePool":
             self.out.nodepools.append((doc, where))
+        elif kind == "NodeOverlay":
+            self.out.nodeoverlays.append((doc, self.source))  # parse_overlay names the object
         else:
             self.out.nodeclasses[name] = doc
 

@@ -126,6 +126,7 @@ class PoolModel:
         minv_keys = [r.key for r in self.reqs if r.min_values is not None]
         options: list[Option] = []
         overlaid_capacity: dict[str, Mapping[str, int]] = {}
+        self.overlaid_capacity = overlaid_capacity  # by type: the capacity NodeOverlays merge over it
         self.overhead: dict[str, int] = {}
         self.ctx = ctx
         # type-level requirements are checked once per type, the offering-level ones per offering
@@ -894,6 +895,11 @@ class Karpenter:
         # an extended resource only a NodeOverlay gives (not the type, not the GPU sharing config) is what the
         # node's own device plugin advertises: the overlay says so
         alloc.update({k: v for k, v in opt.node.allocatable.items() if k not in alloc})
+        if pool.sharing is None:
+            # no sharing config kgpu knows of (a NodePool read from the cluster): the overlay is how the cluster
+            # tells Karpenter what the node's device plugin advertises (time-slicing replicas), so the node
+            # advertises it; with a profile's sharing config the node advertises what that config gives
+            alloc.update(claim.pool.overlaid_capacity.get(opt.type.name, {}))
         node = Node(name, {**labels, "kubernetes.io/hostname": name}, alloc, opt.node.taints)
         new = NewNode(
             name,

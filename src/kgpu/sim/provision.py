@@ -22,6 +22,7 @@ from kgpu.sim.autoscaler import ClusterAutoscaler, group_node
 from kgpu.sim.consolidation import empty_gpu_nodes
 from kgpu.sim.cost import hourly_cost
 from kgpu.sim.karpenter import Karpenter
+from kgpu.sim.karpenter_overlay import NodeOverlay
 from kgpu.sim.pools import (
     Context,
     PoolProvisioner,
@@ -52,7 +53,11 @@ class ProfileProvisioner:
     """The simulate ``Provisioner`` of a profile."""
 
     def __init__(
-        self, profile: Profile, catalog: Catalog | None, daemonsets: Sequence[DaemonSet] = ()
+        self,
+        profile: Profile,
+        catalog: Catalog | None,
+        daemonsets: Sequence[DaemonSet] = (),
+        overlays: Sequence[NodeOverlay] = (),
     ) -> None:
         self.profile = profile
         self.catalog = catalog
@@ -62,7 +67,7 @@ class ProfileProvisioner:
         self.parts: list[PoolProvisioner] = []
         kinds = {p.kind for p in profile.pools}
         if PoolKind.KARPENTER in kinds and catalog is not None:
-            self.parts.append(Karpenter(profile, catalog))
+            self.parts.append(Karpenter(profile, catalog, overlays=overlays))
         if (
             PoolKind.NODE_GROUP in kinds
             and catalog is not None
@@ -162,13 +167,18 @@ class ProfileProvisioner:
 
 
 def provisioner_for(
-    profile: Profile, catalog: Catalog | None = None, *, daemonsets: Sequence[DaemonSet] = ()
+    profile: Profile,
+    catalog: Catalog | None = None,
+    *,
+    daemonsets: Sequence[DaemonSet] = (),
+    overlays: Sequence[NodeOverlay] = (),
 ) -> ProfileProvisioner:
-    """The provisioner of ``profile``'s pools; ``catalog`` defaults to the provider's (AWS for EKS)."""
+    """The provisioner of ``profile``'s pools; ``catalog`` defaults to the provider's (AWS for EKS).
+    ``overlays``: Karpenter NodeOverlays from the input, applied with the profile's own."""
     if catalog is None:
         catalog = catalog_for(profile)
     warnings = validate(profile, catalog)
-    prov = ProfileProvisioner(profile, catalog, daemonsets)
+    prov = ProfileProvisioner(profile, catalog, daemonsets, overlays)
     prov.warnings = warnings
     return prov
 
