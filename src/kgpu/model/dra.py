@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgpu.errors import InputError, quote
+from kgpu.model.fields import list_at as _list
+from kgpu.model.fields import mapping_at as _map
 from kgpu.model.objects import NodeSelector, Requirement, Term
 from kgpu.model.quantity import parse_quantity
 
@@ -218,22 +220,6 @@ def read(docs: list[tuple[dict[str, Any], str]]) -> DRAObjects:
         else:
             out.slices.append(_slice(name, spec, where, out.warnings))
     return out
-
-
-def _map(value: Any, where: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InputError(f"must be a mapping, got {type(value).__name__}", where=where)
-    return value
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InputError(f"must be a list, got {type(value).__name__}", where=where)
-    return value
 
 
 def _str(value: Any, where: str, *, required: bool = False) -> str:

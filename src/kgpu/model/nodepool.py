@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kgpu.errors import InputError, quote
+from kgpu.model.fields import list_at as _list
 
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
@@ -212,14 +213,6 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise InputError(f"must be a mapping, got {type(value).__name__}", where=where)
     return dict(value)
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InputError(f"must be a list, got {type(value).__name__}", where=where)
-    return value
 
 
 _ALIAS_FAMILY = {"al2023": "AL2023", "al2": "AL2", "bottlerocket": "Bottlerocket"}

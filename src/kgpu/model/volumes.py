@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgpu.errors import InputError, quote
+from kgpu.model.fields import list_at as _list
+from kgpu.model.fields import mapping_at as _map
 from kgpu.model.objects import ClaimTemplate, NodeSelector, Requirement, Term
 from kgpu.model.predicates import requirement_error
 from kgpu.model.quantity import resource_amount
@@ -266,17 +268,3 @@ def _node_selector(sel: dict[str, Any], where: str) -> NodeSelector:
     return NodeSelector(tuple(terms))
 
 
-def _map(value: Any, where: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InputError(f"must be a mapping, got {type(value).__name__}", where=where)
-    return value
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InputError(f"must be a list, got {type(value).__name__}", where=where)
-    return value

@@ -1,0 +1,26 @@
+"""Typed access to the fields of an object read as plain JSON/YAML: the wrong type is an InputError naming
+where it was found (the caller's ``where``), an absent field the empty value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kgpu.errors import InputError
+
+
+def mapping_at(value: Any, where: str) -> dict[str, Any]:
+    """``value`` as a mapping: ``{}`` when absent; the object itself (not a copy) when it is one."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"must be a mapping, got {type(value).__name__}", where=where)
+    return value
+
+
+def list_at(value: Any, where: str) -> list[Any]:
+    """``value`` as a list: ``[]`` when absent; the list itself when it is one."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"must be a list, got {type(value).__name__}", where=where)
+    return value
