@@ -72,6 +72,20 @@ def test_price_overlay_changes_the_launch() -> None:
     assert karp.overlay_errors == {}
 
 
+def test_cheap_on_demand_overlay_drops_dearer_spot_types() -> None:
+    """The AWS provider's filterUnwantedSpot at launch, over the overlaid prices its Create applies: with
+    m5.4xlarge's on-demand offerings priced at 0.01, every type whose cheapest offering costs more is
+    dropped, and the spot offering of the type left is launched (spot first), not m5.xlarge spot."""
+    pod = make_pod("a", cpu=3000, mem_gib=4)
+    od = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    cheap_od = overlay("cheap-od", [itype("m5.4xlarge"), od], price="0.01")
+    result, karp = run(profile(GENERAL), pod, overlays=(cheap_od,))
+    p = placed(result, "a")
+    assert (p["instance_type"], p["capacity_type"]) == ("m5.4xlarge", "spot")
+    assert result.new_nodes[0].hourly_price == pytest.approx(0.32)
+    assert karp.overlay_errors == {}
+
+
 def test_heaviest_price_overlay_wins() -> None:
     """suite_test.go "should update price offerings instance types from multiple overlays with different
     weights": the heavier overlay's price stays; a lighter one on the same offerings does not replace it."""

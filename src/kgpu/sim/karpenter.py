@@ -215,9 +215,12 @@ class PoolModel:
         # types the AWS provider launches first when a claim can use them (filterExoticInstanceTypes):
         # no accelerator and not metal
         self.generic_mask = 0
+        self.on_demand_mask = 0
         for i, opt in enumerate(options):
             if not opt.type.has_gpu and "metal" not in opt.type.size:
                 self.generic_mask |= 1 << i
+            if opt.capacity_type == "on-demand":
+                self.on_demand_mask |= 1 << i
         by_price = sorted(range(len(options)), key=lambda i: options[i].price)
         self._prices = [options[i].price for i in by_price]
         self._upto: list[int] = []
@@ -535,17 +538,40 @@ class NodeClaim:
         ]
 
     def cheapest(self) -> Option:
-        """The first-ranked offering left: GPU and metal types only when nothing else can hold the pods
-        (the AWS provider's filterExoticInstanceTypes at launch), then spot first where allowed, then price."""
+        """The offering the AWS provider launches for the claim (its Create, with the NodeOverlays' prices
+        as it applies them): GPU and metal types only when nothing else can hold the pods
+        (filterExoticInstanceTypes); where both capacity types are offered, no type whose cheapest offering
+        costs more than the cheapest on-demand one (filterUnwantedSpot); then spot first where any offering
+        left is spot, then price."""
+        pool = self.pool
         m = 0
         for s in self.shapes:
             m |= s.mask
         m &= self.allowed
-        generic = m & self.pool.generic_mask
+        generic = m & pool.generic_mask
         if generic:
             m = generic
+        od = m & pool.on_demand_mask
+        if od and od != m:
+            m = _wanted_spot(pool.options, m, od)
         low = m & -m
-        return self.pool.options[low.bit_length() - 1]
+        return pool.options[low.bit_length() - 1]
+
+
+def _wanted_spot(options: Sequence[Option], mask: int, od: int) -> int:
+    """filterUnwantedSpot over the offerings in ``mask``: the types whose cheapest offering costs no more
+    than the cheapest on-demand offering (``od``: the on-demand ones in ``mask``)."""
+    cheapest_od = min(options[i].price for i in _bits(od))
+    cheapest: dict[str, float] = {}
+    for i in _bits(mask):
+        name, price = options[i].type.name, options[i].price
+        if price < cheapest.get(name, price + 1):
+            cheapest[name] = price
+    keep = 0
+    for i in _bits(mask):
+        if cheapest[options[i].type.name] <= cheapest_od:
+            keep |= 1 << i
+    return keep
 
 
 @dataclass(frozen=True, slots=True)
