@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import pod_dict
+from builders import node_dict, pod_dict
 from kgpu.sim.simulate import UNSCHEDULABLE
 from test_dra import DRIVER, claim_pod, gpu_class, gpu_device, gpu_slice, nodes, run, template
 
@@ -144,3 +144,17 @@ def test_match_attribute_compares_typed_values() -> None:
     tpl["spec"]["spec"]["devices"]["constraints"] = [{"matchAttribute": "gpu.nvidia.com/rail"}]
     out = run([*nodes("n1"), gpu_class(), gpu_slice("n1", devices=devs), tpl], [claim_pod("p")])
     assert out["p"].phase == UNSCHEDULABLE
+
+
+def test_a_claim_not_created_does_not_inherit_nodes_dropped_for_its_twin() -> None:
+    """Scenario 189313774: two pods of one spec, the second with a pod status saying its template's claim
+    was not created (not needed). The first one's claim fails on the roomy node without devices, which the
+    allocator can never serve for that claim; the second has no claim to allocate, so kube-scheduler puts it
+    on that best-scored node all the same."""
+    cl = [node_dict("roomy", cpu="64", memory="128Gi"), node_dict("small", cpu="8", memory="32Gi"),
+          gpu_class(), gpu_slice("small", 2), template()]
+    twin = claim_pod("twin")
+    twin["status"] = {"phase": "Pending", "resourceClaimStatuses": [{"name": "gpu"}]}
+    out = run(cl, [claim_pod("first"), twin])
+    assert (out["first"].node, out["first"].devices[0]["device"]) == ("small", "gpu-0")
+    assert (out["twin"].node, out["twin"].devices) == ("roomy", [])

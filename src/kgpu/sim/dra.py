@@ -644,8 +644,9 @@ def _bound(dra: DRA, sched: Any, pod: Pod, claims: list[Claim], best: Any,
 
 @dataclass
 class _Lane:
-    """Identical pods (same spec, namespace) whose claims are all made for them from templates: a max-heap
-    of the nodes their node-only filters pass, by score, kept as the scheduler keeps a class's heap.
+    """Identical pods (same spec, namespace and claim specs) whose claims are all made for them from
+    templates: a max-heap of the nodes their node-only filters pass, by score, kept as the scheduler keeps a
+    class's heap.
 
     kube-scheduler binds the best-scored node among those every filter passes; DynamicResources does not
     score. So the heap's best node that fits and that the allocator can serve is the node kube-scheduler
@@ -698,7 +699,9 @@ def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome 
     from kgpu.sim.scheduler import _score, fits
 
     spec = pod.spec
-    key = (spec, pod.namespace)
+    # pods of one spec may need different claims (a claim the resourceclaim controller did not create for
+    # one of them is not needed): a node dropped for some claims is not dropped for others
+    key = (spec, pod.namespace, tuple(c.spec for c in claims))
     lane = dra._lanes.get(key)
     if lane is None:
         lane = dra._lanes[key] = _Lane(log_pos=sched.log_length)
