@@ -312,6 +312,22 @@ def _contradictory_in(pod: dict[str, Any]) -> bool:
     return any(contradictory(t) for t in _tries(pod))
 
 
+def _exists_not_in(pod: dict[str, Any]) -> bool:
+    """A set of requirements Karpenter tries (``_tries``) requires a label to exist (``Exists``) and rules
+    out some of its values (``NotIn``), with nothing else on the key: Karpenter's Requirement keeps the
+    pair as the complement of those values, which it reads as ``NotIn`` and so as satisfied by a node
+    without the label. It launches such a node (from a NodePool that does not set the label, case
+    11696184), on which kube-scheduler cannot place the pod; kgpu leaves the pod unschedulable there."""
+
+    def lost(term: list[dict[str, Any]]) -> bool:
+        by_key: dict[str, set[str]] = {}
+        for e in term:
+            by_key.setdefault(ALIASES.get(e["key"], e["key"]), set()).add(e["operator"])
+        return any("Exists" in ops and "NotIn" in ops and ops <= {"Exists", "NotIn"} for ops in by_key.values())
+
+    return any(lost(t) for t in _tries(pod))
+
+
 WELL_KNOWN_PREFIXES = (
     "kubernetes.io/",
     "node.kubernetes.io/",
@@ -374,6 +390,7 @@ ABLATIONS: dict[str, Callable[[Scenario], Scenario | None]] = {
     "topology-spread": _strip_spread,
     "contradictory-in": _drop(lambda scn, pod: _contradictory_in(pod)),
     "undefined-label": _drop(_undefined_label),
+    "exists-not-in": _drop(lambda scn, pod: _exists_not_in(pod)),
 }
 
 
