@@ -5,8 +5,10 @@ Every node is a p5.48xlarge whose ResourceSlice kgpu generates as the driver pub
 ResourceClaimTemplates with CEL selectors: one GPU of at least 40Gi, two GPUs with a productName selector,
 and one GPU of a driver version (semver). Prints the time to read and simulate the whole input (a kubectl
 List), its ratio to ``json.load`` of the same bytes (the floor any input pays), and the pods placed and
-devices allocated. Both are timed with the cyclic garbage collector paused, as ``kgpu simulate`` runs.
-Prints, never asserts.
+devices allocated. Both are timed with the cyclic garbage collector paused, as ``kgpu simulate`` runs, and
+on. Then, as ``prod_bench`` measures, whole processes: ``kgpu simulate --cluster FILE -o json`` (start-up,
+read, place, encode; kgpu imported from bytecode compiled beforehand) against a process that runs
+``json.load`` of the same file, CPU seconds, best of three in alternation. Prints, never asserts.
 
     .venv/bin/python benchmarks/dra_bench.py
 """
@@ -16,7 +18,10 @@ from __future__ import annotations
 import gc
 import json
 import random
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from kgpu.catalog.dra import device_classes, node_slices
@@ -99,6 +104,24 @@ def main() -> None:
     placed = sum(1 for p in result.placements if p.phase == "Scheduled")
     gpus = sum(len(p.devices) for p in result.placements)
     print(f"  placed: {placed} pods, {gpus} devices allocated, {len(result.unschedulable)} unschedulable")
+    processes(data)
+
+
+def processes(data: bytes) -> None:
+    """The whole verb in a fresh process against json.load in one, as prod_bench measures them."""
+    from prod_bench import JSON_LOAD, VERB, _compile, _kgpu, _run
+
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        path = directory / "dra.json"
+        path.write_bytes(data)
+        _compile(directory)
+        best, base = float("inf"), float("inf")
+        for _ in range(3):
+            best = min(best, _run(VERB, *_kgpu("simulate", "--cluster", str(path), "-o", "json"))["s"])
+            base = min(base, _run(VERB, sys.executable, "-c", JSON_LOAD, str(path))["s"])
+        print(f"  whole processes (CPU s, best of 3): kgpu simulate {best:.2f} s, json.load {base:.2f} s; "
+              f"ratio {best / base:.1f}x")
 
 
 if __name__ == "__main__":

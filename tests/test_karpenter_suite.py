@@ -53,3 +53,23 @@ def test_multidimensional_selectors_preferences_and_requirements_combine() -> No
     p = run(ON_DEMAND, pod).placements[0].as_dict()
     assert p["phase"] == PROVISIONED
     assert (p["zone"], p["instance_type"]) == ("us-west-2b", "m5.xlarge")
+
+
+def test_amd_gpu_requests_launch_radeon_types() -> None:
+    """The AWS provider's instancetype suite "should launch instances for amd.com/gpu resource requests":
+    over the real catalog, a pod asking two amd.com/gpu gets the smallest g4ad type with two Radeon Pro
+    V520s (g4ad.8xlarge, not the cheaper g4ad.xlarge), and a pod asking nvidia.com/gpu in the same pool a
+    g4dn type, though g4ad.xlarge is cheaper."""
+    from kgpu.catalog import aws_catalog
+
+    pool = {"name": "gpu", "kind": "karpenter", "requirements": {"families": ["g4ad", "g4dn"]},
+            "capacityTypes": ["on-demand"], "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]}
+    tol = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    amd = pod_dict("amd", cpu="1", tolerations=tol)
+    amd["spec"]["containers"][0]["resources"]["limits"] = {"amd.com/gpu": "2"}
+    nvidia = pod_dict("nvidia", cpu="1", gpus=1, tolerations=tol)
+    prov = provisioner_for(profile(pool), aws_catalog("us-west-2"))
+    result = simulate(parse_documents([], "cluster"), parse_documents([amd, nvidia], "w.yaml"), provisioner=prov)
+    got = {p.pod.name: p.as_dict() for p in result.placements}
+    assert (got["amd"]["phase"], got["amd"]["instance_type"]) == (PROVISIONED, "g4ad.8xlarge")
+    assert got["nvidia"]["phase"] == PROVISIONED and got["nvidia"]["instance_type"].startswith("g4dn.")
