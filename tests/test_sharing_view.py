@@ -210,3 +210,19 @@ def test_long_device_names_give_way_within_80_columns() -> None:
     assert re.search(r" mig-1g\.\S*… x10 ", line) and line.endswith("497/560"), line
     wide = nodeview.render([nodeview.Pool("h100-mig-timesliced", [group])], compact=False)
     assert "mig-1g.10gb.shared x10" in wide
+
+
+def test_amd_gpus_fill_the_gpu_bar(tmp_path: Path) -> None:
+    """A g4ad node advertises amd.com/gpu (AMD's device plugin): the node view's GPU column counts those
+    GPUs and the pods asking for them, as it counts nvidia.com/gpu."""
+    node = _node("ip-10-0-4-2.us-west-2.compute.internal", {"node.kubernetes.io/instance-type": "g4ad.8xlarge"},
+                 {"amd.com/gpu": "2"})
+    cluster = tmp_path / "nodes.json"
+    cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node]}))
+    pod = gpu_pod("rocm", resource="amd.com/gpu")
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(yaml.safe_dump(pod))
+    res = CliRunner().invoke(cli, ["simulate", "-c", str(cluster), "-w", str(pods), "--color", "never"])
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in section(res.stdout, "Nodes by pool (requests / allocatable)") if "g4ad.8xlarge" in ln)
+    assert " 1/2 " in row, row

@@ -34,6 +34,7 @@ from typing import Any
 from kgpu.cli.output import headers_wanted, style, table
 
 GPU = "nvidia.com/gpu"
+AMD_GPU = "amd.com/gpu"
 SHARED = "nvidia.com/gpu.shared"
 MIG = "nvidia.com/mig-"
 CPU = "cpu"
@@ -250,8 +251,8 @@ def pools(
         shared = slices(alloc, req, labels)
         if shared:  # the GPU bar counts every device the plugin advertises
             gpu = Usage(sum(x.usage.used for x in shared), sum(x.usage.total for x in shared))
-        else:
-            gpu = Usage(req.get(GPU, 0), alloc.get(GPU, 0))
+        else:  # whole GPUs: NVIDIA's, or AMD's (g4ad) where the node advertises those
+            gpu = Usage(req.get(GPU, 0) + req.get(AMD_GPU, 0), alloc.get(GPU, 0) + alloc.get(AMD_GPU, 0))
         cpu = Usage(req.get(CPU, 0), alloc.get(CPU, 0))
         mem = Usage(req.get(MEMORY, 0), alloc.get(MEMORY, 0))
         if made is not None:
