@@ -72,18 +72,33 @@ def test_price_overlay_changes_the_launch() -> None:
     assert karp.overlay_errors == {}
 
 
-def test_cheap_on_demand_overlay_drops_dearer_spot_types() -> None:
-    """The AWS provider's filterUnwantedSpot at launch, over the overlaid prices its Create applies: with
-    m5.4xlarge's on-demand offerings priced at 0.01, every type whose cheapest offering costs more is
-    dropped, and the spot offering of the type left is launched (spot first), not m5.xlarge spot."""
+def test_on_demand_priced_below_every_spot_offering_launches_nothing() -> None:
+    """The AWS provider's SpotInstanceFilter (v1.8), over the overlaid prices its Create applies: with
+    m5.4xlarge's on-demand offerings priced at 0.01, every type that fits has only spot offerings dearer
+    than that, so none is left: the launch fails with insufficient capacity (again on every retry) and the
+    pod waits, with the reason."""
     pod = make_pod("a", cpu=3000, mem_gib=4)
     od = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
     cheap_od = overlay("cheap-od", [itype("m5.4xlarge"), od], price="0.01")
     result, karp = run(profile(GENERAL), pod, overlays=(cheap_od,))
     p = placed(result, "a")
-    assert (p["instance_type"], p["capacity_type"]) == ("m5.4xlarge", "spot")
-    assert result.new_nodes[0].hourly_price == pytest.approx(0.32)
+    assert p["phase"] == "Unschedulable" and result.new_nodes == []
+    assert "all requested instance types were unavailable during launch" in p["reason"]
+    assert "$0.0100/h" in p["reason"]
     assert karp.overlay_errors == {}
+
+
+def test_spot_filter_keeps_types_without_spot_offerings() -> None:
+    """SpotInstanceFilter keeps a type that has no spot offering (g4dn.xlarge here): priced at 0.1 on
+    demand by an overlay, it is the only type left, so it launches on demand, not g5.xlarge spot at 0.36."""
+    od = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    cheap = overlay("cheap-t4", [itype("g4dn.xlarge"), od], price="0.1")
+    result, _ = run(profile(GPU_POOL), make_pod("g", gpus=1, tolerations=(TOL,)), overlays=(cheap,))
+    p = placed(result, "g")
+    assert (p["instance_type"], p["capacity_type"]) == ("g4dn.xlarge", "on-demand")
+    assert result.new_nodes[0].hourly_price == pytest.approx(0.1)
+    plain, _ = run(profile(GPU_POOL), make_pod("g", gpus=1, tolerations=(TOL,)))
+    assert (placed(plain, "g")["instance_type"], placed(plain, "g")["capacity_type"]) == ("g5.xlarge", "spot")
 
 
 def test_heaviest_price_overlay_wins() -> None:
@@ -183,3 +198,14 @@ def test_bad_overlay_is_an_input_error(spec: dict[str, Any], field: str, message
         parse_overlay({"kind": "NodeOverlay", "metadata": {"name": "x"}, "spec": spec}, "o.yaml")
     assert err.value.where == f"o.yaml: NodeOverlay x: {field}"
     assert message in err.value.message
+
+
+def test_overlay_selects_offerings_by_zone_id() -> None:
+    """The AWS provider's offerings carry topology.k8s.aws/zone-id: an overlay on usw2-az2 (us-west-2b in
+    the test catalog) prices only that zone's offerings, so the pod launches there."""
+    zone_id = {"key": "topology.k8s.aws/zone-id", "operator": "In", "values": ["usw2-az2"]}
+    cheap = overlay("az2", [itype("m5.xlarge"), zone_id], price="0.01")
+    result, _ = run(profile(GENERAL), make_pod("a", cpu=3000, mem_gib=4), overlays=(cheap,))
+    p = placed(result, "a")
+    assert (p["instance_type"], p["zone"]) == ("m5.xlarge", "us-west-2b")
+    assert result.new_nodes[0].hourly_price == pytest.approx(0.01)

@@ -2,12 +2,15 @@
 
 Comparisons, per scenario:
 
-- ``claims``: kgpu launches as many new nodes as Karpenter creates NodeClaims;
-- ``errors``: the same pods are left without a node (kgpu: Unschedulable; Karpenter: a pod error);
+- ``claims``: kgpu launches as many new nodes as Karpenter creates NodeClaims that the AWS provider
+  launches (``launch_choice``: its launch filters may leave no instance type, and the claim's pods wait);
+- ``errors``: the same pods are left without a node (kgpu: Unschedulable; Karpenter: a pod error, or a pod
+  of a claim that cannot launch);
 - ``type``: for each kgpu node whose pods form one of Karpenter's NodeClaims, kgpu's instance type is among
   that claim's instance-type options and its price is the cheapest launch price among them, as the AWS
-  provider launches a claim (``launch_choice``: accelerator and metal types last, spot first where offered),
-  over the offerings compatible with the claim's requirements.
+  provider launches a claim (``launch_choice``: accelerator and metal types last, spot types dearer than the
+  cheapest on-demand offering dropped, spot first where offered), over the offerings compatible with the
+  claim's requirements.
 
 A disagreement gets a class: a known one (``known_class``, documented in docs/simulate.md under "Known
 differences from Karpenter", each with a precise predicate) or ``unexplained``.
@@ -130,27 +133,39 @@ def run_oracle(binary: Path, scn: Scenario) -> dict[str, Any]:
     return out
 
 
-def launch_choice(claim: dict[str, Any]) -> tuple[str, float, set[str]]:
-    """What the AWS provider launches for a claim (its instance provider's Create): GPU and metal types
-    dropped when other options remain (filterExoticInstanceTypes); with both capacity types offered, types
-    whose cheapest offering costs more than the cheapest on-demand one dropped (filterUnwantedSpot); spot
-    when an option still offers it, else on-demand. Returns the capacity type, the lowest price at it, and
-    the options offering that price (EC2's lowest-price pick; price-capacity-optimized spot picks among
-    the cheapest pools)."""
+def launch_choice(claim: dict[str, Any]) -> tuple[str, float, set[str]] | None:
+    """What the AWS provider (v1.8.0, ``pkg/providers/instance/filter``) launches for a claim, over the
+    offerings compatible with its requirements at the prices Solve saw (its Create applies the NodeOverlays
+    too). Unless a requirement has minValues: GPU and metal types dropped when other options remain
+    (ExoticInstanceTypeFilter); where the claim allows both capacity types and both are offered, only the
+    types with a spot offering at most the cheapest on-demand price, or with no spot offering
+    (SpotInstanceFilter). None when no type is left (the launch fails with insufficient capacity). Else the
+    capacity type (spot when an option still offers it), the lowest price at it, and the options offering
+    that price (EC2's lowest-price pick; price-capacity-optimized spot picks among the cheapest pools)."""
     catalog = aws_catalog(REGION)
     options = claim["instanceTypes"]
-    generic = [
-        it
-        for it in options
-        if not catalog.get(it["name"]).has_gpu and "metal" not in catalog.get(it["name"]).size
-    ]
-    options = generic or options
-    captypes = {o["capacityType"] for it in options for o in it["offerings"]}
-    if captypes == {"spot", "on-demand"}:
-        cheapest_od = min(
-            o["price"] for it in options for o in it["offerings"] if o["capacityType"] == "on-demand"
-        )
-        options = [it for it in options if min(o["price"] for o in it["offerings"]) <= cheapest_od]
+    if not any(r.get("minValues") for r in claim["requirements"]):
+        generic = [
+            it
+            for it in options
+            if not catalog.get(it["name"]).has_gpu and "metal" not in catalog.get(it["name"]).size
+        ]
+        options = generic or options
+        captype_req = next((r for r in claim["requirements"] if r["key"] == "karpenter.sh/capacity-type"), None)
+        allowed = set(captype_req["values"]) if captype_req and captype_req["operator"] == "In" else {"spot", "on-demand"}
+        offered = {o["capacityType"] for it in options for o in it["offerings"]}
+        if {"spot", "on-demand"} <= allowed and {"spot", "on-demand"} <= offered:
+            cheapest_od = min(
+                o["price"] for it in options for o in it["offerings"] if o["capacityType"] == "on-demand"
+            )
+            options = [
+                it
+                for it in options
+                if any(o["capacityType"] == "spot" and o["price"] <= cheapest_od for o in it["offerings"])
+                or not any(o["capacityType"] == "spot" for o in it["offerings"])
+            ]
+    if not options:
+        return None
     offers = [(o["capacityType"], o["price"], it["name"]) for it in options for o in it["offerings"]]
     captype = "spot" if any(c == "spot" for c, _, _ in offers) else "on-demand"
     prices = [(p, n) for c, p, n in offers if c == captype]
@@ -161,11 +176,19 @@ def launch_choice(claim: dict[str, Any]) -> tuple[str, float, set[str]]:
 def checks(kg: KgpuResult, orc: dict[str, Any]) -> dict[str, list[tuple[bool, str]]]:
     """Per comparison, (agrees, what was compared) for each check of one scenario."""
     out: dict[str, list[tuple[bool, str]]] = {}
-    claims = orc["nodeClaims"]
+    # the claims Solve made that the AWS provider launches (its filters may leave none: the pods wait)
+    choices = [(c, launch_choice(c)) for c in orc["nodeClaims"]]
+    claims = [c for c, choice in choices if choice is not None]
+    unlaunched = {p for c, choice in choices if choice is None for p in c["pods"]}
+    failing = len(choices) - len(claims)
     out["claims"] = [
-        (len(kg.nodes) == len(claims), f"kgpu {len(kg.nodes)} nodes, karpenter {len(claims)} claims")
+        (
+            len(kg.nodes) == len(claims),
+            f"kgpu {len(kg.nodes)} nodes, karpenter {len(claims)} claims launched"
+            + (f" ({failing} more its AWS provider cannot launch)" if failing else ""),
+        )
     ]
-    oerr, kerr = set(orc["podErrors"]), set(kg.errors)
+    oerr, kerr = set(orc["podErrors"]) | unlaunched, set(kg.errors)
     text = f"only kgpu: {sorted(kerr - oerr)[:3]} only karpenter: " + "; ".join(
         f"{k}: {orc['podErrors'][k][:300]}" for k in sorted(oerr - kerr)[:2]
     )
@@ -177,7 +200,9 @@ def checks(kg: KgpuResult, orc: dict[str, Any]) -> dict[str, list[tuple[bool, st
         if claim is None:
             continue  # packing differs: counted by the claims comparison
         names = {it["name"] for it in claim["instanceTypes"]}
-        captype, best, cheapest = launch_choice(claim)
+        choice = launch_choice(claim)
+        assert choice is not None  # only launched claims are in by_pods
+        captype, best, cheapest = choice
         ok = node.instance_type in names and node.capacity_type == captype and abs(node.price - best) < EPS
         types.append(
             (

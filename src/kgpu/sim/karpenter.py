@@ -537,41 +537,66 @@ class NodeClaim:
             if s.mask & allowed and all(c >= t for c, t in zip(s.cap, total, strict=True))
         ]
 
-    def cheapest(self) -> Option:
-        """The offering the AWS provider launches for the claim (its Create, with the NodeOverlays' prices
-        as it applies them): GPU and metal types only when nothing else can hold the pods
-        (filterExoticInstanceTypes); where both capacity types are offered, no type whose cheapest offering
-        costs more than the cheapest on-demand one (filterUnwantedSpot); then spot first where any offering
-        left is spot, then price."""
+    def cheapest(self) -> Option | None:
+        """The offering the AWS provider (v1.8) launches for the claim, with the NodeOverlays' prices as its
+        Create applies them; None when its filters leave no type (it fails with insufficient capacity, and
+        fails again on every retry). Unless the claim has minValues: GPU and metal types only when nothing
+        else can hold the pods (ExoticInstanceTypeFilter); where both capacity types are offered, only types
+        with a spot offering at most the cheapest on-demand offering's price, or with no spot offering
+        (SpotInstanceFilter). Then spot first where any offering left is spot, then price."""
+        pool = self.pool
+        m = 0
+        for s in self.shapes:
+            m |= s.mask
+        m &= self.allowed
+        if not pool.min_values:
+            generic = m & pool.generic_mask
+            if generic:
+                m = generic
+            od = m & pool.on_demand_mask
+            if od and od != m:
+                m = _spot_filter(pool.options, m, od)
+        if not m:
+            return None
+        low = m & -m
+        return pool.options[low.bit_length() - 1]
+
+    def launch_error(self) -> str:
+        """Why the AWS provider launches nothing for the claim (:meth:`cheapest` is None): its spot filter."""
         pool = self.pool
         m = 0
         for s in self.shapes:
             m |= s.mask
         m &= self.allowed
         generic = m & pool.generic_mask
-        if generic:
-            m = generic
-        od = m & pool.on_demand_mask
-        if od and od != m:
-            m = _wanted_spot(pool.options, m, od)
-        low = m & -m
-        return pool.options[low.bit_length() - 1]
+        od = (generic or m) & pool.on_demand_mask
+        if not od:
+            return f'launching nodeclaim of nodepool "{pool.pool.name}": no instance type left to launch'
+        cheapest_od = min(pool.options[i].price for i in _bits(od))
+        return (
+            f'launching nodeclaim of nodepool "{pool.pool.name}": insufficient capacity, all requested instance '
+            "types were unavailable during launch (the AWS provider launches no type whose spot offerings all cost "
+            f"more than the cheapest on-demand offering, ${cheapest_od:.4f}/h as priced with the NodeOverlays; "
+            "every retry fails the same way)"
+        )
 
 
-def _wanted_spot(options: Sequence[Option], mask: int, od: int) -> int:
-    """filterUnwantedSpot over the offerings in ``mask``: the types whose cheapest offering costs no more
-    than the cheapest on-demand offering (``od``: the on-demand ones in ``mask``)."""
+def _spot_filter(options: Sequence[Option], mask: int, od: int) -> int:
+    """The AWS provider's SpotInstanceFilter (v1.8) over the offerings in ``mask`` (``od``: the on-demand
+    ones): the types with a spot offering at most the cheapest on-demand price, or with no spot offering."""
     cheapest_od = min(options[i].price for i in _bits(od))
-    cheapest: dict[str, float] = {}
+    keep: dict[str, bool] = {}
     for i in _bits(mask):
-        name, price = options[i].type.name, options[i].price
-        if price < cheapest.get(name, price + 1):
-            cheapest[name] = price
-    keep = 0
+        opt = options[i]
+        if opt.capacity_type == "spot":
+            keep[opt.type.name] = keep.get(opt.type.name, False) or opt.price <= cheapest_od
+        else:
+            keep.setdefault(opt.type.name, True)
+    out = 0
     for i in _bits(mask):
-        if cheapest[options[i].type.name] <= cheapest_od:
-            keep |= 1 << i
-    return keep
+        if keep[options[i].type.name]:
+            out |= 1 << i
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -793,12 +818,19 @@ class Karpenter:
                     notes[pod.key] = text
         # every node first, then the pods in the order they joined their claims: kube-scheduler binds them
         # once the nodes are up, and in that order each bind keeps the spread each add kept
-        states = {id(claim): self._launch(claim, ctx) for claim in claims if not claim.pool.create_error}
+        states: dict[int, NodeState] = {}
+        failed: dict[int, str] = {}  # the provisioner's Create refused the claim, or the cloud launched nothing
+        for claim in claims:
+            opt = None if claim.pool.create_error else claim.cheapest()
+            if opt is None:
+                failed[id(claim)] = claim.pool.create_error or claim.launch_error()
+            else:
+                states[id(claim)] = self._launch(claim, opt, ctx)
         for claim, pods in self._added:
             st = states.get(id(claim))
-            if st is None:  # the provisioner's Create refused the claim: its pods wait
+            if st is None:  # its pods wait
                 for pod in pods:
-                    notes[pod.key] = "karpenter: " + claim.pool.create_error
+                    notes[pod.key] = "karpenter: " + failed[id(claim)]
                 continue
             for pod in pods:
                 if ctx.scheduler.admits(pod, st):
@@ -913,8 +945,7 @@ class Karpenter:
             return NodeClaim(model, model.opening_mask(mask, vec, pods) if self.consolidated else mask)
         return None
 
-    def _launch(self, claim: NodeClaim, ctx: Context) -> NodeState:
-        opt = claim.cheapest()
+    def _launch(self, claim: NodeClaim, opt: Option, ctx: Context) -> NodeState:
         pool = claim.pool.pool
         name = ctx.node_name(pool.name)
         alloc, labels = new_node(pool, opt.type, opt.type.allocatable(), opt.node.labels)  # what the plugin advertises

@@ -30,7 +30,7 @@ from typing import Any
 from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType
 from kgpu.errors import InputError
-from kgpu.model.nodepool import normalize
+from kgpu.model.nodepool import LABEL_ZONE_ID, normalize
 from kgpu.model.profile import Pool, PoolKind, Profile
 from kgpu.model.quantity import parse_quantity, value
 from kgpu.sim.requirements import PoolRequirement, matches
@@ -162,12 +162,14 @@ class OverlayStore:
         self._updates: dict[tuple[str, str], _Update] = {}
         allowed = set(zones)
         types: list[tuple[InstanceType, dict[str, str], list[tuple[str, str]]]] = []
+        self._zone_ids: dict[str, str] = {}  # zone -> its zone ID: offerings carry both (AWS provider)
         for t in catalog.types():
-            offs = [
-                (o.zone, o.capacity_type)
-                for o in catalog.offerings(t.name, region)
-                if not allowed or o.zone in allowed
-            ]
+            offs = []
+            for o in catalog.offerings(t.name, region):
+                if not allowed or o.zone in allowed:
+                    offs.append((o.zone, o.capacity_type))
+                    if o.zone_id:
+                        self._zone_ids[o.zone] = o.zone_id
             if offs:
                 types.append((t, t.labels(region, "", ""), offs))
         ordered = sorted(overlays, key=lambda o: o.name, reverse=True)
@@ -181,7 +183,7 @@ class OverlayStore:
                 (pool.name, t.name, offs)
                 for pool in pools
                 for t, labels, all_offs in types
-                if (offs := _selected(ov, pool, labels, all_offs))
+                if (offs := _selected(ov, pool, labels, all_offs, self._zone_ids))
             ]
             if any(self._conflicts(ov, key, t, offs) for key, t, offs in selected):
                 self.errors[ov.name] = "Conflict: conflict with another overlay"
@@ -229,14 +231,18 @@ class OverlayStore:
 
 
 def _selected(
-    ov: NodeOverlay, pool: Pool, labels: Mapping[str, str], offs: list[tuple[str, str]]
+    ov: NodeOverlay, pool: Pool, labels: Mapping[str, str], offs: list[tuple[str, str]],
+    zone_ids: Mapping[str, str],
 ) -> list[tuple[str, str]]:
     """The offerings of a type ``ov`` selects in ``pool`` (getOverlaidOfferings): none unless the type's
-    requirements with the NodePool's labels are compatible with the overlay's."""
+    requirements with the NodePool's labels are compatible with the overlay's. An offering carries its zone,
+    zone ID and capacity type, as the AWS provider's offerings do."""
     node = {**labels, **pool.labels, LABEL_NODEPOOL: pool.name}
     out = []
     for zone, captype in offs:
         full = {**node, LABEL_ZONE: zone, LABEL_CAPACITY: captype}
+        if zone in zone_ids:
+            full[LABEL_ZONE_ID] = zone_ids[zone]
         if all(matches(r, full) for r in ov.requirements):
             out.append((zone, captype))
     return out
