@@ -209,3 +209,20 @@ def test_overlay_selects_offerings_by_zone_id() -> None:
     p = placed(result, "a")
     assert (p["instance_type"], p["zone"]) == ("m5.xlarge", "us-west-2b")
     assert result.new_nodes[0].hourly_price == pytest.approx(0.01)
+
+
+def test_contradictory_overlay_requirements_select_types_without_the_label() -> None:
+    """Karpenter intersects an overlay's requirements on one key; Exists with DoesNotExist leaves nothing,
+    which it keeps as DoesNotExist: the overlay prices every type without a GPU (case 8675322), not none."""
+    both = [{"key": "karpenter.k8s.aws/instance-gpu-name", "operator": op} for op in ("Exists", "DoesNotExist")]
+    dear = overlay("dear", both, price="40")
+    assert [str(r) for r in parse_overlay(dear).requirements] == ["karpenter.k8s.aws/instance-gpu-name DoesNotExist"]
+    result, _ = run(profile(GENERAL), make_pod("a", cpu=3000, mem_gib=4), overlays=(dear,))
+    assert result.new_nodes[0].hourly_price == pytest.approx(40)
+
+
+def test_overlay_requirements_that_intersect_stay_as_written() -> None:
+    """In with NotIn on one key, something left: both apply as written."""
+    reqs = [itype("m5.xlarge", "m5.4xlarge"), {"key": "node.kubernetes.io/instance-type", "operator": "NotIn",
+                                              "values": ["m5.xlarge"]}]
+    assert len(parse_overlay(overlay("o", reqs, price="1")).requirements) == 2

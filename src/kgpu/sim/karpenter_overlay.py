@@ -92,11 +92,66 @@ def parse_overlay(obj: Mapping[str, Any], where: str = "") -> NodeOverlay:
     weight = spec.get("weight")
     return NodeOverlay(
         name,
-        tuple(reqs),
+        intersected(reqs),
         capacity,
         str(price) if price is not None else (str(adjustment) if adjustment is not None else None),
         int(weight) if weight is not None else None,
     )
+
+
+def intersected(reqs: Sequence[PoolRequirement]) -> tuple[PoolRequirement, ...]:
+    """Karpenter's ``NewNodeSelectorRequirements``: requirements on one key are intersected, and an empty
+    intersection (In sets with nothing in common, In minus NotIn, Exists with DoesNotExist, an empty Gt/Lt
+    range) is kept as DoesNotExist, not as nothing: such an overlay selects the types without the label."""
+    by_key: dict[str, list[PoolRequirement]] = {}
+    for r in reqs:
+        by_key.setdefault(r.key, []).append(r)
+    out: list[PoolRequirement] = []
+    for key, same in by_key.items():
+        if len(same) > 1 and _empty(same):
+            out.append(PoolRequirement(key, "DoesNotExist"))
+        else:
+            out.extend(same)
+    return tuple(out)
+
+
+def _empty(reqs: Sequence[PoolRequirement]) -> bool:
+    """Whether Karpenter's Requirement.Intersection of ``reqs`` (one key) leaves no value: a value set
+    (In, DoesNotExist) or a complement (NotIn, Exists, Gt, Lt) with bounds, folded as it folds them."""
+    complement, values = True, set[str]()
+    gt: int | None = None
+    lt: int | None = None
+    for r in reqs:
+        other_complement = r.operator in ("NotIn", "Exists", "Gt", "Lt")
+        other = set(r.values) if r.operator in ("In", "NotIn") else set()
+        if r.operator in ("Gt", "Lt") and r.values and r.values[0].lstrip("-").isdigit():
+            bound = int(r.values[0])
+            if r.operator == "Gt":
+                gt = bound if gt is None else max(gt, bound)
+            else:
+                lt = bound if lt is None else min(lt, bound)
+        if complement and other_complement:
+            values |= other
+        elif complement:
+            values = other - values
+        elif other_complement:
+            values -= other
+        else:
+            values &= other
+        complement = complement and other_complement
+    if gt is not None and lt is not None and gt >= lt:  # as Karpenter checks it (Gt 5 with Lt 6 stays)
+        return True
+    if complement:
+        return False
+
+    def within(v: str) -> bool:
+        if gt is None and lt is None:
+            return True
+        if not v.lstrip("-").isdigit():
+            return False
+        return (gt is None or int(v) > gt) and (lt is None or int(v) < lt)
+
+    return not any(within(v) for v in values)
 
 
 def adjusted_price(price: float, change: str) -> float:
