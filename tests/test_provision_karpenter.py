@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from builders import node_dict
 from builders_catalog import make_instance_type
 from kgpu.catalog import Catalog, InstanceType, RegionPricing
 from kgpu.errors import InputError
-from kgpu.model.load import Objects
+from kgpu.model.load import Objects, parse_documents
 from kgpu.model.objects import DaemonSet, HostPort, Pod, PodSpecInfo, Toleration, resources
 from kgpu.model.profile import Profile, parse_profile
 from kgpu.sim.provision import provisioner_for
@@ -255,6 +256,27 @@ def test_limits_count_capacity_not_allocatable() -> None:
     assert 'all available instance types exceed limits for nodepool "general"' in (p["reason"] or "")
     ok = {**GENERAL, "limits": {"cpu": "4"}}
     assert placed(sim(profile(ok), make_pod("a", cpu=3000, mem_gib=4)), "a")["instance_type"] == "m5.xlarge"
+
+
+def test_an_existing_node_counts_its_capacity_against_the_limits() -> None:
+    """Karpenter subtracts each existing node's StateNode.Capacity (status.capacity) from the pool's limits:
+    a node of 4 vCPU (3920m allocatable) under a 5950m limit leaves 1950m, less than m5.large's 2 vCPU, so
+    the pod waits; counted by allocatable (2030m left) an m5.large would launch."""
+    node = node_dict("ip-10-0-1-5.us-west-2.compute.internal", cpu="3920m", memory="15Gi",
+                     labels={"karpenter.sh/nodepool": "general"},
+                     taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}])
+    node["status"]["capacity"] = {"cpu": "4", "memory": "16Gi", "pods": "110"}
+    pool = {**GENERAL, "limits": {"cpu": "5950m"}}
+    cluster = parse_documents([node], "nodes.json")
+    work = Objects()
+    work.pods.append(make_pod("a", cpu=500, mem_gib=1))
+    result = simulate(cluster, work, provisioner=provisioner_for(profile(pool), CAT))
+    p = placed(result, "a")
+    assert p["phase"] == UNSCHEDULABLE, p
+    assert 'all available instance types exceed limits for nodepool "general"' in (p["reason"] or "")
+    del node["status"]["capacity"]  # a node without capacity counts its allocatable: room for m5.large
+    result = simulate(parse_documents([node], "nodes.json"), work, provisioner=provisioner_for(profile(pool), CAT))
+    assert placed(result, "a")["instance_type"] == "m5.large"
 
 
 def test_gpu_types_launch_last_for_pods_that_do_not_need_them() -> None:

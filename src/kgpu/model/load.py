@@ -1183,6 +1183,9 @@ def node_from_wire(obj: wire.Node, name: str, where: str, source: str) -> Node:
     raw = status.allocatable if status.allocatable is not None else (status.capacity or {})
     field_name = "allocatable" if status.allocatable is not None else "capacity"
     alloc = {k: _amount(k, v, f"{where}: status.{field_name}.{k}") for k, v in raw.items()}
+    capacity = None
+    if status.allocatable is not None and status.capacity:
+        capacity = {k: _amount(k, v, f"{where}: status.capacity.{k}") for k, v in status.capacity.items()}
     spec = obj.spec or wire.NodeSpec()
     taints = []
     for i, t in enumerate(spec.taints or ()):
@@ -1191,7 +1194,7 @@ def node_from_wire(obj: wire.Node, name: str, where: str, source: str) -> Node:
         if not t.key:
             raise InputError("required field missing", where=f"{where}: spec.taints[{i}].key")
         taints.append(Taint(t.key, t.value or "", t.effect))
-    return Node(name, obj.metadata.labels or {}, alloc, tuple(taints), bool(spec.unschedulable), source)
+    return Node(name, obj.metadata.labels or {}, alloc, tuple(taints), bool(spec.unschedulable), source, capacity)
 
 
 def closest(name: str, options: Iterable[str], n: int = 3) -> list[str]:

@@ -232,6 +232,9 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     source: str = ""
+    # status.capacity where the node gives it besides allocatable: what Karpenter counts against a
+    # NodePool's limits for a node that exists (its StateNode.Capacity); None: allocatable is all there is
+    capacity: Mapping[str, int] | None = None
 
     def alloc(self, name: str) -> int:
         return self.allocatable.get(name, 0)

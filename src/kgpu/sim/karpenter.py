@@ -257,9 +257,10 @@ class PoolModel:
                 f'nodepool "{self.pool.name}": creating node claim, resource usage exceeds limit '
                 f"(limit={nodes}, resource-name=nodes, usage={len(mine)})"
             )
-        for st in mine:
+        for st in mine:  # an existing node counts its capacity (StateNode.Capacity), allocatable without one
+            counted = st.node.capacity if st.node.capacity is not None else st.node.allocatable
             for key in limits:
-                limits[key] -= st.node.allocatable.get(key, 0)
+                limits[key] -= counted.get(key, 0)
         return limits
 
     def again(self) -> PoolModel:

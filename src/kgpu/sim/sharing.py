@@ -197,7 +197,7 @@ def existing_node(node: Node) -> Node:
     if not any(is_gpu_resource(k) and v for k, v in node.allocatable.items()):
         return node
     return Node(node.name, node.labels, without_gpus(node.allocatable), node.taints, node.unschedulable,
-                node.source)
+                node.source, node.capacity)
 
 
 def shared_profile(profile: Profile) -> bool:
