@@ -211,6 +211,23 @@ def test_objects_of_any_shape_are_redacted_not_crashed_on(tmp_path: Path) -> Non
     assert by_name["rc"]["spec"]["workerGroupSpecs"] == 3
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("postgres://u:p@ss@w0rd@db:5432/runs", "postgres://db:5432/runs"),  # '@' left unencoded in a password
+        ("redis://:s3cr@t@redis:6379 and https://u:pw@h/x?to=a@b", "redis://redis:6379 and https://h/x?to=a@b"),
+        ("https://admin:pw@10.0.0.1:6443", "https://10.0.0.1:6443"),
+        ("mail ops@example.com, see https://h/a@b", "mail ops@example.com, see https://h/a@b"),
+    ],
+)
+def test_url_userinfo_is_stripped_up_to_the_last_at_sign(text: str, expected: str) -> None:
+    """A password with an unencoded '@' is stripped whole, not up to its first '@'; an '@' in a path or
+    query, or outside a URL, stays."""
+    from kgpu.live.kubeconfig import strip_userinfo
+
+    assert strip_userinfo(text) == expected
+
+
 @pytest.mark.parametrize("value", [5, "x", None, [1, [2, {"env": 3}]], {"metadata": [], "spec": {"env": {"a": 1}}},
                                    {"kind": "Pod", "spec": "containers"}, {"metadata": {"annotations": ["a"]}}])
 def test_redaction_is_total_over_any_json_shape(value: Any) -> None:

@@ -444,3 +444,17 @@ def test_a_continue_token_over_its_limit_names_the_limit(tmp_path: Path) -> None
     assert ("list pods: metadata.continue is not a token (20,000 characters; continue token limit: 16,384)"
             in res.stderr), res.stderr
     assert not (tmp_path / "snap.json").exists()
+
+
+def test_a_full_disk_under_the_spool_is_one_line_naming_the_output() -> None:
+    """The spool sits beside the output: a write to it that fails (ENOSPC, as on /dev/full) is an error
+    naming the output it was for, not one about standard output, and no traceback."""
+    from kgpu.errors import InputError
+
+    with open("/dev/full", "wb", buffering=0) as full:
+        spool = snapshot.Spool(full, where="/data/cluster.json")  # type: ignore[arg-type]
+        spool.add({"kind": "Pod", "metadata": {"name": "p"}})
+        with pytest.raises(InputError) as err:
+            spool.mark()
+    assert err.value.where == "/data/cluster.json"
+    assert "cannot spool the snapshot: No space left on device" in str(err.value)

@@ -6,6 +6,7 @@ mean what they mean to kubectl (resolution: ``kgpu.live.kubeconfig``).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -52,13 +53,16 @@ def progress_printer(prefix: str) -> Callable[[str, int], None] | None:
         return None
 
     def show(label: str, n: int) -> None:
-        sys.stderr.write(f"\r\033[K{prefix}: {label} {n:,}")
-        sys.stderr.flush()
+        with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
+            sys.stderr.write(f"\r\033[K{prefix}: {label} {n:,}")
+            sys.stderr.flush()
 
     return show
 
 
 def end_progress() -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\033[K")
-        sys.stderr.flush()
+    """Clear the progress line; a terminal that hung up (the interrupt in flight says so) is no error."""
+    with contextlib.suppress(OSError, ValueError):
+        if sys.stderr.isatty():
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -144,9 +145,9 @@ def write_atomic(path: Path, text: str) -> None:
     write_atomic_with(path, lambda fh: fh.write(text.encode("utf-8")), file_mode(text))
 
 
-def write_atomic_with(path: Path, write: Callable[[BinaryIO], object], new_mode: int) -> None:
-    """:func:`write_atomic` of what ``write`` writes to the temporary file (opened binary); a new file gets
-    ``new_mode``. The temporary file is removed whatever stops ``write`` (an error, an interrupt)."""
+def _target(path: Path) -> tuple[Path, os.stat_result | None]:
+    """The file a write to ``path`` goes to (through a symbolic link) and its status (None: not there yet);
+    an InputError for what cannot be written as a file."""
     label = str(path)
     if is_dir(path, label):
         raise InputError("is a directory", where=label)
@@ -154,19 +155,54 @@ def write_atomic_with(path: Path, write: Callable[[BinaryIO], object], new_mode:
         if not exists(path, label):
             raise InputError("is a dangling symbolic link", where=label)
         path = Path(os.path.realpath(path))
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+        raise InputError("is not a regular file (a socket or a block device): give a file path", where=label)
+    return path, st
+
+
+def check_target(path: Path) -> None:
+    """What :func:`write_atomic_with` would refuse, said before long work that ends in writing ``path`` (a
+    snapshot lists the whole cluster first): a directory, a dangling link, a socket, a parent that is a file.
+    Nothing is created."""
+    path, st = _target(path)
+    if st is not None:
+        return
+    parent = path.parent
+    while not exists(parent, str(parent)):
+        parent = parent.parent
+    if not is_dir(parent, str(parent)):
+        raise InputError("exists and is not a directory", where=str(parent))
+
+
+def write_atomic_with(path: Path, write: Callable[[BinaryIO], object], new_mode: int) -> None:
+    """:func:`write_atomic` of what ``write`` writes to the temporary file (opened binary); a new file gets
+    ``new_mode``. The temporary file is removed whatever stops ``write`` (an error, an interrupt)."""
+    label = str(path)
+    path, st = _target(path)
+    if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+        # a pipe or a character device (/dev/null, /dev/stdout): written to as it is, never replaced by a
+        # regular file (as root, a rename would swap the device node for one)
+        try:
+            with open(path, "wb") as fh:
+                write(fh)
+        except OSError as exc:
+            raise os_error(exc, label, "cannot write") from None
+        return
     _prepare_dir(path.parent, str(path.parent))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", dir=path.parent)
     except OSError as exc:
         raise os_error(exc, label, "cannot write") from None
     try:
-        try:
-            mode = os.stat(path).st_mode & 0o7777
-        except OSError:
-            mode = new_mode
-        os.fchmod(fd, mode)
+        os.fchmod(fd, st.st_mode & 0o7777 if st is not None else new_mode)
         with os.fdopen(fd, "wb") as fh:
             write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())  # the data on disk before the name points at it
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -49,12 +49,14 @@ def command(file: str | None, output: str | None, page_size: int, kubeconfig: st
     Exit status: 0 written, 2 bad input or an API error (nothing written); 130 on Ctrl-C, 143 on SIGTERM,
     129 on SIGHUP.
     """
-    from kgpu.cli.files import spool_beside
+    from kgpu.cli.files import check_target, spool_beside
     from kgpu.live.snapshot import Spool
 
     target = _target(file, output)
+    if target != "-":
+        check_target(Path(target))  # before the listing, which may take minutes
     with spool_beside(target) as spooled:
-        spool = Spool(spooled)
+        spool = Spool(spooled, where=target if target != "-" else "the spool file for standard output")
         head = take(access_from(kubeconfig, context, namespace, all_namespaces, request_timeout), page_size, spool)
         write(spool, head, target)
     meta = head["metadata"]

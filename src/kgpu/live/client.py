@@ -395,6 +395,7 @@ class ApiClient(Watchdog):
         data = fetch(dict(params))
         for page in range(max_pages):
             body = self._json(data, what)
+            data = b""  # the raw page is not held while its items stream by (the next one may be on its way)
             if not isinstance(body, dict):
                 raise ClusterError(f"{what}: the answer is a {_kind(body)}, not a list object")
             items = body.get("items")

@@ -50,7 +50,7 @@ MAX_KUBECONFIG_BYTES = 16 * 1024 * 1024
 MAX_EXEC_OUTPUT = 1024 * 1024
 # A namespace is a DNS-1123 label (k8s.io/apimachinery validation.IsDNS1123Label).
 NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
 
 # Keys whose values are file paths, by section (client-go's ResolvePaths).
 _PATH_KEYS = {

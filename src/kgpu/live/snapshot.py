@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Protocol
 import msgspec
 
 from kgpu import __version__
-from kgpu.errors import InputError
+from kgpu.errors import InputError, os_error
 from kgpu.live.client import (
     CONFIGMAP,
     DAEMONSET,
@@ -220,8 +220,9 @@ class Spool:
 
     FLUSH = 1 << 20
 
-    def __init__(self, file: BinaryIO) -> None:
+    def __init__(self, file: BinaryIO, where: str = "the snapshot's spool file") -> None:
         self.file = file
+        self.where = where  # named in an error of the spool file (a full disk beside the output)
         self.count = 0
         self.size = 0  # bytes of the items written to the file
         self._buf = bytearray()
@@ -244,14 +245,20 @@ class Spool:
     def rollback(self, mark: tuple[int, int]) -> None:
         self._flush()
         self.size, self.count = mark
-        self.file.seek(self.size)
-        self.file.truncate()
+        try:
+            self.file.seek(self.size)
+            self.file.truncate()
+        except OSError as exc:
+            raise os_error(exc, self.where, "cannot spool the snapshot") from None
 
     def _flush(self) -> None:
         if not self._buf:
             return
         self.size += len(self._buf)
-        self.file.write(self._buf)
+        try:
+            self.file.write(self._buf)
+        except OSError as exc:
+            raise os_error(exc, self.where, "cannot spool the snapshot") from None
         self._buf.clear()
 
     def write(self, head: dict[str, Any], out: BinaryIO) -> None:
@@ -262,8 +269,11 @@ class Spool:
         if total > MAX_BYTES:
             raise _too_large(f"{total >> 20} MiB, more than the readers take")
         out.write(start)
-        self.file.flush()
-        self.file.seek(0)
+        try:
+            self.file.flush()
+            self.file.seek(0)
+        except OSError as exc:
+            raise os_error(exc, self.where, "cannot spool the snapshot") from None
         shutil.copyfileobj(self.file, out, self.FLUSH)
         out.write(end + b"\n")
 
