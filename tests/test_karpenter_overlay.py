@@ -191,6 +191,17 @@ def test_overlay_selects_by_nodepool_and_zone() -> None:
         ({"requirements": [], "price": "1", "priceAdjustment": "+1"}, "spec", "mutually exclusive"),
         ({"requirements": [], "priceAdjustment": "+x%"}, "spec.priceAdjustment", "invalid priceAdjustment"),
         ({"requirements": [], "capacity": {"example.com/fuse": "lots"}}, "spec.capacity.example.com/fuse", "invalid quantity"),
+        # what the NodeOverlay CRD's rules and patterns make the API server reject
+        ({"requirements": [], "priceAdjustment": "-150%"}, "spec.priceAdjustment", "the CRD's pattern"),
+        ({"requirements": [], "price": ".5"}, "spec.price", "invalid price"),
+        ({"requirements": [], "price": "1", "weight": 0}, "spec.weight", "from 1 to 10000"),
+        ({"requirements": [{"key": "kubernetes.io/hostname", "operator": "Exists"}]}, "spec.requirements[0]",
+         'label "kubernetes.io/hostname" is restricted'),
+        ({"requirements": [{"key": "karpenter.sh/nodeclaim", "operator": "Exists"}]}, "spec.requirements[0]",
+         'label domain "karpenter.sh" is restricted'),
+        ({"requirements": [{"key": "team", "operator": "NotIn"}]}, "spec.requirements[0]", "must have a value"),
+        ({"requirements": [{"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["-1"]}]},
+         "spec.requirements[0]", "single positive integer"),
     ],
 )
 def test_bad_overlay_is_an_input_error(spec: dict[str, Any], field: str, message: str) -> None:
@@ -226,3 +237,14 @@ def test_overlay_requirements_that_intersect_stay_as_written() -> None:
     reqs = [itype("m5.xlarge", "m5.4xlarge"), {"key": "node.kubernetes.io/instance-type", "operator": "NotIn",
                                               "values": ["m5.xlarge"]}]
     assert len(parse_overlay(overlay("o", reqs, price="1")).requirements) == 2
+
+
+def test_overlay_on_a_restricted_label_is_left_out_as_karpenter_leaves_it_out() -> None:
+    """RuntimeValidate: a requirement on a restricted domain's label that is not well known (a typo of a
+    Karpenter label) is not applied anywhere (ValidationSucceeded=False, RuntimeValidation), rather than
+    repricing every type, as a NotIn on a label no type has would."""
+    typo = overlay("typo", [{"key": "karpenter.k8s.aws/instance-famly", "operator": "NotIn", "values": ["x"]}],
+                   price="0.01")
+    result, karp = run(profile(GENERAL), make_pod("a", cpu=3000, mem_gib=4), overlays=(typo,))
+    assert karp.overlay_errors["typo"].startswith("RuntimeValidation: invalid value: label karpenter.k8s.aws/")
+    assert result.new_nodes[0].hourly_price == pytest.approx(0.08)  # m5.xlarge spot, not repriced

@@ -23,6 +23,7 @@ kgpu's own overlays (``profile_overlays``: what ``kgpu render`` writes for a sha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType
 from kgpu.errors import InputError
-from kgpu.model.nodepool import LABEL_ZONE_ID, normalize
+from kgpu.model.nodepool import LABEL_ZONE_ID, WELL_KNOWN_LABELS, is_restricted_node_label, normalize
 from kgpu.model.profile import Pool, PoolKind, Profile
 from kgpu.model.quantity import parse_quantity, value
 from kgpu.sim.requirements import PoolRequirement, matches
@@ -75,6 +76,9 @@ def parse_overlay(obj: Mapping[str, Any], where: str = "") -> NodeOverlay:
         if op not in OPERATORS:
             raise InputError(f"operator {op!r} is not one of {', '.join(sorted(OPERATORS))}", where=field_at)
         values = tuple(str(v) for v in r.get("values") or ())
+        why = _crd_requirement_error(str(r["key"]), op, values)
+        if why:
+            raise InputError(why, where=field_at)
         reqs.append(PoolRequirement(normalize(str(r["key"])), op, values))
     capacity: dict[str, int] = {}
     for key, raw in (spec.get("capacity") or {}).items():
@@ -84,12 +88,12 @@ def parse_overlay(obj: Mapping[str, Any], where: str = "") -> NodeOverlay:
     if price is not None and adjustment is not None:
         raise InputError("price and priceAdjustment are mutually exclusive", where=f"{at}: spec")
     for key, raw in (("price", price), ("priceAdjustment", adjustment)):
-        if raw is not None:
-            try:
-                adjusted_price(1.0, str(raw))
-            except ValueError:
-                raise InputError(f"invalid {key} {raw!r}", where=f"{at}: spec.{key}") from None
+        if raw is not None and not (_PRICE if key == "price" else _ADJUSTMENT).match(str(raw)):
+            raise InputError(f"invalid {key} {raw!r}: the CRD's pattern is {(_PRICE if key == 'price' else _ADJUSTMENT).pattern}",
+                             where=f"{at}: spec.{key}")
     weight = spec.get("weight")
+    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 10000):
+        raise InputError(f"weight {weight!r} must be an integer from 1 to 10000", where=f"{at}: spec.weight")
     return NodeOverlay(
         name,
         intersected(reqs),
@@ -97,6 +101,37 @@ def parse_overlay(obj: Mapping[str, Any], where: str = "") -> NodeOverlay:
         str(price) if price is not None else (str(adjustment) if adjustment is not None else None),
         int(weight) if weight is not None else None,
     )
+
+
+# The NodeOverlay CRD's patterns (karpenter.sh_nodeoverlays.yaml, v1.8.0)
+_PRICE = re.compile(r"^\d+(\.\d+)?$")
+_ADJUSTMENT = re.compile(r"^(([+-]{1}(\d*\.?\d+))|(\+{1}\d*\.?\d+%)|(^(-\d{1,2}(\.\d+)?%)$)|(-100%))$")
+
+
+def _crd_requirement_error(key: str, op: str, values: tuple[str, ...]) -> str | None:
+    """What the NodeOverlay CRD's validation rules say of a requirement the API server rejects."""
+    if key not in ("karpenter.sh/capacity-type", "karpenter.sh/nodepool") and key.split("/")[0].endswith("karpenter.sh"):
+        return 'label domain "karpenter.sh" is restricted'
+    if key == "kubernetes.io/hostname":
+        return 'label "kubernetes.io/hostname" is restricted'
+    if op in ("In", "NotIn") and not values:
+        return f"requirements with operator '{op}' must have a value defined"
+    if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].isdigit() or not values[0].isascii()):
+        return "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value"
+    return None
+
+
+def runtime_error(ov: NodeOverlay) -> str | None:
+    """Karpenter's RuntimeValidate: why the controller leaves the overlay out (ValidationSucceeded=False,
+    reason RuntimeValidation), or None."""
+    bad = sorted(k for k in ov.capacity if k in RESTRICTED_CAPACITY)
+    if bad:
+        return f"RuntimeValidation: invalid capacity: {bad[0]} in resource, restricted"
+    for r in ov.requirements:
+        if r.key not in WELL_KNOWN_LABELS and is_restricted_node_label(r.key):
+            return (f"RuntimeValidation: invalid value: label {r.key} is restricted; specify a well known label "
+                    "or a custom label that does not use a restricted domain in requirements, restricted")
+    return None
 
 
 def intersected(reqs: Sequence[PoolRequirement]) -> tuple[PoolRequirement, ...]:
@@ -230,9 +265,9 @@ class OverlayStore:
         ordered = sorted(overlays, key=lambda o: o.name, reverse=True)
         ordered.sort(key=lambda o: -(o.weight or 0))
         for ov in ordered:
-            bad = sorted(k for k in ov.capacity if k in RESTRICTED_CAPACITY)
-            if bad:
-                self.errors[ov.name] = f"RuntimeValidation: invalid capacity: {bad[0]} in resource, restricted"
+            why = runtime_error(ov)
+            if why:
+                self.errors[ov.name] = why
                 continue
             selected = [
                 (pool.name, t.name, offs)
