@@ -231,3 +231,21 @@ def test_simulate_reads_the_snapshot_without_complaining_of_what_it_saves(tmp_pa
     res = CliRunner().invoke(cli, ["simulate", "--cluster", str(out), "-o", "json"])
     assert res.exit_code == 0, res.output
     assert "ImageCache" not in res.stderr and "ConfigMap" not in res.stderr and "DeviceClass" not in res.stderr
+
+
+def test_a_configmap_too_deep_for_the_readers_is_refused_not_written(tmp_path: Path) -> None:
+    """A ConfigMap read by name sits two levels deeper in the snapshot than in its answer: one that the
+    client's depth check passes but the file readers would refuse is an error (exit 2), nothing written."""
+    objs = cluster()
+    deep: Any = "x"
+    for _ in range(98):  # within the answer's limit of 100, beyond it inside the snapshot
+        deep = [deep]
+    cm = configmap(CONFIGS, NS, {"a100-shared": TS_CONFIG})
+    cm["deep"] = deep
+    objs = [o for o in objs if not (o["kind"] == "ConfigMap" and o["metadata"]["name"] == CONFIGS)] + [cm]
+    server = FakeApiServer(objs, served=ALL)
+    with server.running():
+        res, out = snap(server, tmp_path)
+    assert res.exit_code == 2, res.output
+    assert f"configmap {NS}/{CONFIGS}" in res.output and "depth limit" in res.output
+    assert not out.exists()

@@ -369,6 +369,10 @@ def _plugin_configmaps(client: ApiClient, daemonsets: list[dict[str, Any]],
             return out
         if not isinstance(cm, dict):
             continue
+        try:  # as deep as it will sit in the snapshot (document, items, object), which a get does not check
+            check_depth({"items": [cm]}, f"configmap {ns}/{name}")
+        except InputError as exc:
+            raise ClusterError(f"{exc.message}; the file readers would refuse it", where=exc.where) from None
         cm.setdefault("apiVersion", "v1")
         cm.setdefault("kind", "ConfigMap")
         if plugin_configmaps(ClusterState("snapshot", {}, configmaps=[cm])):
