@@ -6,7 +6,7 @@ import contextlib
 import gc
 import textwrap
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,7 +24,9 @@ from kgpu.cli.output import (
     summary_line,
 )
 from kgpu.errors import InputError
-from kgpu.model.profile import Profile
+
+if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
+    from kgpu.model.profile import Profile
 
 SEVERITY_TITLES = (("error", "Errors", "red"), ("warning", "Warnings", "yellow"), ("info", "Info", None))
 

@@ -10,7 +10,7 @@ live path fetches the same document and calls the same function.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgpu.doctor import (
     cuda,
@@ -28,7 +28,9 @@ from kgpu.doctor import (
 )
 from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding, Report
 from kgpu.doctor.state import ClusterState, cluster_state
-from kgpu.model.profile import Profile
+
+if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
+    from kgpu.model.profile import Profile
 
 Check = Callable[[ClusterState], Iterable[Finding]]
 

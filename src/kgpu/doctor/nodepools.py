@@ -10,13 +10,13 @@ keys, ``minValues``) is listed in the notes, never silently dropped.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from kgpu.catalog.aws import aws_catalog
 from kgpu.doctor.state import ClusterState
-from kgpu.model.profile import Profile, parse_profile
+
+if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
+    from kgpu.model.profile import Profile
 
 DEFAULT_REGION = "us-west-2"
 
@@ -104,6 +104,10 @@ def nodepool_profile(state: ClusterState) -> tuple[Profile | None, list[str]]:
     """A profile whose pools are the snapshot's NodePools (None when there are none that parse)."""
     if not state.nodepools:
         return None, []
+    from pydantic import ValidationError
+
+    from kgpu.model.profile import parse_profile
+
     region = state.region or DEFAULT_REGION
     notes: list[str] = []
     priced = aws_catalog().regions

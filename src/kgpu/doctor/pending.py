@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgpu.catalog.tke import TkeMatchError
 from kgpu.doctor.common import snippet, toleration_for
@@ -27,10 +27,12 @@ from kgpu.doctor.workloads import bigger_fix
 from kgpu.model.load import Objects
 from kgpu.model.objects import GPU, Node, Pod, Taint
 from kgpu.model.predicates import first_untolerated, requirement_matches, static_reasons
-from kgpu.model.profile import Profile
 from kgpu.sim.preemption import DRA_NO_CLAIMS, Preemption, filters_part, postfilter_words
 from kgpu.sim.simulate import PROVISIONED, SCHEDULED, Placement, simulate
 from kgpu.sim.tke import match_pod_spec
+
+if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
+    from kgpu.model.profile import Profile
 
 CHECK = "pending-gpu-pod"
 

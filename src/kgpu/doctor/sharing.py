@@ -26,9 +26,14 @@ from typing import Any
 from kgpu.doctor.common import names, snippet
 from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding, obj_ref
 from kgpu.doctor.state import LABEL_NODEPOOL, ClusterState, NodeInfo
-from kgpu.model.profile import LABEL_PLUGIN_CONFIG
 from kgpu.model.safeyaml import load_document
-from kgpu.model.sharing import LABEL_MIG_STATE, LABEL_MIG_STRATEGY, LABEL_PRODUCT, is_gpu_resource
+from kgpu.model.sharing import (
+    LABEL_MIG_STATE,
+    LABEL_MIG_STRATEGY,
+    LABEL_PLUGIN_CONFIG,
+    LABEL_PRODUCT,
+    is_gpu_resource,
+)
 
 ADMISSION_WORDS = "maximum request size for shared resources is 1"
 

@@ -31,6 +31,7 @@ from pydantic.alias_generators import to_camel
 from kgpu.errors import InputError, quote
 from kgpu.model.nodepool import limit_key_error, normalize, requirement_error
 from kgpu.model.safeyaml import load_document
+from kgpu.model.sharing import LABEL_MIG_CONFIG, LABEL_PLUGIN_CONFIG
 from kgpu.model.storage import Storage
 
 API_VERSION = "kgpu.dev/v1alpha1"
@@ -299,10 +300,6 @@ class SelectorTerm(_Model):
 
 # --- shared GPUs (NVIDIA device plugin sharing, MIG manager) ---------------------------------------------
 
-# The node labels that choose a node's device-plugin config (a key of the plugin's ConfigMap, read by its
-# config-manager sidecar) and its mig-parted config (read by the GPU Operator's MIG manager).
-LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
-LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 _SHARED_RESOURCE = re.compile(r"^(nvidia\.com/)?(gpu|mig-[0-9]+g\.[0-9]+gb(\.[a-z]+)*)$")
 
 

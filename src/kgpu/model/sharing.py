@@ -28,10 +28,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgpu.catalog.mig import MIG_DISABLED, memory_share, mig_layout, product
-from kgpu.model.profile import LABEL_MIG_CONFIG, LABEL_PLUGIN_CONFIG, Pool, PoolKind, Profile
+
+if TYPE_CHECKING:  # the profile's models are pydantic's: imported where a profile is read, not here
+    from kgpu.model.profile import Pool, Profile
+
+# The node labels that choose a node's device-plugin config (a key of the plugin's ConfigMap, read by its
+# config-manager sidecar) and its mig-parted config (read by the GPU Operator's MIG manager).
+LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 
 MIG_CONFIG_LABEL = LABEL_MIG_CONFIG
 
@@ -264,7 +271,7 @@ def config_for(table: Mapping[str, DeviceConfig], labels: Mapping[str, str]) -> 
 
 def pool_gpu_names(pool: Pool) -> list[str]:
     """GPU names the pool's sharing can be checked against without a catalog (static nodes)."""
-    if pool.kind == PoolKind.STATIC:
+    if pool.kind == "static":  # PoolKind.STATIC
         return sorted({n.gpu_name for n in pool.nodes if n.gpus and n.gpu_name})
     return []
 

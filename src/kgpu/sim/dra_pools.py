@@ -31,7 +31,8 @@ from kgpu.catalog import Catalog, InstanceType
 from kgpu.catalog.dra import device_classes, node_slices
 from kgpu.errors import InputError
 from kgpu.model.objects import Node, Pod
-from kgpu.model.profile import LABEL_MIG_CONFIG, Pool, PoolKind, Profile
+from kgpu.model.profile import Pool, PoolKind, Profile
+from kgpu.model.sharing import LABEL_MIG_CONFIG
 
 GPU = "nvidia.com/gpu"
 SOURCE = "<profile>"

@@ -26,15 +26,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType
 from kgpu.errors import InputError
 from kgpu.model.nodepool import LABEL_ZONE_ID, WELL_KNOWN_LABELS, is_restricted_node_label, normalize
-from kgpu.model.profile import Pool, PoolKind, Profile
 from kgpu.model.quantity import parse_quantity, value
 from kgpu.sim.requirements import PoolRequirement, matches
+
+if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
+    from kgpu.model.profile import Pool, Profile
 
 API_VERSION = "karpenter.sh/v1alpha1"
 LABEL_NODEPOOL = "karpenter.sh/nodepool"
@@ -206,7 +208,7 @@ def profile_overlays(profile: Profile, catalog: Catalog) -> list[NodeOverlay]:
 
     out = []
     for pool in profile.pools:
-        if pool.kind != PoolKind.KARPENTER or pool.sharing is None or not pool.sharing.node_overlay:
+        if pool.kind != "karpenter" or pool.sharing is None or not pool.sharing.node_overlay:
             continue
         groups = overlay_groups(pool, catalog)
         for i, (capacity, types) in enumerate(groups):

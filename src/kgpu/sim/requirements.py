@@ -22,9 +22,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kgpu.model.nodepool import CATALOG_MISSING_LABELS, WELL_KNOWN_LABELS, normalize
-from kgpu.model.profile import Pool
+
+if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
+    from kgpu.model.profile import Pool
 
 MAX_LABEL_VARIANTS = 64
 

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgpu.catalog.instance import InstanceType
 from kgpu.catalog.mig import mig_gpus
 from kgpu.errors import InputError
 from kgpu.model.objects import Node
-from kgpu.model.profile import Pool, PoolKind, Profile
 from kgpu.model.sharing import (
     GPU,
     LABEL_MIG_STATE,
@@ -44,6 +43,9 @@ from kgpu.model.sharing import (
     without_gpus,
 )
 from kgpu.sim.unmodelled import Unmodelled
+
+if TYPE_CHECKING:  # the profile's models are pydantic's: imported where a profile is read, not here
+    from kgpu.model.profile import Pool, Profile
 
 ADMISSION = "shared-gpu-admission"
 MIG_READY = "success"
@@ -104,7 +106,7 @@ def overlay_capacity(pool: Pool, itype: InstanceType) -> dict[str, int]:
 def pool_types(pool: Pool, catalog: Any) -> list[InstanceType]:
     """The GPU instance types a Karpenter or node-group pool may launch: its instance types, or the catalog
     types its requirements allow."""
-    if catalog is None or pool.kind == PoolKind.STATIC:
+    if catalog is None or pool.kind == "static":
         return []
     from kgpu.sim.requirements import matches, pool_requirements, well_known
 
@@ -128,7 +130,7 @@ def pool_types(pool: Pool, catalog: Any) -> list[InstanceType]:
 def pool_gpus(pool: Pool, catalog: Any) -> list[tuple[str, str]]:
     """(GPU model, where it comes from) for every GPU the pool's nodes may have: its types' (the first type
     of each GPU model) or its static nodes' ``gpuName``."""
-    if pool.kind == PoolKind.STATIC:
+    if pool.kind == "static":
         return sorted({(n.gpu_name, f"node {n.name}") for n in pool.nodes if n.gpus and n.gpu_name})
     seen: dict[str, str] = {}
     for t in pool_types(pool, catalog):
@@ -143,7 +145,7 @@ def check_pool(index: int, pool: Pool, catalog: Any) -> None:
         return
     cfg = pool_config(pool)
     assert cfg is not None
-    if pool.kind == PoolKind.STATIC and s.mig.config != "all-disabled":
+    if pool.kind == "static" and s.mig.config != "all-disabled":
         for j, n in enumerate(pool.nodes):
             if n.gpus and not n.gpu_name:  # else the layout is unknown and the node silently has no GPUs
                 raise InputError(
