@@ -35,8 +35,9 @@ from kgpu.model.load import parse_documents
 from kgpu.model.profile import parse_profile
 from kgpu.render.karpenter import nodeoverlays, nodepool
 from kgpu.sim.karpenter import Karpenter
-from kgpu.sim.karpenter_overlay import parse_overlay
+from kgpu.sim.karpenter_overlay import intersection_empty, parse_overlay
 from kgpu.sim.provision import provisioner_for
+from kgpu.sim.requirements import PoolRequirement
 from kgpu.sim.simulate import UNSCHEDULABLE, simulate
 
 EPS = 1e-9
@@ -268,38 +269,10 @@ ALIASES = {
 def _collapses(reqs: list[dict[str, Any]]) -> bool:
     """Karpenter's Requirement.Intersection of ``reqs`` (all on one key) is DoesNotExist: a concrete value
     set left empty (In with nothing in common, In minus NotIn, Exists or Gt/Lt with DoesNotExist) or an
-    empty Gt/Lt range."""
-    complement, values = True, set()  # no requirement: Exists
-    gt: int | None = None
-    lt: int | None = None
-    for e in reqs:
-        op, vals = e["operator"], set(e.get("values") or ())
-        other_complement = op in ("NotIn", "Exists", "Gt", "Lt")
-        other_values = vals if op in ("In", "NotIn") else set()
-        if op == "Gt":
-            gt = max(gt, int(e["values"][0])) if gt is not None else int(e["values"][0])
-        if op == "Lt":
-            lt = min(lt, int(e["values"][0])) if lt is not None else int(e["values"][0])
-        if complement and other_complement:
-            values = values | other_values
-        elif complement:
-            values = other_values - values
-        elif other_complement:
-            values = values - other_values
-        else:
-            values = values & other_values
-        complement = complement and other_complement
-    if gt is not None and lt is not None and gt >= lt:
-        return True
-
-    def within(v: str) -> bool:
-        if gt is None and lt is None:
-            return True
-        if not v.lstrip("-").isdigit():
-            return False
-        return (gt is None or int(v) > gt) and (lt is None or int(v) < lt)
-
-    return not complement and not {v for v in values if within(v)}
+    empty Gt/Lt range (kgpu applies the same fold to NodeOverlay requirements)."""
+    return intersection_empty(
+        [PoolRequirement(e["key"], e["operator"], tuple(str(v) for v in e.get("values") or ())) for e in reqs]
+    )
 
 
 def _tries(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:

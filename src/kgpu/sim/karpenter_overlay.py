@@ -145,14 +145,14 @@ def intersected(reqs: Sequence[PoolRequirement]) -> tuple[PoolRequirement, ...]:
         by_key.setdefault(r.key, []).append(r)
     out: list[PoolRequirement] = []
     for key, same in by_key.items():
-        if len(same) > 1 and _empty(same):
+        if len(same) > 1 and intersection_empty(same):
             out.append(PoolRequirement(key, "DoesNotExist"))
         else:
             out.extend(same)
     return tuple(out)
 
 
-def _empty(reqs: Sequence[PoolRequirement]) -> bool:
+def intersection_empty(reqs: Sequence[PoolRequirement]) -> bool:
     """Whether Karpenter's Requirement.Intersection of ``reqs`` (one key) leaves no value: a value set
     (In, DoesNotExist) or a complement (NotIn, Exists, Gt, Lt) with bounds, folded as it folds them."""
     complement, values = True, set[str]()
