@@ -546,10 +546,7 @@ class NodeClaim:
         with a spot offering at most the cheapest on-demand offering's price, or with no spot offering
         (SpotInstanceFilter). Then spot first where any offering left is spot, then price."""
         pool = self.pool
-        m = 0
-        for s in self.shapes:
-            m |= s.mask
-        m &= self.allowed
+        m = self._offered()
         if not pool.min_values:
             generic = m & pool.generic_mask
             if generic:
@@ -562,13 +559,17 @@ class NodeClaim:
         low = m & -m
         return pool.options[low.bit_length() - 1]
 
-    def launch_error(self) -> str:
-        """Why the AWS provider launches nothing for the claim (:meth:`cheapest` is None): its spot filter."""
-        pool = self.pool
+    def _offered(self) -> int:
+        """The offerings that can still hold every pod of the claim."""
         m = 0
         for s in self.shapes:
             m |= s.mask
-        m &= self.allowed
+        return m & self.allowed
+
+    def launch_error(self) -> str:
+        """Why the AWS provider launches nothing for the claim (:meth:`cheapest` is None): its spot filter."""
+        pool = self.pool
+        m = self._offered()
         generic = m & pool.generic_mask
         od = (generic or m) & pool.on_demand_mask
         if not od:
@@ -586,16 +587,14 @@ def _spot_filter(options: Sequence[Option], mask: int, od: int) -> int:
     """The AWS provider's SpotInstanceFilter (v1.8) over the offerings in ``mask`` (``od``: the on-demand
     ones): the types with a spot offering at most the cheapest on-demand price, or with no spot offering."""
     cheapest_od = min(options[i].price for i in _bits(od))
-    keep: dict[str, bool] = {}
+    spot_ok: dict[str, bool] = {}  # per type with a spot offering: whether one is at most cheapest_od
     for i in _bits(mask):
         opt = options[i]
         if opt.capacity_type == "spot":
-            keep[opt.type.name] = keep.get(opt.type.name, False) or opt.price <= cheapest_od
-        else:
-            keep.setdefault(opt.type.name, True)
+            spot_ok[opt.type.name] = spot_ok.get(opt.type.name, False) or opt.price <= cheapest_od
     out = 0
     for i in _bits(mask):
-        if keep[options[i].type.name]:
+        if spot_ok.get(options[i].type.name, True):
             out |= 1 << i
     return out
 
