@@ -107,3 +107,13 @@ def test_render_to_stdout_and_target_subset(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["render", "-f", str(path), "--target", "eksctl"])
     assert result.exit_code == 2
     assert "does not apply" in result.output
+
+
+def test_a_misspelt_required_field_is_named_with_the_field_it_stands_for(tmp_path: Path) -> None:
+    """`nmae` for `name`: the error names the typo and the field, not only 'name: required field missing'."""
+    path = tmp_path / "kgpu.yaml"
+    path.write_text(BAD.replace("  - name: gpu", "  - nmae: gpu").replace("volumeSize: 100\n", "").replace(
+        "NoSchedul", "NoSchedule"))
+    result = CliRunner().invoke(cli, ["profile", "validate", "-f", str(path)])
+    assert result.exit_code == 2
+    assert "pools[0].nmae: unknown field; did you mean name?" in result.output

@@ -1123,18 +1123,39 @@ def _message(err: Any) -> str:
     return msg.removeprefix("Value error, ")
 
 
-def format_validation_error(exc: ValidationError, source: str) -> InputError:
-    """The first error as one line with its field path; the others counted."""
+def _explained(exc: ValidationError) -> list[tuple[Any, str]]:
+    """Each error with its text, a misspelt field first and named with the required sibling it stands for
+    (it is why that one is missing)."""
+    import difflib
+
     errors = exc.errors(include_url=False)
-    first = errors[0]
+    out = [(e, _message(e)) for e in errors]
+    for i, (e, text) in enumerate(out):
+        if e.get("type") != "extra_forbidden":
+            continue
+        loc = tuple(e["loc"])
+        missing = [str(m["loc"][-1]) for m in errors
+                   if m.get("type") == "missing" and tuple(m["loc"][:-1]) == loc[:-1]]
+        close = difflib.get_close_matches(str(loc[-1]), missing, n=1)
+        if close:
+            out.pop(i)
+            out.insert(0, (e, f"{text}; did you mean {close[0]}?"))
+            break
+    return out
+
+
+def format_validation_error(exc: ValidationError, source: str) -> InputError:
+    """The first error (:func:`_explained`'s order) as one line with its field path; the others counted."""
+    explained = _explained(exc)
+    first, message = explained[0]
     path = _loc(tuple(first["loc"]))
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    more = f" (and {len(explained) - 1} more)" if len(explained) > 1 else ""
     where = f"{source}: {path}" if path else source
-    return InputError(_message(first) + more, where=where)
+    return InputError(message + more, where=where)
 
 
 def all_validation_errors(exc: ValidationError) -> list[str]:
-    return [f"{_loc(tuple(e['loc']))}: {_message(e)}" for e in exc.errors(include_url=False)]
+    return [f"{_loc(tuple(e['loc']))}: {text}" for e, text in _explained(exc)]
 
 
 def parse_profile(data: object, *, source: str = "kgpu.yaml") -> Profile:
