@@ -392,6 +392,19 @@ func schedule(in *inputs) ([]result, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("the ResourceSlice tracker did not sync: %w", err)
 	}
+	// the claims' assume cache fills from the informer's event handlers, after the informer itself has
+	// synced: wait until it holds every claim, or a busy machine sees "could not find ResourceClaim"
+	claims := 0
+	for _, o := range in.dra {
+		if _, ok := o.(*resourceapi.ResourceClaim); ok {
+			claims++
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return len(claimCache.List(nil)) == claims, nil
+	}); err != nil {
+		return nil, fmt.Errorf("the ResourceClaim assume cache did not sync: %w", err)
+	}
 
 	for _, n := range in.nodes {
 		cache.AddNode(logger, n)
