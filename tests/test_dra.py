@@ -275,6 +275,59 @@ def test_the_node_lane_agrees_with_filtering_every_node(monkeypatch: pytest.Monk
     assert sum(1 for v in fast.values() if v.phase == UNSCHEDULABLE) > 0  # the cluster fills up
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_the_node_lane_agrees_when_scores_rise_and_tie(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """The lane keeps stale heap entries as upper bounds and scores them again on top; binds that can raise
+    a node's score (BalancedAllocation after a pod that evens cpu and memory out) push it again, and equal
+    scores go to the node first by name, not by input order. Pods of other kinds, with and without claims,
+    bind in between. Every placement and device equals filtering every node."""
+    import random
+
+    import kgpu.sim.dra as dra_mod
+    from kgpu.sim.scheduler import Scheduler
+
+    rng = random.Random(seed)
+    cl: list[dict[str, Any]] = [gpu_class(), template("one", 1), template("two", 2)]
+    names = [f"gpu-{rng.randrange(10**6):06d}" for _ in range(16)]  # input order is not name order
+    for name in dict.fromkeys(names):
+        size = rng.choice(((16, "64Gi"), (16, "64Gi"), (64, "128Gi"), (8, "256Gi")))  # ties among equals
+        cl += [node_dict(name, cpu=str(size[0]), memory=size[1]), gpu_slice(name, rng.choice((4, 8)))]
+    work = []
+    for k in range(120):
+        cpu, memory = rng.choice((("1", "1Gi"), ("1", "24Gi"), ("6", "2Gi"), ("2", "8Gi")))
+        doc = claim_pod(f"p{k}", tpl=rng.choice(("one", "two"))) if rng.random() < 0.8 else pod_dict(f"p{k}")
+        doc["spec"]["containers"][0]["resources"]["requests"] = {"cpu": cpu, "memory": memory}
+        work.append(doc)
+    rises = []
+    real = Scheduler._cannot_raise
+    monkeypatch.setattr(Scheduler, "_cannot_raise", lambda self, *a: rises.append(not real(self, *a)) or not rises[-1])
+    fast = run(cl, copy.deepcopy(work))
+    assert any(rises) and not all(rises)  # both kinds of bind happened
+    monkeypatch.setattr(dra_mod, "_lane_ok", lambda *a: False)
+    exact = run(cl, copy.deepcopy(work))
+    assert {k: (v.node, v.devices) for k, v in fast.items()} == {k: (v.node, v.devices) for k, v in exact.items()}
+    assert sum(1 for v in fast.values() if v.phase == UNSCHEDULABLE) > 0  # the cluster fills up
+
+
+def test_the_lane_takes_a_node_whose_score_rose_since_its_last_turn() -> None:
+    """A bind can raise a node's score by one (LeastAllocated falls less than BalancedAllocation rounds up):
+    the lane must see it. node-a scores 118 for the claim pods and node-b 119; node-c (one GPU) takes the
+    first claim pod; a pod pinned to node-a makes it 119 (cpu 1200m of 4, memory 80.25Gi of 101Gi); the
+    second claim pod ties at 119 and goes to node-a, first by name (kgpu.sim.scheduler._score's figures)."""
+    cl: list[dict[str, Any]] = [gpu_class(), template("one", 1)]
+    for name, cpu, memory, gpus in (("node-a", "4", "101Gi", 2), ("node-b", "4", "101Gi", 2), ("node-c", "64", "256Gi", 1)):
+        cl += [node_dict(name, cpu=cpu, memory=memory, labels={"kubernetes.io/hostname": name}), gpu_slice(name, gpus)]
+    for name, node, cpu in (("used-a", "node-a", "700m"), ("used-b", "node-b", "100m")):
+        cl.append(pod_dict(name, cpu=cpu, memory="80Gi", node_name=node, phase="Running"))
+    work = [claim_pod("first", tpl="one"),
+            pod_dict("pinned", cpu="500m", memory="256Mi", node_selector={"kubernetes.io/hostname": "node-a"}),
+            claim_pod("second", tpl="one")]
+    for doc in (work[0], work[2]):
+        doc["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "500m", "memory": "1Gi"}
+    out = run(cl, work)
+    assert [out[n].node for n in ("first", "pinned", "second")] == ["node-c", "node-a", "node-a"]
+
+
 def test_cli_wide_shows_devices_and_exit_codes(tmp_path: Any) -> None:
     """`kgpu simulate -o wide` has a DEVICES column; an unschedulable DRA pod exits 1, malformed CEL exits 2
     naming the object and field."""

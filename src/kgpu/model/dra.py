@@ -541,6 +541,9 @@ def _slice(name: str, spec: dict[str, Any], where: str, warnings: list[str]) -> 
     items = _list(spec.get("devices"), f"{sw}.devices")
     _too_many(items, SLICE_DEVICES_MAX, f"{sw}.devices")
     prefix = f"{driver}/"
+    # the slice's attribute and capacity names found valid, qualified with the driver's domain (a device
+    # repeats its slice's names)
+    qualified: dict[str, str] = {}
     devices = []
     seen: set[str] = set()
     for i, item in enumerate(items):
@@ -562,24 +565,29 @@ def _slice(name: str, spec: dict[str, Any], where: str, warnings: list[str]) -> 
             raise InputError(f"Too many: {len(raw_attrs) + len(raw_caps)}: must have at most "
                              f"{ATTRIBUTES_AND_CAPACITIES_MAX} attributes and capacities combined", where=dw)
         for key, val in raw_attrs.items():
-            if (key, False) in _VALID_NAMES:  # where strings only for what may fail
+            full = qualified.get(key)  # where strings only for what may fail
+            if full is not None:
                 fast = _fast_attribute(val)
                 if fast is not _SLOW:
-                    attrs[key if "/" in key else prefix + key] = fast
+                    attrs[full] = fast
                     continue
             aw = f"{dw}.attributes[{key}]"
             _qualified_attribute(key, aw, need_domain=False)
-            attrs[key if "/" in key else prefix + key] = _attribute(key, val, aw)
+            full = qualified[key] = key if "/" in key else prefix + key
+            attrs[full] = _attribute(key, val, aw)
         for key, val in raw_caps.items():
-            cw = f"{dw}.capacity[{key}]"
-            _qualified_attribute(key, cw, need_domain=False)
-            raw = _map(val, cw).get("value")
-            milli = _QUANTITIES.get(raw) if isinstance(raw, str) else None
-            if milli is None:
+            full = qualified.get(key)
+            raw = val.get("value") if type(val) is dict else None
+            milli = _QUANTITIES.get(raw) if type(raw) is str else None
+            if full is None or milli is None:
+                cw = f"{dw}.capacity[{key}]"
+                _qualified_attribute(key, cw, need_domain=False)
+                full = qualified[key] = key if "/" in key else prefix + key
+                raw = _map(val, cw).get("value")
                 milli = int(parse_quantity(raw, where=f"{cw}.value") * 1000)
                 if isinstance(raw, str) and len(_QUANTITIES) < 10_000:
                     _QUANTITIES[raw] = milli
-            caps[key if "/" in key else prefix + key] = milli
+            caps[full] = milli
         for extra in ("consumesCounters", "taints", "bindingConditions"):
             if d.get(extra):
                 warnings.append(f"{dw}.{extra}: an alpha field in Kubernetes 1.34 (off by default): the API server drops it")

@@ -336,7 +336,12 @@ class Evaluator:
 
 def _reads(p: Program, attrs: dict[str, Any], caps: dict[str, int]) -> tuple[Any, Any]:
     """Getters of the attribute and capacity values whose unqualified name appears in the expression."""
-    names = p.names
+    return readers(p.names, attrs, caps)
+
+
+def readers(names: frozenset[str], attrs: dict[str, Any], caps: dict[str, int]) -> tuple[Any, Any]:
+    """Getters of the values, in devices laid out as ``attrs`` and ``caps``, of the attributes and
+    capacities whose unqualified name is one of ``names``: each returns a tuple."""
     return (_getter(tuple(k for k in attrs if k.rpartition("/")[2] in names)),
             _getter(tuple(k for k in caps if k.rpartition("/")[2] in names)))
 

@@ -37,6 +37,7 @@ Checked against the real plugin by ``conformance/tests/test_dra_differential.py`
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,14 +52,16 @@ from kgpu.model.dra import (
     Claim,
     ClaimSpec,
     Device,
+    DeviceClass,
     DRAObjects,
     Exact,
     ResourceSlice,
     Selector,
 )
-from kgpu.model.objects import Node, NodeSelector, Pod, Requirement, Term
+from kgpu.model.objects import CPU, MEMORY, Node, NodeSelector, Pod, Requirement, Term
 from kgpu.model.predicates import filter_reasons, node_selector_matches, unschedulable_message
-from kgpu.sim.cel import CelSyntaxError, Evaluator, Unsupported
+from kgpu.sim.cel import CelSyntaxError, Evaluator, Unsupported, readers
+from kgpu.sim.scheduler import _score, fits
 
 NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
@@ -79,19 +82,17 @@ class _Pool:
     incomplete: bool
 
 
-@dataclass(frozen=True, slots=True)
 class _Candidate:
-    driver: str
-    pool: str
-    device: Device
-    node_local: bool
-    # the text of the CEL runtime error evaluating the device's selectors ("claim: ..." for the request's,
-    # which the allocator names with the claim): the allocator fails when it gets to the device
-    error: str = ""
+    """A device the allocator may take for a request, with its pool and where its slice applies."""
 
-    @property
-    def id(self) -> tuple[str, str, str]:
-        return (self.driver, self.pool, self.device.name)
+    __slots__ = ("device", "driver", "error", "id", "pool")
+
+    def __init__(self, driver: str, pool: str, device: Device, error: str = "") -> None:
+        self.driver, self.pool, self.device = driver, pool, device
+        # the text of the CEL runtime error evaluating the device's selectors ("claim: ..." for the
+        # request's, which the allocator names with the claim): the allocator fails when it gets to the device
+        self.error = error
+        self.id = (driver, pool, device.name)
 
 
 @dataclass
@@ -113,11 +114,23 @@ class DRA:
         self.evaluator = Evaluator()
         self.warnings: dict[str, list[str]] = {}  # pod key -> unsupported selectors it met
         self._unsupported: set[str] = set()
+        programs = []
         for sel in self._all_selectors():
             try:
-                self.evaluator.program(sel.expression)
+                programs.append(self.evaluator.program(sel.expression))
             except CelSyntaxError as exc:
                 raise InputError(f"compilation failed: {exc}", where=sel.where) from None
+        # what any selector can read of a device (None: one enumerates a map, so everything): slices whose
+        # devices agree on it get the same verdicts, found once (kgpu.sim.cel memoises per device likewise)
+        self._known = frozenset(p.expression for p in programs)
+        self._reads: frozenset[str] | None = (
+            None if any(p.everything for p in programs) else frozenset().union(*(p.names for p in programs)))
+        self._contents: dict[int, tuple[ResourceSlice, int]] = {}  # id(slice) -> the slice, its content's id
+        self._content_ids: dict[tuple[Any, ...], int] = {}
+        self._alt_keys: dict[int, tuple[Exact, int]] = {}  # id(request) -> the request, its key
+        self._alt_ids: dict[tuple[str, tuple[Selector, ...]], int] = {}
+        self._content_readers: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[int, Any, Any]] = {}
+        self._verdicts: dict[tuple[Any, ...], tuple[tuple[tuple[int, str], ...], tuple[str, ...]]] = {}
         # pools by the node their slices name, and the pools whose slices select nodes (allNodes, nodeSelector)
         self._by_node: dict[str, dict[tuple[str, str], list[ResourceSlice]]] = {}
         self._selecting: dict[tuple[str, str], list[ResourceSlice]] = {}
@@ -130,12 +143,15 @@ class DRA:
         self._node_pools: dict[str, list[_Pool]] = {}
         self._in_use: set[tuple[str, str, str]] = set()
         self._pinned: dict[str, str | None] = {}  # claim key -> node name its allocation is bound to
-        self._candidates: dict[tuple[Any, ...], tuple[list[_Candidate], tuple[str, ...]]] = {}
+        # per node, per request's class and selectors (_alt_key): the candidates, the warnings, whether one
+        # has an error
+        self._candidates: dict[str, dict[int, tuple[list[_Candidate], tuple[str, ...], bool]]] = {}
+        self._slice_cands: dict[int, tuple[ResourceSlice, list[_Candidate]]] = {}
+        # per node, where each of its devices comes from (commit writes the allocation's node selector)
+        self._sources: dict[str, dict[tuple[str, str, str], ResourceSlice] | None] = {}  # None: all its own
         self._lanes: dict[tuple[Any, ...], _Lane] = {}
+        self._lane_ids: dict[tuple[Any, ...], tuple[tuple[Any, ...], _Lane]] = {}
         self._scores: dict[tuple[int, int, int, int], dict[int, tuple[int, int]]] = {}  # per score key, node
-        # (class, id(slice)) -> per device whether the class selects it (or the error's text), and the
-        # warnings that gave; slices live as long
-        self._class_match: dict[tuple[str, int], tuple[list[bool | str], tuple[str, ...]]] = {}
         for claim in self.claims.values():
             if claim.allocation is not None:
                 for d in claim.allocation.devices:
@@ -150,10 +166,12 @@ class DRA:
             self.objects.slices.append(s)
             if s.node_name:
                 self._by_node.setdefault(s.node_name, {}).setdefault((s.driver, s.pool), []).append(s)
-                self._node_pools.pop(s.node_name, None)
+                for cache in (self._node_pools, self._candidates, self._sources):
+                    cache.pop(s.node_name, None)
             elif s.all_nodes or s.node_selector is not None:
                 self._selecting.setdefault((s.driver, s.pool), []).append(s)
-                self._node_pools.clear()
+                for cache in (self._node_pools, self._candidates, self._sources):
+                    cache.clear()
 
     def _all_selectors(self) -> list[Selector]:
         out = [s for c in self.classes.values() for s in c.selectors]
@@ -260,8 +278,7 @@ class DRA:
                 return None, [chosen]
         return CANNOT_ALLOCATE, []
 
-    def commit(self, claims: Sequence[Claim], allocations: list[list[AllocatedDevice]], node: Node,
-               local: bool) -> None:
+    def commit(self, claims: Sequence[Claim], allocations: list[list[AllocatedDevice]], node: Node) -> None:
         """Reserve: the claims to allocate are allocated on ``node``."""
         todo = [c for c in claims if c.allocation is None]
         for claim, devices in zip(todo, allocations, strict=True):
@@ -276,11 +293,19 @@ class DRA:
         """Where an allocation may be used, as the allocator writes its node selector: the node, when a device
         comes from a slice with ``nodeName``; else the requirements of the ``nodeSelector`` slices' (one
         term each) in one term; else anywhere (``allNodes``)."""
-        where: dict[tuple[str, str, str], ResourceSlice] = {}
-        for pool in self._pools(node):
-            for s in pool.slices:
-                for dev in s.devices:
-                    where.setdefault((s.driver, s.pool, dev.name), s)
+        if node.name in self._sources:
+            where = self._sources[node.name]
+        else:
+            slices = [s for pool in self._pools(node) for s in pool.slices]
+            where = None  # every device is the node's own
+            if not all(s.node_name for s in slices):
+                where = {}
+                for s in slices:
+                    for dev in s.devices:
+                        where.setdefault((s.driver, s.pool, dev.name), s)
+            self._sources[node.name] = where
+        if where is None:
+            return (node.name, None) if devices else (None, None)
         exprs: list[Requirement] = []
         fields: list[Requirement] = []
         for d in devices:
@@ -325,48 +350,100 @@ class DRA:
         A device whose selector fails to evaluate (a CEL runtime error) stays in the list with the error's
         text, where the allocator meets it: it aborts only if the search gets that far (and the device is
         not in use: the allocator checks that first)."""
-        key = (node.name, alt.device_class, alt.selectors)
-        hit = self._candidates.get(key)
+        key = self._alt_key(alt)
+        mine_node = self._candidates.get(node.name)
+        if mine_node is None:
+            mine_node = self._candidates[node.name] = {}
+        hit = mine_node.get(key)
         if hit is None:
             found: list[_Candidate] = []
             warned: list[str] = []
             cls = self.classes[alt.device_class]
+            errors = False
             for pool in pools:
                 for s in pool.slices:
-                    local = not s.all_nodes and s.node_selector is None
-                    status = self._class_results(cls.name, cls.selectors, s, warned)
-                    for i, sel in enumerate(alt.selectors):
-                        todo = [k for k, v in enumerate(status) if v is True]
-                        got = self.evaluator.results(sel.expression, s.driver, [s.devices[k] for k in todo])
-                        for k, r in zip(todo, got, strict=True):
-                            status[k] = _verdict(r, sel, f"claim: selector #{i}", warned)
-                    for d, v in zip(s.devices, status, strict=True):
-                        if v is True:
-                            found.append(_Candidate(s.driver, pool.name, d, local))
-                        elif isinstance(v, str):
-                            found.append(_Candidate(s.driver, pool.name, d, local, v))
-            hit = self._candidates[key] = (found, tuple(warned))
+                    picks, mine = self._slice_verdicts(cls, alt.selectors, key, s)
+                    warned.extend(w for w in mine if w not in warned)
+                    base = self._slice_candidates(pool.name, s)
+                    for k, error in picks:
+                        if not error:
+                            found.append(base[k])
+                        else:
+                            b = base[k]
+                            found.append(_Candidate(b.driver, b.pool, b.device, error))
+                            errors = True
+            hit = mine_node[key] = (found, tuple(warned), errors)
         for w in hit[1]:
             self._warn(pod, w)
         return hit[0]
 
-    def _class_results(self, name: str, sels: tuple[Selector, ...], s: ResourceSlice, warned: list[str]) -> list[bool | str]:
-        """Per device of the slice: whether the class selects it, or the text of the error evaluating it."""
-        key = (name, id(s))
-        hit = self._class_match.get(key)
+    def has_errors(self, node: Node, alt: Exact) -> bool:
+        """Whether a device of the node fails to evaluate the request's selectors (``candidates`` first)."""
+        return self._candidates[node.name][self._alt_key(alt)][2]
+
+    def _alt_key(self, alt: Exact) -> int:
+        """An int for the request's device class and selectors (equal requests, equal ints), kept per
+        request object: hashing selectors costs more than a dict look-up by identity."""
+        hit = self._alt_keys.get(id(alt))
+        if hit is None or hit[0] is not alt:
+            ids = self._alt_ids
+            hit = self._alt_keys[id(alt)] = (alt, ids.setdefault((alt.device_class, alt.selectors), len(ids)))
+        return hit[1]
+
+    def _slice_candidates(self, pool: str, s: ResourceSlice) -> list[_Candidate]:
+        """The slice's devices as candidates, made once: most requests share them."""
+        hit = self._slice_cands.get(id(s))
+        if hit is None or hit[0] is not s:
+            hit = self._slice_cands[id(s)] = (s, [_Candidate(s.driver, pool, d) for d in s.devices])
+        return hit[1]
+
+    def _slice_verdicts(self, cls: DeviceClass, sels: tuple[Selector, ...], alt_key: int,
+                        s: ResourceSlice) -> tuple[tuple[tuple[int, str], ...], tuple[str, ...]]:
+        """The slice's devices that the class's selectors and then the request's select (``alt_key``),
+        in slice order, each with the text of the error evaluating it ("" when none), and the warnings
+        that gave. Memoised by what the selectors can read of the slice's devices."""
+        if all(sel.expression in self._known for sel in sels):
+            key: tuple[Any, ...] = (alt_key, self._content(s))
+        else:
+            key = (alt_key, "slice", id(s))  # an expression compiled since: this slice only (slices live as long)
+        hit = self._verdicts.get(key)
         if hit is None:
-            mine: list[str] = []
+            warned: list[str] = []
             status: list[bool | str] = [True] * len(s.devices)
-            for i, sel in enumerate(sels):
-                todo = [k for k, v in enumerate(status) if v is True]
-                got = self.evaluator.results(sel.expression, s.driver, [s.devices[k] for k in todo])
-                for k, r in zip(todo, got, strict=True):
-                    status[k] = _verdict(r, sel, f"class {name}: selector #{i}", mine)
-            hit = self._class_match[key] = (status, tuple(mine))
-        for w in hit[1]:
-            if w not in warned:
-                warned.append(w)
-        return list(hit[0])
+            for label, group in ((f"class {cls.name}", cls.selectors), ("claim", sels)):
+                for i, sel in enumerate(group):
+                    todo = [k for k, v in enumerate(status) if v is True]
+                    got = self.evaluator.results(sel.expression, s.driver, [s.devices[k] for k in todo])
+                    for k, r in zip(todo, got, strict=True):
+                        status[k] = _verdict(r, sel, f"{label}: selector #{i}", warned)
+            picks = tuple((k, "" if v is True else v) for k, v in enumerate(status) if v is True or isinstance(v, str))
+            hit = self._verdicts[key] = (picks, tuple(warned))
+        return hit
+
+    def _content(self, s: ResourceSlice) -> int:
+        """What the selectors can read of the slice: its driver, and per device its attribute and capacity
+        names and the values of those a selector names (the slice itself when one reads everything)."""
+        hit = self._contents.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        names = self._reads
+        if names is None:
+            key: tuple[Any, ...] = ("slice", id(s))
+        else:
+            got = self._content_readers
+            devices = []
+            for d in s.devices:
+                attrs, caps = d.attributes, d.capacity
+                shape = (tuple(attrs), tuple(caps))
+                r = got.get(shape)
+                if r is None:
+                    r = got[shape] = (len(got), *readers(names, attrs, caps))
+                devices.append((r[0], r[1](attrs), r[2](caps)))
+            key = (s.driver, tuple(devices))
+        ids = self._content_ids
+        content = ids.setdefault(key, len(ids))
+        self._contents[id(s)] = (s, content)
+        return content
 
     def _warn(self, pod: Pod, text: str) -> None:
         got = self.warnings.setdefault(pod.key, [])
@@ -629,7 +706,7 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
 
 def _bound(dra: DRA, sched: Any, pod: Pod, claims: list[Claim], best: Any,
            alloc: list[list[AllocatedDevice]]) -> Outcome:
-    dra.commit(claims, alloc, best.node, _node_local(dra, best.node, alloc))
+    dra.commit(claims, alloc, best.node)
     sched.bind(pod, best)
     devices = [
         {"claim": c.name, "request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device,
@@ -651,17 +728,23 @@ class _Lane:
     kube-scheduler binds the best-scored node among those every filter passes; DynamicResources does not
     score. So the heap's best node that fits and that the allocator can serve is the node kube-scheduler
     picks. A node the allocator cannot serve never can again for this lane (devices are only taken during
-    a simulation, and these claims pin nothing): it is dropped for good. Nodes bound since the lane's last
-    turn (the scheduler's bind log) are pushed again with their current score, so every entry on top is
-    exact (BalancedAllocation may rise after a bind).
+    a simulation, and these claims pin nothing): it is dropped for good. An entry is an upper bound of its
+    node's score: after most binds a score can only fall (``Scheduler.raised_since``), and a stale entry on
+    top is scored again and sinks; a node whose score may have risen (a bind that can raise BalancedAllocation,
+    an eviction) is pushed again with its score now at the lane's next turn.
+
+    An entry is one int, ``-score * nodes + rank`` (the node's rank in name order, the tie-break), so the
+    heap compares ints; the heap is built again when nodes join (the ranks change).
     """
 
-    heap: list[tuple[int, str, int, int]] = field(default_factory=list)
-    latest: dict[int, int] = field(default_factory=dict)
-    members: set[int] = field(default_factory=set)
+    heap: list[int] = field(default_factory=list)
+    latest: dict[int, int] = field(default_factory=dict)  # node index -> its live entry
+    versions: dict[int, int] = field(default_factory=dict)  # node index -> the node's version it scored
+    members: list[int] = field(default_factory=list)
     dead: set[int] = field(default_factory=set)
     seen: int = 0
-    log_pos: int = 0
+    raised_pos: int = 0
+    ranks: list[int] = field(default_factory=list)
     slow: bool = False  # a node with a PreferNoSchedule taint: TaintToleration's score varies
 
 
@@ -687,81 +770,87 @@ def _errors_on(dra: DRA, pod: Pod, claims: list[Claim], node: Node) -> bool:
     for c in claims:
         for r in c.spec.requests:
             for a in r.alternatives:
-                if any(x.error for x in dra.candidates(pod, node, pools, a)):
+                dra.candidates(pod, node, pools, a)
+                if dra.has_errors(node, a):
                     return True
     return False
 
 
 def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome | None:
-    import heapq
-
-    from kgpu.model.objects import CPU, MEMORY
-    from kgpu.sim.scheduler import _score, fits
-
     spec = pod.spec
     # pods of one spec may need different claims (a claim the resourceclaim controller did not create for
-    # one of them is not needed): a node dropped for some claims is not dropped for others
-    key = (spec, pod.namespace, tuple(c.spec for c in claims))
-    lane = dra._lanes.get(key)
-    if lane is None:
-        lane = dra._lanes[key] = _Lane(log_pos=sched.log_length)
+    # one of them is not needed): a node dropped for some claims is not dropped for others. Looked up by
+    # the objects' identities first (the entry holds them, so an id is not reused), then by value.
+    ids = (id(spec), pod.namespace, *[id(c.spec) for c in claims])
+    held = dra._lane_ids.get(ids)
+    if held is None:
+        key = (spec, pod.namespace, tuple(c.spec for c in claims))
+        lane = dra._lanes.get(key)
+        if lane is None:
+            lane = dra._lanes[key] = _Lane(raised_pos=sched.raised_length)
+        held = dra._lane_ids[ids] = (key, lane)
+    lane = held[1]
     states = sched.states
-    heap, latest = lane.heap, lane.latest
+    heap, latest, versions, dead = lane.heap, lane.latest, lane.versions, lane.dead
     # the score's inputs from the pod (kgpu.sim.scheduler.score); lanes that share them share the scores
     skey = (spec.nonzero_cpu, spec.nonzero_memory, spec.request(CPU), spec.request(MEMORY))
     memo = dra._scores.setdefault(skey, {})
+    ranks, order = sched.name_ranks()
+    n = len(order)
 
-    def push(idx: int) -> None:
+    def entry(idx: int) -> int:
         st = states[idx]
-        version = latest[idx] = st.version
+        version = versions[idx] = st.version
         hit = memo.get(idx)
         if hit is None or hit[0] != version:
-            hit = memo[idx] = (version, -_score(*skey, st))
-        heapq.heappush(heap, (hit[1], st.node.name, idx, version))
+            hit = memo[idx] = (version, _score(*skey, st))
+        e: int = ranks[idx] - hit[1] * n
+        latest[idx] = e
+        return e
 
     feasible = sched.feasible_nodes(spec)
-    for idx in feasible[lane.seen:]:
-        if any(t.effect == "PreferNoSchedule" for t in states[idx].node.taints):
-            lane.slow = True
-        if not lane.slow and _errors_on(dra, pod, claims, states[idx].node):
-            lane.slow = True
-        lane.members.add(idx)
-        push(idx)
-    lane.seen = len(feasible)
+    if lane.seen < len(feasible):
+        for idx in feasible[lane.seen:]:
+            node = states[idx].node
+            if any(t.effect == "PreferNoSchedule" for t in node.taints):
+                lane.slow = True
+            if not lane.slow and _errors_on(dra, pod, claims, node):
+                lane.slow = True
+            lane.members.append(idx)
+        lane.seen = len(feasible)
     if lane.slow:
         return None
-    if lane.log_pos < sched.log_length:
-        for idx in set(sched.changed_since(lane.log_pos)):
-            if idx in lane.members and idx not in lane.dead:
-                push(idx)
-        lane.log_pos = sched.log_length
+    if lane.ranks is not ranks:  # new, or nodes joined: every entry again
+        heap[:] = [entry(idx) for idx in lane.members if idx not in dead]
+        heapq.heapify(heap)
+        lane.ranks, lane.raised_pos = ranks, sched.raised_length
+    elif lane.raised_pos < sched.raised_length:
+        for idx in set(sched.raised_since(lane.raised_pos)):
+            if idx in latest and idx not in dead:
+                heapq.heappush(heap, entry(idx))
+        lane.raised_pos = sched.raised_length
+    heappop, heapreplace = heapq.heappop, heapq.heapreplace
     while heap:
-        _, _, idx, version = heap[0]
-        st = states[idx]
-        if version != latest.get(idx) or idx in lane.dead:
-            heapq.heappop(heap)  # superseded by a newer entry, or dropped
+        top = heap[0]
+        idx = order[top % n]
+        if latest[idx] != top or idx in dead:
+            heappop(heap)  # superseded by a newer entry, or dropped
             continue
-        if version != st.version:
-            push(idx)
+        st = states[idx]
+        if versions[idx] != st.version:
+            heapreplace(heap, entry(idx))  # stale: scored again, it sinks to its place
             continue
         if not fits(spec, st):
-            heapq.heappop(heap)  # pushed again if the node changes (an eviction)
+            heappop(heap)  # pushed again if the node's score may rise (an eviction)
             continue
         reason, alloc = dra.filter(pod, claims, st.node)
         if reason is not None:
-            lane.dead.add(idx)
-            heapq.heappop(heap)
+            dead.add(idx)
+            heappop(heap)
             continue
-        out = _bound(dra, sched, pod, claims, st, alloc)
-        lane.log_pos = sched.log_length  # its own bind: the entry above is superseded at the next turn
-        push(idx)
-        return out
+        # the entry stays: the bind makes it stale, and the next turn scores it again
+        return _bound(dra, sched, pod, claims, st, alloc)
     return None
-
-
-def _node_local(dra: DRA, node: Node, alloc: list[list[AllocatedDevice]]) -> bool:
-    local = {(p.driver, p.name) for p in dra._pools(node) if any(s.node_name for s in p.slices)}
-    return any((d.driver, d.pool) in local for devices in alloc for d in devices) or not any(alloc)
 
 
 def postfilter_words(outcome: Outcome) -> str:

@@ -464,6 +464,9 @@ class Scheduler:
         self._node_classes: list[list[_Class]] = []  # per node, the classes that have taken it in
         self._log: list[int] = []  # node index of every bind and eviction, in order
         self._grown: list[int] = []  # node index of every eviction (the node's free resources grew)
+        # node index of every bind that may raise a score (see _cannot_raise) and of every eviction
+        self._raised: list[int] = []
+        self._ranks: tuple[list[int], list[int]] = ([], [])  # see name_ranks
         # Over every class so far: the largest non-zero cpu/memory request, and the largest excess of the
         # non-zero request over the actual one (containers without requests count 100m / 200Mi).
         self._max_nz = [0, 0]
@@ -707,6 +710,7 @@ class Scheduler:
             self._arrays.bound(pod.spec, st)
         if self._cannot_raise(pod.spec, st):
             return
+        self._raised.append(st.index)
         version, name, idx = st.version, st.node.name, st.index
         memo: dict[tuple[int, int, int, int], int] = {}
         for other in self._node_classes[idx]:
@@ -723,6 +727,7 @@ class Scheduler:
         st.remove(pod)
         self._log.append(st.index)
         self._grown.append(st.index)
+        self._raised.append(st.index)
         self.topology.unbound(pod, st)
         if self._arrays is not None:
             self._arrays.bound(pod.spec, st)
@@ -934,8 +939,15 @@ class Scheduler:
         return self._best(self._class(pod.spec), feasible, pod)
 
     def feasible_nodes(self, spec: PodSpecInfo) -> Sequence[int]:
-        """Indexes of the nodes that pass ``spec``'s node-only filters, in node order."""
-        return self._class(spec).group.feasible
+        """Indexes of the nodes that pass ``spec``'s node-only filters, in node order. The class is known
+        (its requests count in ``_cannot_raise``) but its heap is not built: the caller keeps its own."""
+        cls = self._classes.get(spec)
+        if cls is None:
+            cls = self._new_class(spec)
+        group = cls.group
+        if group.seen < len(self.states):
+            group.catch_up(self.states, self.by_name)
+        return group.feasible
 
     def needs_exact(self, pod: Pod) -> bool:
         """Whether PodTopologySpread or InterPodAffinity can reject the pod somewhere (the exact path)."""
@@ -949,6 +961,30 @@ class Scheduler:
     def changed_since(self, position: int) -> list[int]:
         """Node indexes of the binds and evictions after the first ``position`` ones."""
         return self._log[position:]
+
+    def name_ranks(self) -> tuple[list[int], list[int]]:
+        """Per node index its rank in node-name order (the tie-break among equal scores), and per rank the
+        node index; new lists once nodes have joined since (callers compare them with ``is``)."""
+        ranks, order = self._ranks
+        if len(ranks) != len(self.states):
+            states = self.states
+            order = sorted(range(len(states)), key=lambda i: states[i].node.name)
+            ranks = [0] * len(order)
+            for r, i in enumerate(order):
+                ranks[i] = r
+            self._ranks = (ranks, order)
+        return self._ranks
+
+    @property
+    def raised_length(self) -> int:
+        """How many binds that may raise a node's score, and evictions, so far."""
+        return len(self._raised)
+
+    def raised_since(self, position: int) -> list[int]:
+        """Node indexes of the binds that may raise a score and of the evictions after the first
+        ``position`` ones: after any other bind a node's score for every class that still fits it is at
+        most what it was (``_cannot_raise``), so a heap entry stays an upper bound."""
+        return self._raised[position:]
 
     # --- array mode: many classes -----------------------------------------------------------------------
 
