@@ -746,20 +746,26 @@ class _Lane:
     raised_pos: int = 0
     ranks: list[int] = field(default_factory=list)
     slow: bool = False  # a node with a PreferNoSchedule taint: TaintToleration's score varies
+    skey: tuple[int, int, int, int] = (0, 0, 0, 0)  # _score's inputs from the pod
+    scores: dict[int, tuple[int, int]] = field(default_factory=dict)  # node index -> (version, score)
 
 
 def _lane_ok(sched: Any, pod: Pod, claims: list[Claim]) -> bool:
     if pod.spec.preferred or sched.needs_exact(pod):
         return False
     for c in claims:
-        if c.allocation is not None or c.owner != ("Pod", pod.name):
+        if c.allocation is not None or c.owner[1] != pod.name or c.owner[0] != "Pod":
             return False
-        # the allocator's errors before its search (All, more than 32 devices) are for the full path
-        if sum(max(a.count for a in r.alternatives) for r in c.spec.requests) > ALLOCATION_RESULTS_MAX:
-            return False
-        if any(a.mode == ALL for r in c.spec.requests for a in r.alternatives):
+        if not _spec_lane_ok(c.spec):
             return False
     return True
+
+
+def _spec_lane_ok(spec: ClaimSpec) -> bool:
+    """The allocator's errors before its search (All, more than 32 devices) are for the full path."""
+    if sum(max(a.count for a in r.alternatives) for r in spec.requests) > ALLOCATION_RESULTS_MAX:
+        return False
+    return not any(a.mode == ALL for r in spec.requests for a in r.alternatives)
 
 
 def _errors_on(dra: DRA, pod: Pod, claims: list[Claim], node: Node) -> bool:
@@ -787,14 +793,15 @@ def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome 
         key = (spec, pod.namespace, tuple(c.spec for c in claims))
         lane = dra._lanes.get(key)
         if lane is None:
-            lane = dra._lanes[key] = _Lane(raised_pos=sched.raised_length)
+            # the score's inputs from the pod (kgpu.sim.scheduler.score); lanes that share them share scores
+            skey = (spec.nonzero_cpu, spec.nonzero_memory, spec.request(CPU), spec.request(MEMORY))
+            lane = dra._lanes[key] = _Lane(raised_pos=sched.raised_length, skey=skey,
+                                           scores=dra._scores.setdefault(skey, {}))
         held = dra._lane_ids[ids] = (key, lane)
     lane = held[1]
     states = sched.states
     heap, latest, versions, dead = lane.heap, lane.latest, lane.versions, lane.dead
-    # the score's inputs from the pod (kgpu.sim.scheduler.score); lanes that share them share the scores
-    skey = (spec.nonzero_cpu, spec.nonzero_memory, spec.request(CPU), spec.request(MEMORY))
-    memo = dra._scores.setdefault(skey, {})
+    skey, memo = lane.skey, lane.scores
     ranks, order = sched.name_ranks()
     n = len(order)
 
