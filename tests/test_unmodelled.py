@@ -177,6 +177,38 @@ def test_karpenter_topology_and_preferences() -> None:
     }
 
 
+def test_karpenter_exists_not_in() -> None:
+    """A key with Exists and NotIn and nothing else in a requirement set Karpenter tries (a required term
+    with a preference, or one term alone) is read by Karpenter as NotIn: it may launch a node without the
+    label (karpenter-exists-not-in). Exists alone, or with In (a nodeSelector on the key counts), is
+    modelled."""
+    prof = profile(GENERAL)
+
+    def affinity(name: str, required: list[dict[str, Any]], preferred: list[dict[str, Any]] = (),
+                 selector: dict[str, str] | None = None) -> dict[str, Any]:
+        doc = pod_dict(name, cpu="1", node_selector=selector)
+        na: dict[str, Any] = {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": required}]}}
+        if preferred:
+            na["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                {"weight": 1, "preference": {"matchExpressions": list(preferred)}}]
+        doc["spec"]["affinity"] = {"nodeAffinity": na}
+        return doc
+
+    exists = {"key": "team", "operator": "Exists"}
+    not_ml = {"key": "team", "operator": "NotIn", "values": ["ml"]}
+    pods = [
+        affinity("both", [exists, not_ml]),
+        affinity("preferred", [exists], [not_ml]),
+        affinity("exists", [exists]),
+        affinity("selector", [exists, not_ml], selector={"team": "infra"}),
+        affinity("in", [exists, not_ml, {"key": "team", "operator": "In", "values": ["infra", "ml"]}]),
+    ]
+    got = codes(pods, Objects(), provisioner=provisioner_for(prof, CAT))
+    assert got == {"both": ["karpenter-exists-not-in"], "preferred": ["karpenter-exists-not-in"],
+                   "exists": [], "selector": [], "in": []}
+
+
 def test_every_rule_has_a_test_above() -> None:
     """A rule added without a test here fails this."""
     import inspect

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kgpu.model.nodepool import normalize
 from kgpu.model.objects import PodSpecInfo
 from kgpu.sim.karpenter_topology import KEYS as SPREAD_KEYS
 
@@ -107,12 +108,30 @@ def _karpenter_preferences(spec: PodSpecInfo) -> str | None:
     return ", ".join(parts) or None
 
 
+def _karpenter_exists_not_in(spec: PodSpecInfo) -> str | None:
+    # The requirement sets Karpenter tries (kgpu.sim.karpenter.relaxations: each required term with the
+    # heaviest preference, the last term with each lighter one, the last term alone), nodeSelector in each:
+    # a key with Exists and NotIn and nothing else
+    terms = list(spec.affinity.terms) if spec.affinity is not None and spec.affinity.terms else [None]
+    preferred = [p.term for p in sorted(spec.preferred, key=lambda p: -p.weight)]
+    tries = [(t, preferred[0] if preferred else None) for t in terms]
+    tries += [(terms[-1], p) for p in preferred[1:]] + ([(terms[-1], None)] if preferred else [])
+    keys: set[str] = set()
+    for term, pref in tries:
+        ops: dict[str, set[str]] = {normalize(k): {"In"} for k, _ in spec.node_selector}
+        for r in (*(term.match_expressions if term else ()), *(pref.match_expressions if pref else ())):
+            ops.setdefault(normalize(r.key), set()).add(r.operator)
+        keys.update(k for k, o in ops.items() if o == {"Exists", "NotIn"})
+    return "node affinity " + _join(f"{k} Exists with NotIn" for k in sorted(keys)) if keys else None
+
+
 RULES: tuple[Rule, ...] = (
     Rule("volumes", ANY, _volumes, "PersistentVolumeClaims: claims without the storage objects in the input, or a volume whose zone kgpu cannot know (attach limits and storage capacity are not modelled)"),
     Rule("dra", ANY, _dra, "dynamic resource allocation (DRA): claims without the DRA objects in the input, or a CEL selector kgpu cannot evaluate (it matches no device here)"),
     Rule("runtime-class", ANY, _runtime_class, "the RuntimeClass's pod overhead and node scheduling are not read"),
     Rule("namespace-selector", ANY, _namespace_selector, "pod affinity namespaceSelector: namespaces' labels are not read, only kubernetes.io/metadata.name"),
     Rule("karpenter-topology", KARPENTER, _karpenter_topology, "Karpenter's topology for new nodes (spread on other keys than zone and hostname, pod (anti-)affinity) is not modelled"),
+    Rule("karpenter-exists-not-in", KARPENTER, _karpenter_exists_not_in, "Karpenter (v1.8) keeps Exists with NotIn on one key as NotIn alone, which a node without the label satisfies: it may launch a node, from a NodePool that does not set the label, that the pod cannot run on; kgpu launches none for it"),
     Rule("karpenter-preferences", KARPENTER, _karpenter_preferences, "Karpenter first treats these preferences as required, relaxing them one by one; kgpu's Karpenter ignores them"),
 )  # fmt: skip
 TEXT = {r.code: r.text for r in RULES}
