@@ -656,10 +656,9 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
     node; the best-scored node that passes wins (DynamicResources does not score in 1.34). Binds the pod
     and reserves its devices."""
     states = sched.states
-    if pod.spec.scheduling_gates:
-        return Outcome(reason=f"waiting for scheduling gates: {', '.join(pod.spec.scheduling_gates)}")
-    if not states:
-        return Outcome(reason="no nodes available to schedule pods")
+    early = sched.before_plugins(pod)
+    if early is not None:
+        return Outcome(reason=early)
     verdict = dra.prefilter(pod)
     if verdict.message:
         return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True,

@@ -189,6 +189,10 @@ class NodeState:
         return self.available.get(resource, 0)
 
 
+def gated(spec: PodSpecInfo) -> str:
+    return f"waiting for scheduling gates: {', '.join(spec.scheduling_gates)}"
+
+
 def fits(spec: PodSpecInfo, st: NodeState) -> bool:
     """The dynamic filters (NodePorts, NodeResourcesFit) as a yes/no, on the hot path."""
     if st.pod_count >= st.alloc_pods:
@@ -664,11 +668,18 @@ class Scheduler:
 
     # --- pods ----------------------------------------------------------------------------------------
 
+    def before_plugins(self, pod: Pod) -> str | None:
+        """What kube-scheduler says before any plugin runs: the pod waits for its scheduling gates, or there
+        is no node (for the placements outside ``place``: kgpu.sim.dra, kgpu.sim.volumes)."""
+        if pod.spec.scheduling_gates:
+            return gated(pod.spec)
+        return None if self.states else NO_NODES
+
     def place(self, pod: Pod) -> Decision:
         """Schedule one pod: bind it to the best node, or explain why no node fits."""
         spec = pod.spec
         if spec.scheduling_gates:
-            return Decision(None, f"waiting for scheduling gates: {', '.join(spec.scheduling_gates)}")
+            return Decision(None, gated(spec))
         cls = self._classes.get(spec)
         if cls is None:
             cls = self._new_class(spec)

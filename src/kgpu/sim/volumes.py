@@ -60,6 +60,7 @@ from kgpu.model.predicates import (
     unschedulable_message,
 )
 from kgpu.model.volumes import NO_PROVISIONER, WAIT, Claim, StorageObjects, Volume, from_template
+from kgpu.sim.scheduler import NO_NODES
 
 ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"
@@ -462,10 +463,9 @@ def place(vol: VolumeState, sched: Any, pod: Pod) -> Outcome:
     from kgpu.sim.scheduler import fits
 
     states = sched.states
-    if pod.spec.scheduling_gates:
-        return Outcome(reason=f"waiting for scheduling gates: {', '.join(pod.spec.scheduling_gates)}")
-    if not states:
-        return Outcome(reason="no nodes available to schedule pods")
+    early = sched.before_plugins(pod)
+    if early is not None:
+        return Outcome(reason=early)
     verdict = vol.prefilter(pod)
     if verdict.message:
         return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True,
@@ -511,7 +511,7 @@ def explain(vol: VolumeState, sched: Any, pod: Pod) -> Outcome:
     explains a pending pod over the cluster as it is); ``reason`` None when some node would take it."""
     states = sched.states
     if not states:
-        return Outcome(reason="no nodes available to schedule pods")
+        return Outcome(reason=NO_NODES)
     verdict = vol.prefilter(pod)
     if verdict.message:
         return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True,
