@@ -83,7 +83,7 @@ class _Pool:
 
 
 class _Candidate:
-    """A device the allocator may take for a request, with its pool and where its slice applies."""
+    """A device the allocator may take for a request, with its driver and pool (``id`` names it)."""
 
     __slots__ = ("device", "driver", "error", "id", "pool")
 
