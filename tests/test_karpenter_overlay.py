@@ -165,6 +165,30 @@ def test_lighter_capacity_overlay_sets_the_resource_again() -> None:
     assert store.errors == {}
 
 
+def test_hugepages_capacity_is_reserved_from_memory() -> None:
+    """InstanceType.precompute (v1.8): hugepages-<size> in the overlaid capacity comes off allocatable
+    memory, never below zero. A 4 GiB pod launches an m5.large (5.9 GiB allocatable); with 1 GiB of it in
+    hugepages still (its node has 1 GiB less memory), with 4 GiB an m5.xlarge; 64 GiB on both types leave
+    no memory."""
+    pool = {**GENERAL, "instanceTypes": ["m5.large", "m5.xlarge"], "capacityTypes": ["on-demand"]}
+
+    def launched(*overlays: dict[str, Any]) -> tuple[str | None, dict[str, int]]:
+        """The type launched for the pod, and the allocatable an m5.large node would have."""
+        result, karp = run(profile(pool), make_pod("a", cpu=500, mem_gib=4), overlays=overlays)
+        large = next(o for o in karp.models[0].options if o.type.name == "m5.large")
+        return (result.new_nodes[0].instance_type if result.new_nodes else None), dict(large.node.allocatable)
+
+    kind, plain = launched()
+    assert kind == "m5.large"
+    kind, one = launched(overlay("one", [itype("m5.large")], capacity={"hugepages-2Mi": "1Gi"}))
+    assert kind == "m5.large"
+    assert one["memory"] == plain["memory"] - 2**30 and one["hugepages-2Mi"] == 2**30
+    kind, four = launched(overlay("four", [itype("m5.large")], capacity={"hugepages-2Mi": "4Gi"}))
+    assert kind == "m5.xlarge" and four["memory"] == plain["memory"] - 4 * 2**30
+    kind, none = launched(overlay("all", [itype("m5.large", "m5.xlarge")], capacity={"hugepages-1Gi": "64Gi"}))
+    assert kind is None and none["memory"] == 0
+
+
 def test_overlay_selects_by_nodepool_and_zone() -> None:
     """getOverlaidOfferings: the NodePool's name and template labels take part in matching, and a zone
     requirement prices only that zone's offerings."""

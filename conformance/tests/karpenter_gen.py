@@ -559,6 +559,17 @@ def scenario(seed: int) -> Scenario:
         _sharing(o, pools)
         overlays = _overlays(o, pools, zones)
         fuse = any(FUSE in ov["spec"].get("capacity", {}) for ov in overlays)
+        # hugepages, from a stream of their own (the other draws stay what they were): Karpenter reserves
+        # them from the type's allocatable memory
+        pages = random.Random(f"hugepages-{seed}")
+        if pages.random() < 0.4:
+            overlays.append({
+                "apiVersion": "karpenter.sh/v1alpha1",
+                "kind": "NodeOverlay",
+                "metadata": {"name": "overlay-hugepages"},
+                "spec": {"requirements": [_overlay_requirement(pages, pools, zones)],
+                         "capacity": {pages.choice(("hugepages-2Mi", "hugepages-1Gi")): pages.choice(("1Gi", "4Gi", "16Gi", "64Gi"))}},
+            })
     for c in range(r.randint(1, 6)):
         template, replicas = _pod_class(r, c, pools, zones, ports, spread)
         _preferences(prefs, template["spec"], pools, zones)

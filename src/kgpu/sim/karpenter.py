@@ -70,6 +70,16 @@ BIG = 1 << 62
 _OFFERING_KEYS = frozenset((LABEL_ZONE, LABEL_CAPACITY, LABEL_ZONE_ID))
 
 
+def less_hugepages(allocatable: dict[str, int], capacity: Mapping[str, int]) -> dict[str, int]:
+    """Karpenter's ``InstanceType.Allocatable`` (v1.8, ``precompute``): every ``hugepages-<size>`` in the
+    capacity (a NodeOverlay's capacity merged over the type's) is reserved from the memory pods can ask
+    for, never below zero; the kubelet reserves it the same way."""
+    pages = sum(v for k, v in capacity.items() if k.startswith("hugepages-"))
+    if not pages:
+        return allocatable
+    return {**allocatable, MEMORY: max(0, allocatable.get(MEMORY, 0) - pages)}
+
+
 @dataclass(slots=True)
 class Option:
     """One way to launch a node of a pool: instance type, zone, capacity type, price, and its node."""
@@ -149,7 +159,9 @@ class PoolModel:
             prices = overlaid.prices if overlaid is not None else {}
             if overlaid is not None and overlaid.capacity:
                 overlaid_capacity[t.name] = overlaid.capacity
-            allocatable = {**t.allocatable(), **overlaid.capacity} if overlaid is not None else t.allocatable()
+            allocatable = t.allocatable()
+            if overlaid is not None and overlaid.capacity:
+                allocatable = less_hugepages({**allocatable, **overlaid.capacity}, {**t.capacity(), **overlaid.capacity})
             od = next(
                 (prices.get((o.zone, o.capacity_type), o.price) for o in offerings if o.capacity_type == "on-demand"),
                 None,
