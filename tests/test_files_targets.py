@@ -72,3 +72,32 @@ def test_check_target_says_before_the_work_what_the_write_would_refuse(tmp_path:
             check_target(bad)
     check_target(tmp_path / "new" / "deeper" / "snap.json")
     assert not (tmp_path / "new").exists()
+
+
+def test_a_second_interrupt_during_cleanup_still_removes_the_temporary_file(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The write is interrupted (KeyboardInterrupt), and a second interrupt lands while the temporary file
+    is being removed: the removal is tried again, the file is gone, the target untouched, and the interrupt
+    goes on to the caller."""
+    from kgpu.cli import files
+
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    real = os.unlink
+    calls: list[str] = []
+
+    def impatient(p: str) -> None:
+        calls.append(p)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the second Ctrl-C, before the file is removed
+        real(p)
+
+    def interrupted(fh: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.os, "unlink", impatient)
+    with pytest.raises(KeyboardInterrupt):
+        files.write_atomic_with(target, interrupted, 0o644)
+    assert len(calls) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary file left
+    assert target.read_text() == "old"

@@ -205,11 +205,27 @@ def write_atomic_with(path: Path, write: Callable[[BinaryIO], object], new_mode:
             os.fsync(fh.fileno())  # the data on disk before the name points at it
         os.replace(tmp, path)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
+        _discard(tmp)
         raise os_error(exc, label, "cannot write") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _discard(tmp)
         raise
+
+
+def _discard(tmp: str) -> None:
+    """Remove the temporary file, even when a second signal's exception (an impatient Ctrl-C, SIGTERM after
+    SIGINT) arrives during the removal: the removal is tried again, then that exception goes on."""
+    pending: BaseException | None = None
+    for _ in range(3):
+        try:
+            os.unlink(tmp)
+            break
+        except OSError:
+            break  # gone already, or not ours to remove
+        except BaseException as exc:  # re-raised below, once the file is gone
+            pending = exc
+    if pending is not None:
+        raise pending
 
 
 def spool_beside(target: str) -> BinaryIO:
