@@ -60,7 +60,14 @@ from kgpu.sim.pools import (
     pool_zones,
     runs,
 )
-from kgpu.sim.requirements import MinValues, label_variants, matches, pool_requirements, well_known
+from kgpu.sim.requirements import (
+    MinValues,
+    affinity_tries,
+    label_variants,
+    matches,
+    pool_requirements,
+    well_known,
+)
 from kgpu.sim.scheduler import NodeState, Scheduler, StaticFilter
 from kgpu.sim.sharing import new_node
 from kgpu.sim.simulate import daemon_pods
@@ -633,8 +640,7 @@ def relaxations(spec: PodSpecInfo, prefer_no_schedule: bool) -> list[Try]:
     dropping it), and last, when some NodePool has a PreferNoSchedule taint, tolerating those taints.
     ScheduleAnyway constraints still in force are required (``DoNotSchedule``)."""
     terms = spec.affinity.terms if spec.affinity is not None else ()
-    required = list(terms) if terms else [None]
-    preferred = [p.term for p in sorted(spec.preferred, key=lambda p: -p.weight)]
+    preferred = spec.preferred
     original = spec
     soft = any(c.when_unsatisfiable == SCHEDULE_ANYWAY for c in spec.topology_spread)
     if soft:
@@ -648,13 +654,8 @@ def relaxations(spec: PodSpecInfo, prefer_no_schedule: bool) -> list[Try]:
             return spec if not spec.preferred else replace(spec, preferred=())
         return replace(spec, affinity=NodeSelector((term,)), preferred=())
 
-    first = preferred[0] if preferred else None
     # (want, domains) pairs: the requirements tried, and the same without the preference
-    pairs = [(with_terms(t, first), with_terms(t, None)) for t in required]
-    pairs += [(with_terms(required[-1], p), with_terms(required[-1], None)) for p in preferred[1:]]
-    if preferred:
-        last = with_terms(required[-1], None)
-        pairs.append((last, last))
+    pairs = [(with_terms(t, p), with_terms(t, None)) for t, p in affinity_tries(original)]
     if len(terms) <= 1 and not preferred:
         pairs = [(spec, spec)]
     if soft:

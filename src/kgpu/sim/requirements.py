@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from kgpu.model.nodepool import CATALOG_MISSING_LABELS, WELL_KNOWN_LABELS, normalize
 
 if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
+    from kgpu.model.objects import PodSpecInfo, Term
     from kgpu.model.profile import Pool
 
 MAX_LABEL_VARIANTS = 64
@@ -160,3 +161,17 @@ class MinValues:
     @staticmethod
     def error(keys: Sequence[str]) -> str:
         return f"minValues requirement is not met for label(s) (label(s)=[{' '.join(keys)}])"
+
+
+def affinity_tries(spec: PodSpecInfo) -> list[tuple[Term | None, Term | None]]:
+    """The node affinity Karpenter tries for a pod, in its order (Preferences.Relax): each required term
+    (None: none) with the heaviest preferred term, then the last required term with each lighter one, then
+    that term alone; as (required term, preferred term) pairs. kgpu.sim.karpenter.relaxations builds its
+    tries from these; kgpu.sim.unmodelled reads them."""
+    terms: list[Term | None] = list(spec.affinity.terms) if spec.affinity is not None and spec.affinity.terms else [None]
+    preferred = [p.term for p in sorted(spec.preferred, key=lambda p: -p.weight)]
+    first = preferred[0] if preferred else None
+    tries = [(t, first) for t in terms] + [(terms[-1], p) for p in preferred[1:]]
+    if preferred:
+        tries.append((terms[-1], None))
+    return tries

@@ -18,6 +18,7 @@ from typing import Any
 from kgpu.model.nodepool import normalize
 from kgpu.model.objects import PodSpecInfo
 from kgpu.sim.karpenter_topology import KEYS as SPREAD_KEYS
+from kgpu.sim.requirements import affinity_tries
 
 ANY = "any"
 KARPENTER = "karpenter"
@@ -109,15 +110,9 @@ def _karpenter_preferences(spec: PodSpecInfo) -> str | None:
 
 
 def _karpenter_exists_not_in(spec: PodSpecInfo) -> str | None:
-    # The requirement sets Karpenter tries (kgpu.sim.karpenter.relaxations: each required term with the
-    # heaviest preference, the last term with each lighter one, the last term alone), nodeSelector in each:
-    # a key with Exists and NotIn and nothing else
-    terms = list(spec.affinity.terms) if spec.affinity is not None and spec.affinity.terms else [None]
-    preferred = [p.term for p in sorted(spec.preferred, key=lambda p: -p.weight)]
-    tries = [(t, preferred[0] if preferred else None) for t in terms]
-    tries += [(terms[-1], p) for p in preferred[1:]] + ([(terms[-1], None)] if preferred else [])
+    # The requirement sets Karpenter tries, nodeSelector in each: a key with Exists and NotIn and nothing else
     keys: set[str] = set()
-    for term, pref in tries:
+    for term, pref in affinity_tries(spec):
         ops: dict[str, set[str]] = {normalize(k): {"In"} for k, _ in spec.node_selector}
         for r in (*(term.match_expressions if term else ()), *(pref.match_expressions if pref else ())):
             ops.setdefault(normalize(r.key), set()).add(r.operator)
