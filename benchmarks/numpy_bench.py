@@ -1,7 +1,7 @@
 """What numpy buys kgpu's base install: placement with and without the scheduler's array mode, seeded.
 
 numpy is the largest part of the base install (measured with ``du`` over a clean venv of the built wheel;
-docs/simulate.md, Performance). kube-scheduler's placement (``kgpu.sim.scheduler``) has a heap path in pure
+docs/simulate.md, Performance). kube-scheduler's placement (``kgpu.sim.scheduler.scheduler``) has a heap path in pure
 Python and an array mode in numpy that classes switch to beyond ``ARRAY_AFTER`` distinct pod specs; topology
 spread, pod affinity, preemption and PreferNoSchedule / preferred-affinity scoring always use numpy. This
 benchmark places the diverse input of ``sim_bench.py`` (5,000 nodes, 50,000 pods, 240 pod specs) twice in
@@ -27,7 +27,7 @@ from sim_bench import PENDING, generate_diverse
 
 PLACE = """
 import hashlib, json, sys, time
-import kgpu.sim.scheduler as scheduler
+import kgpu.sim.scheduler.scheduler as scheduler
 if sys.argv[3] == "heap":
     scheduler.Scheduler.__init__.__kwdefaults__["array_after"] = 10**9
 from kgpu.model.load import parse_text

@@ -23,8 +23,8 @@ from kgpu.model.load import Objects
 from kgpu.model.objects import NodeSelector, Pod, PodSpecInfo, Requirement, Term, Toleration, resources
 from kgpu.model.profile import parse_profile
 from kgpu.sim.cost import Demand, lower_bound
-from kgpu.sim.karpenter import Karpenter, bound_inputs
-from kgpu.sim.provision import provisioner_for
+from kgpu.sim.provisioners.karpenter.solve import Karpenter, bound_inputs
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import simulate
 
 SEED = 20240601

@@ -18,7 +18,7 @@ from typing import Any
 
 from kgpu.model.load import parse_documents, parse_text
 from kgpu.model.profile import parse_profile
-from kgpu.sim.provision import provisioner_for
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import simulate
 
 SEED = 20261125

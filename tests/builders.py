@@ -6,7 +6,7 @@ from typing import Any
 
 from kgpu.model.load import parse_documents
 from kgpu.model.objects import Node, Pod
-from kgpu.sim.preemption import filters_part
+from kgpu.sim.scheduler.plugins.defaultpreemption import filters_part
 from kgpu.sim.simulate import Placement, SimulationResult
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

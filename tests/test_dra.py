@@ -257,7 +257,7 @@ def test_the_node_lane_agrees_with_filtering_every_node(monkeypatch: pytest.Monk
     taking the best-scored one does (seeded: mixed GPU counts, nodes of different sizes)."""
     import random
 
-    import kgpu.sim.dra as dra_mod
+    import kgpu.sim.scheduler.plugins.dynamicresources as dra_mod
 
     rng = random.Random(7)
     cl: list[dict[str, Any]] = [gpu_class(), template("one", 1), template("two", 2), template("four", 4)]
@@ -283,8 +283,8 @@ def test_the_node_lane_agrees_when_scores_rise_and_tie(monkeypatch: pytest.Monke
     bind in between. Every placement and device equals filtering every node."""
     import random
 
-    import kgpu.sim.dra as dra_mod
-    from kgpu.sim.scheduler import Scheduler
+    import kgpu.sim.scheduler.plugins.dynamicresources as dra_mod
+    from kgpu.sim.scheduler.scheduler import Scheduler
 
     rng = random.Random(seed)
     cl: list[dict[str, Any]] = [gpu_class(), template("one", 1), template("two", 2)]
@@ -313,7 +313,7 @@ def test_the_lane_takes_a_node_whose_score_rose_since_its_last_turn() -> None:
     """A bind can raise a node's score by one (LeastAllocated falls less than BalancedAllocation rounds up):
     the lane must see it. node-a scores 118 for the claim pods and node-b 119; node-c (one GPU) takes the
     first claim pod; a pod pinned to node-a makes it 119 (cpu 1200m of 4, memory 80.25Gi of 101Gi); the
-    second claim pod ties at 119 and goes to node-a, first by name (kgpu.sim.scheduler._score's figures)."""
+    second claim pod ties at 119 and goes to node-a, first by name (kgpu.sim.scheduler.scheduler._score's figures)."""
     cl: list[dict[str, Any]] = [gpu_class(), template("one", 1)]
     for name, cpu, memory, gpus in (("node-a", "4", "101Gi", 2), ("node-b", "4", "101Gi", 2), ("node-c", "64", "256Gi", 1)):
         cl += [node_dict(name, cpu=cpu, memory=memory, labels={"kubernetes.io/hostname": name}), gpu_slice(name, gpus)]

@@ -9,10 +9,10 @@ from typing import Any
 
 from kgpu.model.load import Objects, parse_text
 from kgpu.model.profile import Profile, parse_profile
-from kgpu.sim.dra_pools import KARPENTER_DRA_ERROR
 from kgpu.sim.plan import plan
-from kgpu.sim.pools import profile_daemonsets
-from kgpu.sim.provision import baseline_nodes, provisioner_for
+from kgpu.sim.provisioners.dra_pools import KARPENTER_DRA_ERROR
+from kgpu.sim.provisioners.pools import profile_daemonsets
+from kgpu.sim.provisioners.provision import baseline_nodes, provisioner_for
 from kgpu.sim.simulate import PROVISIONED, SCHEDULED, UNSCHEDULABLE, SimulationResult, simulate
 
 TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}

@@ -294,7 +294,7 @@ def test_nodes_limit_exceeded_refuses_the_pools_claims() -> None:
     pool. With the nodes at the limit (usage not above it) the pool launches."""
     from kgpu.model.load import Objects
     from kgpu.model.objects import Node
-    from kgpu.sim.provision import provisioner_for
+    from kgpu.sim.provisioners.provision import provisioner_for
     from kgpu.sim.simulate import simulate
 
     heavy = {**GENERAL, "name": "heavy", "weight": 50, "limits": {"nodes": "1"}, "capacityTypes": ["on-demand"]}

@@ -1,4 +1,4 @@
-"""Karpenter NodeOverlays (karpenter.sh/v1alpha1) as Karpenter v1.8 applies them (kgpu.sim.karpenter_overlay).
+"""Karpenter NodeOverlays (karpenter.sh/v1alpha1) as Karpenter v1.8 applies them (kgpu.sim.provisioners.karpenter.overlay).
 Cases after sigs.k8s.io/karpenter v1.8.0 ``pkg/controllers/nodeoverlay/suite_test.go`` and
 ``pkg/cloudprovider/types.go`` (AdjustedPrice), named in each docstring; ``make conformance`` checks the
 same against Karpenter's own controller and store (docs/simulate.md, "Known differences from Karpenter")."""
@@ -12,9 +12,9 @@ import pytest
 from kgpu.errors import InputError
 from kgpu.model.load import Objects
 from kgpu.model.objects import Toleration
-from kgpu.sim.karpenter import Karpenter
-from kgpu.sim.karpenter_overlay import OverlayStore, adjusted_price, parse_overlay
-from kgpu.sim.provision import provisioner_for
+from kgpu.sim.provisioners.karpenter.overlay import OverlayStore, adjusted_price, parse_overlay
+from kgpu.sim.provisioners.karpenter.solve import Karpenter
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import PROVISIONED, simulate
 from test_provision_karpenter import CAT, GENERAL, GPU_POOL, make_pod, placed, profile
 

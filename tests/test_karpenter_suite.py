@@ -8,7 +8,7 @@ from typing import Any
 
 from builders import pod_dict
 from kgpu.model.load import parse_documents
-from kgpu.sim.provision import provisioner_for
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import PROVISIONED, SimulationResult, simulate
 from test_provision_karpenter import CAT, GENERAL, profile
 

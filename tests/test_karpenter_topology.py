@@ -17,7 +17,7 @@ from builders_catalog import make_instance_type
 from kgpu.catalog import Catalog, RegionPricing
 from kgpu.model.load import Objects, parse_documents
 from kgpu.model.profile import parse_profile
-from kgpu.sim.provision import provisioner_for
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import PROVISIONED, SimulationResult, simulate
 
 ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")

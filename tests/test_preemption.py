@@ -38,8 +38,8 @@ from kgpu.model.predicates import (
     unschedulable_message,
 )
 from kgpu.sim import simulate as simulate_module
-from kgpu.sim.preemption import num_candidates
-from kgpu.sim.scheduler import NodeState, Scheduler, score
+from kgpu.sim.scheduler.plugins.defaultpreemption import num_candidates
+from kgpu.sim.scheduler.scheduler import NodeState, Scheduler, score
 from kgpu.sim.simulate import simulate
 from test_scheduler import best_node, naive_topology
 
@@ -500,7 +500,7 @@ def test_preemption_before_provisioning():
     """kube-scheduler preempts before an autoscaler sees the pod: with a profile that could add a node, the
     high-priority pod still takes the running low-priority pod's node, and only the recreated pod is
     provisioned for."""
-    from kgpu.sim.provision import provisioner_for
+    from kgpu.sim.provisioners.provision import provisioner_for
     from test_provision_karpenter import CAT, GPU_POOL, profile
 
     prof = profile(GPU_POOL)

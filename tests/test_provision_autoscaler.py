@@ -6,8 +6,8 @@ from typing import Any
 
 from kgpu.model.load import Objects, parse_text
 from kgpu.model.profile import Profile, parse_profile
-from kgpu.sim.autoscaler import asg_tags, template_from_tags
-from kgpu.sim.provision import provisioner_for
+from kgpu.sim.provisioners.cluster_autoscaler import asg_tags, template_from_tags
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import PROVISIONED, UNSCHEDULABLE, SimulationResult, simulate
 
 GPU_GROUP = {

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from kgpu.model.load import Objects, parse_text
 from kgpu.model.profile import builtin_profile
-from kgpu.sim.consolidation import empty_gpu_nodes
 from kgpu.sim.cost import Demand, _lp_bound, hourly_cost, lower_bound, per_resource_bound
-from kgpu.sim.provision import baseline_nodes, provisioner_for
-from kgpu.sim.scheduler import Scheduler
+from kgpu.sim.provisioners.provision import baseline_nodes, provisioner_for
+from kgpu.sim.provisioners.scale_down import empty_gpu_nodes
+from kgpu.sim.scheduler.scheduler import Scheduler
 from kgpu.sim.simulate import simulate
 
 
@@ -61,8 +61,8 @@ def test_empty_existing_gpu_node_is_reported_with_its_remover() -> None:
     nodes = [n for n in baseline_nodes(profile)]
     gpu = [n for n in nodes if n.allocatable.get("nvidia.com/gpu")]
     assert not gpu  # GPU groups start at zero
-    from kgpu.sim.autoscaler import group_node
-    from kgpu.sim.provision import provisioner_for as _p
+    from kgpu.sim.provisioners.cluster_autoscaler import group_node
+    from kgpu.sim.provisioners.provision import provisioner_for as _p
 
     catalog = _p(profile).catalog
     assert catalog is not None

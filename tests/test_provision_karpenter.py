@@ -14,7 +14,7 @@ from kgpu.errors import InputError
 from kgpu.model.load import Objects, parse_documents
 from kgpu.model.objects import DaemonSet, HostPort, Pod, PodSpecInfo, Toleration, resources
 from kgpu.model.profile import Profile, parse_profile
-from kgpu.sim.provision import provisioner_for
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import PROVISIONED, UNSCHEDULABLE, SimulationResult, simulate
 
 GIB = 1024**3

@@ -39,10 +39,10 @@ from kgpu.model.predicates import (
     tolerated,
     unschedulable_message,
 )
-from kgpu.sim.preemption import filters_part
-from kgpu.sim.scheduler import NodeState, Scheduler, score
+from kgpu.sim.scheduler.plugins.defaultpreemption import filters_part
+from kgpu.sim.scheduler.plugins.topology import resolve_term
+from kgpu.sim.scheduler.scheduler import NodeState, Scheduler, score
 from kgpu.sim.simulate import simulate
-from kgpu.sim.topology import resolve_term
 
 
 def run(nodes: list[dict], pods: list[dict], cluster_pods: list[dict] | None = None):
@@ -281,7 +281,7 @@ def best_node(pod: Pod, feasible: list[NodeState], states: list[NodeState] | Non
 
 def naive_topology(pod: Pod, st: NodeState, states: list[NodeState]) -> str | None:
     """PodTopologySpread and InterPodAffinity for one pod and node, recounted from every pod on every node
-    (upstream's PreFilter, then Filter), without kgpu.sim.topology's counters."""
+    (upstream's PreFilter, then Filter), without kgpu.sim.scheduler.plugins.topology's counters."""
     spec, labels = pod.spec, st.node.labels
     hard = [c for c in spec.topology_spread if c.when_unsatisfiable == "DoNotSchedule"]
     for c in hard:

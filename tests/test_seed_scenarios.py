@@ -7,7 +7,7 @@ from collections import Counter
 from kgpu.model.examples import example_files
 from kgpu.model.load import Objects, parse_text
 from kgpu.model.profile import builtin_profile, parse_profile
-from kgpu.sim.provision import baseline_nodes, provisioner_for
+from kgpu.sim.provisioners.provision import baseline_nodes, provisioner_for
 from kgpu.sim.simulate import PROVISIONED, SCHEDULED, SimulationResult, simulate
 
 

@@ -16,7 +16,7 @@ from kgpu.model.load import parse_documents
 from kgpu.model.profile import parse_profile
 from kgpu.model.sharing import DeviceConfig, pool_config
 from kgpu.sim.plan import plan
-from kgpu.sim.provision import provisioner_for
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import simulate
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}

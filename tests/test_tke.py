@@ -14,7 +14,7 @@ from kgpu.catalog.tke import (
     match_explicit,
     tke_gpu_types,
 )
-from kgpu.sim.tke import TkeMatch, match_pod_spec
+from kgpu.sim.provisioners.tke.spec import TkeMatch, match_pod_spec
 
 GIB = 1024**3
 P = "eks.tke.cloud.tencent.com/"

@@ -289,7 +289,7 @@ def test_explain_pod_of_a_constrained_pod_gives_the_placement_message():
     """What provisioning and doctor print for a pod left pending: the same words as its placement, from the
     array path and from the loop that classes with host ports take."""
     from builders import make_node, make_pod
-    from kgpu.sim.scheduler import Scheduler
+    from kgpu.sim.scheduler.scheduler import Scheduler
 
     sched = Scheduler([make_node("a1", labels={ZONE: "a"}), make_node("b1", labels={ZONE: "b"}, cpu="1")])
     pods = [make_pod(f"p{i}", cpu="1", labels={"app": "train"}, spread=[spread()]) for i in range(4)]
@@ -336,8 +336,8 @@ def test_counters_that_start_late_count_as_a_walk_over_every_node():
 
     from builders import make_node, make_pod
     from kgpu.model.objects import LabelSelector, Requirement, SpreadConstraint
-    from kgpu.sim.scheduler import Scheduler
-    from kgpu.sim.topology import AntiAffinityCounter, NodeCounter, SpreadCounter, Term
+    from kgpu.sim.scheduler.plugins.topology import AntiAffinityCounter, NodeCounter, SpreadCounter, Term
+    from kgpu.sim.scheduler.scheduler import Scheduler
 
     rng = random.Random(5)
     apps = ["web", "db", "cache"]
@@ -384,7 +384,7 @@ def test_spread_pods_that_fit_nowhere_get_the_class_message_and_a_new_node_is_se
     """An exact-path pod with no node that passes the node filters and has room: the message is the
     class's (no topology counts in it), and it is worked out again when nodes join or pods leave."""
     from builders import make_node, make_pod
-    from kgpu.sim.scheduler import Scheduler
+    from kgpu.sim.scheduler.scheduler import Scheduler
 
     sched = Scheduler([make_node("a1", cpu="2", labels={ZONE: "a"}), make_node("b1", cpu="2", labels={ZONE: "b"})])
     pods = [make_pod(f"p{i}", cpu="2", labels={"app": "train"}, spread=[spread()]) for i in range(5)]

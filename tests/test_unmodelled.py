@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from builders import node_dict, pod_dict
 from kgpu.cli.main import cli
 from kgpu.model.load import Objects, parse_documents
-from kgpu.sim.provision import provisioner_for
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import simulate
 from kgpu.sim.unmodelled import RULES
 from test_provision_karpenter import CAT, GENERAL, profile
@@ -85,7 +85,7 @@ def test_statefulset_volume_claim_templates() -> None:
 
 
 def test_resource_claims_are_modelled_but_unsupported_cel_is_dra() -> None:
-    """Claims are allocated (kgpu.sim.dra) when the DRA objects are given: then only a selector kgpu cannot
+    """Claims are allocated (kgpu.sim.scheduler.plugins.dynamicresources) when the DRA objects are given: then only a selector kgpu cannot
     evaluate leaves the dra warning; without any DRA object the claims are not allocated, and said so."""
     claim = with_spec(
         pod_dict("dra"), resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]

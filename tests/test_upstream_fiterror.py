@@ -21,7 +21,7 @@ import pytest
 
 from k8s_builders import container, load_node, load_pod, node, pod, taint
 from kgpu.model.predicates import ERR_TAINTS, unschedulable_message
-from kgpu.sim.scheduler import NO_NODES, Scheduler
+from kgpu.sim.scheduler.scheduler import NO_NODES, Scheduler
 
 F1 = "Node(s) failed Filter plugin FalseFilter-1"
 F2 = "Node(s) failed Filter plugin FalseFilter-2"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from builders import make_node, make_pod, node_dict, pod_dict
 from kgpu.model.load import parse_documents
 from kgpu.model.predicates import ERR_PREFILTER_NODE_AFFINITY, prefilter_node_names
-from kgpu.sim.scheduler import Scheduler
+from kgpu.sim.scheduler.scheduler import Scheduler
 from kgpu.sim.simulate import simulate
 
 

@@ -47,14 +47,14 @@ from kgpu.model.objects import (
     Pod,
     PodSpecInfo,
 )
-from kgpu.sim.scheduler import NodeState, Scheduler, score
-from kgpu.sim.scoring import (
+from kgpu.sim.scheduler.plugins.scoring import (
     NODE_AFFINITY,
     TAINT_TOLERATION,
     WEIGHTS,
     default_normalize,
     default_normalize_array,
 )
+from kgpu.sim.scheduler.scheduler import NodeState, Scheduler, score
 
 
 def least_part(alloc_cpu: int, alloc_mem: int, nz_cpu: int, nz_mem: int) -> int:

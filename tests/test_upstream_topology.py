@@ -1,5 +1,5 @@
 """Upstream unit-test tables of kube-scheduler v1.34.4's PodTopologySpread and InterPodAffinity filters,
-transcribed case by case (facts: pods, nodes, expected status per node), run against ``kgpu.sim.topology``
+transcribed case by case (facts: pods, nodes, expected status per node), run against ``kgpu.sim.scheduler.plugins.topology``
 the way upstream runs them: PreFilter over a snapshot of nodes and existing pods, then Filter per node.
 
 Sources: pkg/scheduler/framework/plugins/podtopologyspread/filtering_test.go (TestSingleConstraint,
@@ -39,8 +39,8 @@ from kgpu.model.predicates import (
     ERR_SPREAD,
     ERR_SPREAD_LABEL,
 )
-from kgpu.sim.scheduler import Scheduler
-from kgpu.sim.topology import REASONS
+from kgpu.sim.scheduler.plugins.topology import REASONS
+from kgpu.sim.scheduler.scheduler import Scheduler
 
 OK = None
 SKEW = ERR_SPREAD

@@ -12,7 +12,7 @@ import pytest
 from builders import node_dict, pod_dict
 from kgpu.errors import InputError
 from kgpu.model.load import Objects, parse_documents
-from kgpu.sim.provision import provisioner_for
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import simulate
 from test_provision_karpenter import CAT, GENERAL, profile
 

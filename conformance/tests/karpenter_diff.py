@@ -34,10 +34,10 @@ from kgpu.catalog import aws_catalog
 from kgpu.model.load import parse_documents
 from kgpu.model.profile import parse_profile
 from kgpu.render.karpenter import nodeoverlays, nodepool
-from kgpu.sim.karpenter import Karpenter
-from kgpu.sim.karpenter_overlay import intersection_empty, parse_overlay
-from kgpu.sim.provision import provisioner_for
-from kgpu.sim.requirements import PoolRequirement
+from kgpu.sim.provisioners.karpenter.overlay import intersection_empty, parse_overlay
+from kgpu.sim.provisioners.karpenter.requirements import PoolRequirement
+from kgpu.sim.provisioners.karpenter.solve import Karpenter
+from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import UNSCHEDULABLE, simulate
 
 EPS = 1e-9

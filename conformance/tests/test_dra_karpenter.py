@@ -11,7 +11,7 @@ from karpenter_diff import run_kgpu, run_oracle
 from karpenter_gen import Scenario
 
 from conftest import binary
-from kgpu.sim.dra_pools import KARPENTER_DRA_ERROR
+from kgpu.sim.provisioners.dra_pools import KARPENTER_DRA_ERROR
 
 
 def _profile() -> dict[str, Any]:

@@ -36,7 +36,7 @@ from cluster import LocalCluster, start_cluster, unscheduled_message
 
 from conftest import binary, seed
 from kgpu.model.load import parse_documents, parse_text
-from kgpu.sim.scheduler import Scheduler, score
+from kgpu.sim.scheduler.scheduler import Scheduler, score
 from kgpu.sim.simulate import simulate
 
 NODES = 300

@@ -31,7 +31,7 @@ from shared_scenarios import add_shared
 
 from conftest import binary, cases, seed
 from kgpu.cli.main import cli
-from kgpu.sim.preemption import filters_part
+from kgpu.sim.scheduler.plugins.defaultpreemption import filters_part
 
 # Behaviours kgpu's placement does not model yet (docs/simulate.md, "Known differences from kube-scheduler").
 # Each is a scenario feature; a disagreement in a scenario with one of them is put in its class.

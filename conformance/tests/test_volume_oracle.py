@@ -1,6 +1,6 @@
 """kgpu simulate against the real kube-scheduler framework (the scheduler oracle) on clusters with storage:
 PersistentVolumeClaims, PersistentVolumes and StorageClasses (``volume_scenarios``), so the real
-VolumeRestrictions, VolumeBinding and VolumeZone plugins are the oracle for kgpu.sim.volumes.
+VolumeRestrictions, VolumeBinding and VolumeZone plugins are the oracle for kgpu.sim.scheduler.plugins.volumebinding.
 
 Held to the rules of ``test_scheduler_oracle``: the same pods schedulable, the same node for each, the same
 FailedScheduling message word for word (up to the "preemption:" part, which the oracle does not run).

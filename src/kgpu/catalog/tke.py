@@ -3,7 +3,7 @@
 On a TKE super node each pod buys its own GPU spec: a GPU type (annotation
 ``eks.tke.cloud.tencent.com/gpu-type``, a priority list such as ``T4,V100``), a GPU count, CPU cores and
 memory. The specs are data (``data/tke-gpu-specs.json``, from the TKE guide kgpu keeps as seed 003); this
-module only decides which spec a request gets. Reading annotations and pod resources is ``kgpu.sim.tke``.
+module only decides which spec a request gets. Reading annotations and pod resources is ``kgpu.sim.provisioners.tke.spec``.
 
 Two modes, as the guide describes them:
 

@@ -170,7 +170,7 @@ def _baseline_pricer(prof: Any) -> nodeview.PriceOf:
     carry no capacity label); anything else from its labels."""
     from kgpu.model.profile import PoolKind
     from kgpu.render import group_names
-    from kgpu.sim.autoscaler import capacity_type
+    from kgpu.sim.provisioners.cluster_autoscaler import capacity_type
 
     static: dict[str, float | None] = {
         n.name: n.hourly_price for p in prof.pools if p.kind == PoolKind.STATIC for n in p.nodes
@@ -182,7 +182,7 @@ def _baseline_pricer(prof: Any) -> nodeview.PriceOf:
         for g in group_names(prof, p)
     }
 
-    from kgpu.sim.pools import catalog_for
+    from kgpu.sim.provisioners.pools import catalog_for
 
     catalog = catalog_for(prof)
 

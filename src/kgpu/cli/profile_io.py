@@ -25,7 +25,7 @@ def check_catalog_names(profile: Profile, source: str) -> list[str]:
     Field validation cannot see the catalog; without this an unknown node-group instance type would pass
     `profile validate` and fail later in render or plan without naming the file. Returns warnings.
     """
-    from kgpu.sim.provision import catalog_for, validate
+    from kgpu.sim.provisioners.provision import catalog_for, validate
 
     try:
         return validate(profile, catalog_for(profile))
@@ -54,7 +54,7 @@ def catalog_file_rows(path: str) -> list[dict[str, Any]]:
 def with_catalog(profile: Profile, source: str | None, extra: str | None = None) -> Profile:
     """The profile with every catalog override row it names: inline ``catalog.instanceTypes``, then
     ``catalog.file`` (relative to the profile's folder), then ``--catalog FILE``. The pure layers read only
-    the merged rows (:func:`kgpu.sim.pools.catalog_for`)."""
+    the merged rows (:func:`kgpu.sim.provisioners.pools.catalog_for`)."""
     if not profile.catalog.instance_types and not profile.catalog.file and not extra:
         return profile
     from kgpu.model.profile import CatalogOverrides

@@ -28,7 +28,7 @@ from kgpu.errors import quote
 
 if TYPE_CHECKING:
     from kgpu.model.load import Objects
-    from kgpu.sim.karpenter_overlay import NodeOverlay
+    from kgpu.sim.provisioners.karpenter.overlay import NodeOverlay
 
 REGION_LABEL = "topology.kubernetes.io/region"
 
@@ -151,7 +151,7 @@ def command(
             "ignores them"
         )
     if prof is not None:
-        from kgpu.sim.provision import baseline_nodes, provisioner_for
+        from kgpu.sim.provisioners.provision import baseline_nodes, provisioner_for
 
         provisioner = provisioner_for(prof, daemonsets=objects.daemonsets + work.daemonsets, overlays=overlays)
         if not cluster:
@@ -167,7 +167,7 @@ def command(
     if output in ("table", "wide") and headers_wanted():
         pool_of = nodeview.profile_pools(prof) if prof is not None else {}
         if prof is not None and prof.catalog.instance_types:
-            from kgpu.sim.pools import catalog_for
+            from kgpu.sim.provisioners.pools import catalog_for
 
             merged = catalog_for(prof)
             view = nodeview.pools(
@@ -194,7 +194,7 @@ def command(
 
 def _overlays(docs: list[tuple[dict[str, Any], str]]) -> list[NodeOverlay]:
     """The input's NodeOverlays; a malformed one is bad input (InputError naming its file and field)."""
-    from kgpu.sim.karpenter_overlay import parse_overlay
+    from kgpu.sim.provisioners.karpenter.overlay import parse_overlay
 
     return [parse_overlay(doc, where) for doc, where in docs]
 

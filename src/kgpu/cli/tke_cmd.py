@@ -88,7 +88,7 @@ def match(
     {"error": {"code", "message"}} for it), 2 bad input.
     """
     from kgpu.catalog.tke import TkeMatchError
-    from kgpu.sim.tke import cuda_warning, match_pod_spec
+    from kgpu.sim.provisioners.tke.spec import cuda_warning, match_pod_spec
 
     flags_given = (
         gpu_type is not None or gpus is not None or cpu is not None or memory is not None or explicit
@@ -155,7 +155,7 @@ def _from_flags(
     gpu_type: str, gpus: int | None, cpu: str | None, memory: str | None, explicit: bool
 ) -> Input:
     from kgpu.model.quantity import resource_amount
-    from kgpu.sim.tke import CPU, GPU_COUNT, GPU_TYPE, MEM
+    from kgpu.sim.provisioners.tke.spec import CPU, GPU_COUNT, GPU_TYPE, MEM
 
     annotations = {GPU_TYPE: gpu_type}
     if explicit:

@@ -27,9 +27,14 @@ from kgpu.doctor.workloads import bigger_fix
 from kgpu.model.load import Objects
 from kgpu.model.objects import GPU, Node, Pod, Taint
 from kgpu.model.predicates import first_untolerated, requirement_matches, static_reasons
-from kgpu.sim.preemption import DRA_NO_CLAIMS, Preemption, filters_part, postfilter_words
+from kgpu.sim.provisioners.tke.spec import match_pod_spec
+from kgpu.sim.scheduler.plugins.defaultpreemption import (
+    DRA_NO_CLAIMS,
+    Preemption,
+    filters_part,
+    postfilter_words,
+)
 from kgpu.sim.simulate import PROVISIONED, SCHEDULED, Placement, simulate
-from kgpu.sim.tke import match_pod_spec
 
 if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
     from kgpu.model.profile import Profile
@@ -70,7 +75,7 @@ def simulate_pending(state: ClusterState, profile: Profile | None) -> tuple[dict
     if profile is None:
         profile, notes = nodepool_profile(state)
     if profile is not None:
-        from kgpu.sim.provision import provisioner_for
+        from kgpu.sim.provisioners.provision import provisioner_for
 
         provisioner = provisioner_for(profile, daemonsets=state.objects.daemonsets)
         notes.extend(provisioner.warnings)
@@ -83,7 +88,7 @@ def simulate_pending(state: ClusterState, profile: Profile | None) -> tuple[dict
         dra=list(
             state.objects.dra
         ),  # claims allocated as kube-scheduler does (kgpu.doctor.dra explains them)
-        storage=list(state.objects.storage),  # PersistentVolumeClaims placed by their volumes (kgpu.sim.volumes)
+        storage=list(state.objects.storage),  # PersistentVolumeClaims placed by their volumes (kgpu.sim.scheduler.plugins.volumebinding)
     )
     result = simulate(objects, provisioner=provisioner)
     return {id(p.pod): p for p in result.placements}, notes
@@ -369,12 +374,12 @@ class _Existing:
         self.state = state
         self.sched: Any = None
         self.postfilter: Preemption | None = None
-        self.volumes: Any = None  # kgpu.sim.volumes.VolumeState, for pods with claims
+        self.volumes: Any = None  # kgpu.sim.scheduler.plugins.volumebinding.VolumeState, for pods with claims
 
     def reason(self, model: Pod) -> str:
         """Filters' message, then PostFilter's (DynamicResources', preemption's), as the event carries them."""
         if self.sched is None:
-            from kgpu.sim.scheduler import Scheduler
+            from kgpu.sim.scheduler.scheduler import Scheduler
 
             bound = [
                 p.model for p in self.state.pods if p.model is not None and p.node_name and not p.terminated
@@ -389,10 +394,10 @@ class _Existing:
         return f"{text} {postfilter_words(words)}" if words else text
 
     def _volume_reason(self, model: Pod) -> str:
-        """A pod with claims: the volume plugins' words too (kgpu.sim.volumes), as simulate words them."""
+        """A pod with claims: the volume plugins' words too (kgpu.sim.scheduler.plugins.volumebinding), as simulate words them."""
         from kgpu.model.volumes import read
-        from kgpu.sim import volumes
-        from kgpu.sim.preemption import NOT_HELPFUL
+        from kgpu.sim.scheduler.plugins import volumebinding as volumes
+        from kgpu.sim.scheduler.plugins.defaultpreemption import NOT_HELPFUL
 
         if self.volumes is None:
             bound = [p.model for p in self.state.pods if p.model is not None and p.node_name and not p.terminated]

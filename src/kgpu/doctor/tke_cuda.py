@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from kgpu.catalog.tke import TkeMatchError, tke_gpu_type
 from kgpu.doctor.findings import ERROR, WARNING, Finding
 from kgpu.doctor.state import ClusterState
-from kgpu.sim.tke import GPU_TYPE, image_cuda, match_pod_spec
+from kgpu.sim.provisioners.tke.spec import GPU_TYPE, image_cuda, match_pod_spec
 
 
 def check_supernode_cuda(state: ClusterState) -> Iterator[Finding]:

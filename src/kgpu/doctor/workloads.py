@@ -4,7 +4,7 @@
 or both equal; a request without a limit, unequal values and fractions are rejected at admission ("must be
 equal to nvidia.com/gpu limit", "must be a whole number"), so a controller's pods never appear and its
 FailedCreate events say why. Pods, DaemonSet templates, RayCluster group templates and FailedCreate events
-are all read. TKE super-node annotations must name a spec that exists (``kgpu.sim.tke``).
+are all read. TKE super-node annotations must name a spec that exists (``kgpu.sim.provisioners.tke.spec``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kgpu.doctor.state import TKE_PREFIX, ClusterState, ContainerGpu, container_
 from kgpu.errors import InputError
 from kgpu.model.objects import GPU
 from kgpu.model.quantity import parse_quantity, value
-from kgpu.sim.tke import match_pod_spec
+from kgpu.sim.provisioners.tke.spec import match_pod_spec
 
 
 def _templates(

@@ -90,7 +90,7 @@ SOURCES: tuple[tuple[Resource, bool], ...] = (
     (RESOURCECLAIMTEMPLATE, True),
     (RESOURCESLICE, True),
     (IMAGECACHE, True),
-    # volumes: kgpu.sim.volumes places pods with claims by them (optional: an older kgpu-doctor role lacks them)
+    # volumes: kgpu.sim.scheduler.plugins.volumebinding places pods with claims by them (optional: an older kgpu-doctor role lacks them)
     (PVC, True),
     (PV, True),
     (STORAGECLASS, True),

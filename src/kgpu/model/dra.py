@@ -4,7 +4,7 @@ DeviceClass, ResourceClaim, ResourceClaimTemplate and ResourceSlice are read fro
 (``Objects.dra``) into frozen dataclasses, with the checks the API server makes on create
 (k8s.io/kubernetes pkg/apis/resource/validation/validation.go at v1.34, limits from k8s.io/api/resource/v1
 types.go): a failing object is bad input, one line naming the file, object and field (exit 2), because the
-cluster would never have held it. CEL selectors are compiled by ``kgpu.sim.cel`` (a syntax error is bad input
+cluster would never have held it. CEL selectors are compiled by ``kgpu.sim.scheduler.plugins.cel`` (a syntax error is bad input
 too); this module only keeps each expression with where it was written.
 
 Shipped feature gates of 1.34 decide what a field means: DRAPrioritizedList and DRAAdminAccess are beta (on);

@@ -117,7 +117,7 @@ class Objects:
     default_preemption_policy: str = ""
     # Karpenter NodePools (with where they were read, for errors) and EC2NodeClasses by name, as read
     nodepools: list[tuple[dict[str, Any], str]] = field(default_factory=list)
-    # Karpenter NodeOverlays (karpenter.sh/v1alpha1) with where they were read (kgpu.sim.karpenter_overlay)
+    # Karpenter NodeOverlays (karpenter.sh/v1alpha1) with where they were read (kgpu.sim.provisioners.karpenter.overlay)
     nodeoverlays: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     nodeclasses: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Workloads read that a controller owns, (kind, namespace, name) -> the controller's (kind, name, uid):
@@ -1170,7 +1170,7 @@ def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
 
 
 def _claim_template(kind: str, name: str, spec: wire.ClaimSpec | None, where: str) -> ClaimTemplate:
-    """What kgpu.sim.volumes needs of a claim a controller creates from a template."""
+    """What kgpu.sim.scheduler.plugins.volumebinding needs of a claim a controller creates from a template."""
     spec = spec or wire.ClaimSpec()
     requests = (spec.resources.requests if spec.resources is not None else None) or {}
     storage = _amount("storage", requests["storage"], f"{where}.resources.requests.storage") if "storage" in requests else 0

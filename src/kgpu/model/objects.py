@@ -172,10 +172,10 @@ class PodSpecInfo:
     volume_claims: tuple[str, ...] = ()
     resource_claims: tuple[str, ...] = ()  # spec.resourceClaims[].name (DRA)
     runtime_class: str = ""  # spec.runtimeClassName
-    # DRA: per spec.resourceClaims[] entry, (name, resourceClaimName, resourceClaimTemplateName) (kgpu.sim.dra)
+    # DRA: per spec.resourceClaims[] entry, (name, resourceClaimName, resourceClaimTemplateName) (kgpu.sim.scheduler.plugins.dynamicresources)
     claim_refs: tuple[tuple[str, str, str], ...] = ()
     # the claims controllers create for the pod (StatefulSet volumeClaimTemplates, ephemeral volumes), as
-    # kgpu.sim.volumes makes them when the input lacks them
+    # kgpu.sim.scheduler.plugins.volumebinding makes them when the input lacks them
     claim_templates: tuple[ClaimTemplate, ...] = ()
 
     def request(self, name: str) -> int:

@@ -13,7 +13,7 @@ code):
 - NodePorts: pkg/scheduler/framework/plugins/nodeports/node_ports.go
 - NodeResourcesFit: pkg/scheduler/framework/plugins/noderesources/fit.go (fitsRequest)
 - PodTopologySpread, InterPodAffinity: the reasons below; their filters need the pods on every node and
-  live in ``kgpu.sim.topology``. Label selectors: apimachinery/pkg/labels (LabelSelectorAsSelector).
+  live in ``kgpu.sim.scheduler.plugins.topology``. Label selectors: apimachinery/pkg/labels (LabelSelectorAsSelector).
 
 The filters run in the default profile's order; a node reports the reasons of its first failing filter.
 """

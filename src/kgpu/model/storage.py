@@ -4,7 +4,7 @@ survive instance termination").
 
 Each volume is one PersistentVolumeClaim of its own StorageClass, provisioned by the AWS CSI driver of its
 type (``kgpu.render.storage`` renders them; ``kgpu plan`` places the pods that mount them with the volume's
-zone, ``kgpu.sim.volumes``):
+zone, ``kgpu.sim.scheduler.plugins.volumebinding``):
 
 - ``ebs``: an EBS volume (gp3 by default) through the EBS CSI driver. Zonal: it binds WaitForFirstConsumer,
   in the zone of the node its first pod lands on, or in ``zone`` when given (``allowedTopologies``).

@@ -147,7 +147,7 @@ class PersistentVolumeClaimVolumeSource(_S):
 
 
 class ClaimSpec(_S):
-    """A PersistentVolumeClaim template's spec: what kgpu.sim.volumes binds a claim made from it by."""
+    """A PersistentVolumeClaim template's spec: what kgpu.sim.scheduler.plugins.volumebinding binds a claim made from it by."""
 
     storage_class_name: str | None = None
     access_modes: list[str] | None = None

@@ -15,7 +15,7 @@ instance types with different GPU counts (it scales from zero on its first type'
 for more GPUs than that never scales it up).
 
 Instance types and GPU names go through the same catalog check as ``kgpu plan``
-(:func:`kgpu.sim.provision.validate`): an unknown or retired type is the same input error (exit 2) in both,
+(:func:`kgpu.sim.provisioners.provision.validate`): an unknown or retired type is the same input error (exit 2) in both,
 and a node group's unknown type beside known ones the same warning.
 
 Placement uses the scheduler's own predicates (:mod:`kgpu.model.predicates`) against one representative
@@ -45,9 +45,9 @@ from kgpu.render import (
     uses_device_plugin_daemonset,
 )
 from kgpu.render.eksctl import LABEL_TAG, TAINT_TAG, effective_asg_tags
-from kgpu.sim.provision import catalog_for, first_known_type
-from kgpu.sim.provision import validate as validate_catalog
-from kgpu.sim.scheduler import Scheduler
+from kgpu.sim.provisioners.provision import catalog_for, first_known_type
+from kgpu.sim.provisioners.provision import validate as validate_catalog
+from kgpu.sim.scheduler.scheduler import Scheduler
 
 ERROR = "error"
 WARNING = "warning"

@@ -89,7 +89,7 @@ def _tags(profile: Profile, pool: Pool) -> dict[str, str]:
 def _shared_resource_tags(profile: Profile, pool: Pool) -> dict[str, str]:
     """``node-template/resources/<name>`` tags: what a shared group's nodes advertise, for scale from zero
     (cluster-autoscaler otherwise counts the type's physical GPUs)."""
-    from kgpu.sim.pools import catalog_for, first_known_type
+    from kgpu.sim.provisioners.pools import catalog_for, first_known_type
     from kgpu.sim.sharing import resource_tags
 
     catalog = catalog_for(profile)

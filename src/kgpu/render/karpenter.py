@@ -59,7 +59,7 @@ def nodeoverlays(profile: Profile, pool: Pool) -> list[dict[str, Any]]:
     ``NodeOverlay``, which the chart values turn on); without one Karpenter counts physical GPUs."""
     if pool.sharing is None or not pool.sharing.node_overlay:
         return []
-    from kgpu.sim.pools import catalog_for
+    from kgpu.sim.provisioners.pools import catalog_for
     from kgpu.sim.sharing import overlay_groups
 
     groups = overlay_groups(pool, catalog_for(profile))

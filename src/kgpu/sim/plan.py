@@ -17,8 +17,8 @@ from kgpu.errors import InputError
 from kgpu.model.examples import example_workloads, profile_examples
 from kgpu.model.load import Objects
 from kgpu.model.profile import TEMPLATES, PoolKind, Profile, builtin_profile
-from kgpu.sim.pools import catalog_for
-from kgpu.sim.provision import baseline_cost, baseline_nodes, provisioner_for
+from kgpu.sim.provisioners.pools import catalog_for
+from kgpu.sim.provisioners.provision import baseline_cost, baseline_nodes, provisioner_for
 from kgpu.sim.simulate import UNSCHEDULABLE, SimulationResult, simulate
 
 
@@ -116,7 +116,7 @@ def spot_interruption_warnings(profile: Profile, result: SimulationResult) -> li
 def tke_price_warnings(profile: Profile, result: SimulationResult) -> list[str]:
     """TKE super-node pods without a price (kgpu packages none: the pool's ``prices`` give them), and what
     each vGPU slice type saves against the same specs on whole cards (the guide: 1/4 T4 可节省 75% GPU 成本)."""
-    from kgpu.sim.supernode import pool_prices, spec_of, vgpu_saving
+    from kgpu.sim.provisioners.tke.supernode import pool_prices, spec_of, vgpu_saving
 
     out: list[str] = []
     pools = {p.name: p for p in profile.pools if p.kind == PoolKind.TKE_SUPERNODE}

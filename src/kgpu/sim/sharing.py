@@ -11,7 +11,7 @@ Three views of one node (``kgpu.model.sharing`` has the device plugin's rules):
   shared Karpenter pool unless ``sharing.nodeOverlay: false``); then the overlay's capacity merged over the
   type's (``cloudprovider.InstanceType.ApplyCapacityOverlay``).
 - cluster-autoscaler from zero: the type's GPUs and the ``node-template/resources/<name>`` ASG tags
-  (``kgpu.sim.autoscaler.template_from_tags``), which kgpu renders for shared node groups.
+  (``kgpu.sim.provisioners.cluster_autoscaler.template_from_tags``), which kgpu renders for shared node groups.
 
 A pod asking more than one shared device of a config with ``failRequestsGreaterThanOne`` binds and then
 fails at the kubelet: it keeps its placement and carries the ``shared-gpu-admission`` warning.
@@ -108,7 +108,7 @@ def pool_types(pool: Pool, catalog: Any) -> list[InstanceType]:
     types its requirements allow."""
     if catalog is None or pool.kind == "static":
         return []
-    from kgpu.sim.requirements import matches, pool_requirements, well_known
+    from kgpu.sim.provisioners.karpenter.requirements import matches, pool_requirements, well_known
 
     types: list[InstanceType] = []
     if pool.instance_types:

@@ -4,7 +4,7 @@ The queue is what kube-scheduler's PrioritySort gives: higher priority first, th
 order is: DaemonSet pods (they run before anything else on a node), pending pods found in the cluster
 files, then the workload's pods in file order.
 
-A pod that fits nowhere goes through PostFilter (``kgpu.sim.preemption``): it may evict pods of lower
+A pod that fits nowhere goes through PostFilter (``kgpu.sim.scheduler.plugins.defaultpreemption``): it may evict pods of lower
 priority and take their node. Evicted pods are reported ``Preempted``; those a controller owns come back
 as new pending pods, queued behind every pending pod of their priority or higher (the controller creates
 them now). Only what preemption cannot place is handed to the provisioner: kube-scheduler preempts before
@@ -22,8 +22,8 @@ from typing import Any, Protocol
 from kgpu.model.load import Objects, resolve_priorities
 from kgpu.model.objects import DaemonSet, Node, NodeSelector, Pod, PodSpecInfo, Requirement, Term, Toleration
 from kgpu.model.predicates import static_reasons
-from kgpu.sim.preemption import NOT_HELPFUL, Preemption, postfilter_words
-from kgpu.sim.scheduler import Decision, NodeState, Scheduler
+from kgpu.sim.scheduler.plugins.defaultpreemption import NOT_HELPFUL, Preemption, postfilter_words
+from kgpu.sim.scheduler.scheduler import Decision, NodeState, Scheduler
 from kgpu.sim.sharing import (
     admission_warnings,
     existing_node,
@@ -319,7 +319,7 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
         _, _, pod = heapq.heappop(todo)
         again = id(pod) in recreated
         if dra is not None and pod.spec.claim_refs:
-            # no preemption; the provisioners say what each autoscaler does with it (kgpu.sim.dra_pools)
+            # no preemption; the provisioners say what each autoscaler does with it (kgpu.sim.provisioners.dra_pools)
             if _place_with_claims(dra, sched, postfilter, pod, placements, again) and provisioner is not None:
                 failed[id(pod)] = pod
             continue
@@ -403,8 +403,8 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
 
 def _dra_state(cluster: Objects, workloads: Objects, pending: Sequence[Pod], provisioner: Any = None,
                nodes: Sequence[Node] = ()) -> Any:
-    """The DRA state (kgpu.sim.dra) when the inputs hold DRA objects, or the profile has DRA pools (their
-    DeviceClasses and nodes' slices, kgpu.sim.dra_pools). Without any (a snapshot or files that leave them
+    """The DRA state (kgpu.sim.scheduler.plugins.dynamicresources) when the inputs hold DRA objects, or the profile has DRA pools (their
+    DeviceClasses and nodes' slices, kgpu.sim.provisioners.dra_pools). Without any (a snapshot or files that leave them
     out), pods with claims are placed as if they had none, with the ``dra`` warning: saying that every claim
     is missing would be a guess about objects kgpu was not given."""
     given = cluster.dra + workloads.dra
@@ -412,7 +412,7 @@ def _dra_state(cluster: Objects, workloads: Objects, pending: Sequence[Pod], pro
     if not (given or extra):
         return None
     from kgpu.model.dra import read
-    from kgpu.sim.dra import DRA
+    from kgpu.sim.scheduler.plugins.dynamicresources import DRA
 
     state = DRA(read(given + extra))
     if hasattr(provisioner, "dra"):
@@ -422,10 +422,9 @@ def _dra_state(cluster: Objects, workloads: Objects, pending: Sequence[Pod], pro
 
 def _place_with_claims(dra: Any, sched: Scheduler, postfilter: Preemption, pod: Pod,
                        placements: dict[int, Placement], again: bool) -> bool:
-    """A pod with resource claims (kgpu.sim.dra); True when it fits nowhere. Preemption is not tried for it:
+    """A pod with resource claims (kgpu.sim.scheduler.plugins.dynamicresources); True when it fits nowhere. Preemption is not tried for it:
     evicting pods frees no devices kgpu's allocator would see."""
-    from kgpu.sim import dra as dra_mod
-
+    from kgpu.sim.scheduler.plugins import dynamicresources as dra_mod
     out = dra_mod.place(dra, sched, pod)
     if out.node is not None:
         placements[id(pod)] = Placement(pod, SCHEDULED, out.node.name, recreated=again, devices=out.devices)
@@ -435,7 +434,7 @@ def _place_with_claims(dra: Any, sched: Scheduler, postfilter: Preemption, pod: 
         n = len(sched.states)
         # DynamicResources has no PreFilterExtensions: preemption's dry run cannot free devices, and nodes
         # it rejected are UnschedulableAndUnresolvable, never candidates. Other mixes: DefaultPreemption's
-        # words over the other filters (kgpu.sim.preemption).
+        # words over the other filters (kgpu.sim.scheduler.plugins.defaultpreemption).
         words = (f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}." if out.unresolvable and pod.preemption_policy != "Never" else postfilter.message(pod))
         if words:
             reason = f"{reason} {dra_mod.postfilter_words(out)}, {words}"
@@ -444,23 +443,22 @@ def _place_with_claims(dra: Any, sched: Scheduler, postfilter: Preemption, pod: 
 
 
 def _volume_state(cluster: Objects, workloads: Objects, bound: Sequence[Pod]) -> Any:
-    """The volume state (kgpu.sim.volumes) when the inputs hold PersistentVolumeClaims, PersistentVolumes or
+    """The volume state (kgpu.sim.scheduler.plugins.volumebinding) when the inputs hold PersistentVolumeClaims, PersistentVolumes or
     StorageClasses. Without any, pods with claims are placed as if they had none, with the ``volumes``
     warning (as for DRA: saying every claim is missing would be a guess about objects kgpu was not given)."""
     if not (cluster.storage or workloads.storage):
         return None
     from kgpu.model.volumes import read
-    from kgpu.sim.volumes import VolumeState
+    from kgpu.sim.scheduler.plugins.volumebinding import VolumeState
 
     return VolumeState(read(cluster.storage + workloads.storage), bound)
 
 
 def _place_with_volumes(vol: Any, sched: Scheduler, postfilter: Preemption, pod: Pod,
                         placements: dict[int, Placement], again: bool) -> bool:
-    """A pod with PersistentVolumeClaims (kgpu.sim.volumes); True when the provisioners may try it (it fit
+    """A pod with PersistentVolumeClaims (kgpu.sim.scheduler.plugins.volumebinding); True when the provisioners may try it (it fit
     nowhere, but its claims passed PreFilter). Preemption is not tried for it."""
-    from kgpu.sim import volumes as vol_mod
-
+    from kgpu.sim.scheduler.plugins import volumebinding as vol_mod
     out = vol_mod.place(vol, sched, pod)
     if out.node is not None:
         placements[id(pod)] = Placement(pod, SCHEDULED, out.node.name, recreated=again)

@@ -17,8 +17,8 @@ from typing import Any
 
 from kgpu.model.nodepool import normalize
 from kgpu.model.objects import PodSpecInfo
-from kgpu.sim.karpenter_topology import KEYS as SPREAD_KEYS
-from kgpu.sim.requirements import affinity_tries
+from kgpu.sim.provisioners.karpenter.requirements import affinity_tries
+from kgpu.sim.provisioners.karpenter.topology import KEYS as SPREAD_KEYS
 
 ANY = "any"
 KARPENTER = "karpenter"
@@ -52,14 +52,14 @@ def _join(items: Iterable[str], most: int = 3) -> str:
 
 
 def _volumes(spec: PodSpecInfo) -> str | None:
-    # Claims are modelled (kgpu.sim.volumes); what is not (no storage object given at all, a provisioner whose
+    # Claims are modelled (kgpu.sim.scheduler.plugins.volumebinding); what is not (no storage object given at all, a provisioner whose
     # volumes' topology kgpu does not know, the zone of an Immediate claim) is added per pod by
     # kgpu.sim.simulate under this code.
     return None
 
 
 def _dra(spec: PodSpecInfo) -> str | None:
-    # Resource claims are modelled (kgpu.sim.dra); what is not (no DRA object given at all, a CEL selector
+    # Resource claims are modelled (kgpu.sim.scheduler.plugins.dynamicresources); what is not (no DRA object given at all, a CEL selector
     # calling a function kgpu does not evaluate) is added per pod by kgpu.sim.simulate under this code.
     return None
 
@@ -85,7 +85,7 @@ def _namespace_selector(spec: PodSpecInfo) -> str | None:
 
 def _karpenter_topology(spec: PodSpecInfo) -> str | None:
     parts = []
-    # zone and hostname spread is modelled (kgpu.sim.karpenter_topology; ScheduleAnyway as a preference
+    # zone and hostname spread is modelled (kgpu.sim.provisioners.karpenter.topology; ScheduleAnyway as a preference
     # Karpenter relaxes); ScheduleAnyway on other keys is a karpenter-preferences warning
     keys = {c.topology_key for c in spec.topology_spread if c.when_unsatisfiable == "DoNotSchedule"}
     keys -= set(SPREAD_KEYS)
@@ -98,7 +98,7 @@ def _karpenter_topology(spec: PodSpecInfo) -> str | None:
 
 
 def _karpenter_preferences(spec: PodSpecInfo) -> str | None:
-    # preferred node affinity is modelled (kgpu.sim.karpenter.relaxations)
+    # preferred node affinity is modelled (kgpu.sim.provisioners.karpenter.solve.relaxations)
     parts = []
     if spec.preferred_pod_affinity or spec.preferred_pod_anti_affinity:
         parts.append("preferred pod (anti-)affinity")

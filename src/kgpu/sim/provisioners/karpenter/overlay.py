@@ -33,7 +33,7 @@ from kgpu.catalog.instance import InstanceType
 from kgpu.errors import InputError
 from kgpu.model.nodepool import LABEL_ZONE_ID, WELL_KNOWN_LABELS, is_restricted_node_label, normalize
 from kgpu.model.quantity import parse_quantity, value
-from kgpu.sim.requirements import PoolRequirement, matches
+from kgpu.sim.provisioners.karpenter.requirements import PoolRequirement, matches
 
 if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
     from kgpu.model.profile import Pool, Profile

@@ -1,12 +1,12 @@
 """Capacity that grows: one provisioner per profile, dispatching each pool to the autoscaler that owns it.
 
 A pod that kube-scheduler could not place goes, in order, to the profile's Karpenter NodePools
-(``kgpu.sim.karpenter``), its cluster-autoscaler node groups (``kgpu.sim.autoscaler``) and its TKE super
-nodes (``kgpu.sim.supernode``). Each of them adds real ``Node`` objects through ``Scheduler.add_node`` and
+(``kgpu.sim.provisioners.karpenter.solve``), its cluster-autoscaler node groups (``kgpu.sim.provisioners.cluster_autoscaler``) and its TKE super
+nodes (``kgpu.sim.provisioners.tke.supernode``). Each of them adds real ``Node`` objects through ``Scheduler.add_node`` and
 binds pods with the scheduler's own filters, so kube-scheduler's placement and messages stay one code path.
 A pod none of them can take keeps kube-scheduler's message with every autoscaler's explanation appended.
 
-This module only chooses and runs the provisioners; what they share is ``kgpu.sim.pools``.
+This module only chooses and runs the provisioners; what they share is ``kgpu.sim.provisioners.pools``.
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from kgpu.catalog import Catalog
 from kgpu.model.objects import CPU, MEMORY, DaemonSet, Node, Pod
 from kgpu.model.profile import Autoscaler, PoolKind, Profile
 from kgpu.model.quantity import milli_value, parse_quantity, value
-from kgpu.sim.autoscaler import ClusterAutoscaler, group_node
-from kgpu.sim.consolidation import empty_gpu_nodes
 from kgpu.sim.cost import hourly_cost
-from kgpu.sim.karpenter import Karpenter
-from kgpu.sim.karpenter_overlay import NodeOverlay
-from kgpu.sim.pools import (
+from kgpu.sim.provisioners.cluster_autoscaler import ClusterAutoscaler, group_node
+from kgpu.sim.provisioners.karpenter.overlay import NodeOverlay
+from kgpu.sim.provisioners.karpenter.solve import Karpenter
+from kgpu.sim.provisioners.pools import (
     Context,
     PoolProvisioner,
     catalog_for,
@@ -34,9 +33,10 @@ from kgpu.sim.pools import (
     profile_daemonsets,
     validate,
 )
-from kgpu.sim.scheduler import Scheduler
+from kgpu.sim.provisioners.scale_down import empty_gpu_nodes
+from kgpu.sim.provisioners.tke.supernode import SuperNodes
+from kgpu.sim.scheduler.scheduler import Scheduler
 from kgpu.sim.sharing import pool_node
-from kgpu.sim.supernode import SuperNodes
 
 __all__ = [
     "ProfileProvisioner",
@@ -63,7 +63,7 @@ class ProfileProvisioner:
         self.catalog = catalog
         self.daemonsets: list[DaemonSet] = list(daemonsets)
         self.warnings: list[str] = []
-        self.dra: Any = None  # kgpu.sim.dra.DRA, set by simulate when it allocates claims
+        self.dra: Any = None  # kgpu.sim.scheduler.plugins.dynamicresources.DRA, set by simulate when it allocates claims
         self.parts: list[PoolProvisioner] = []
         kinds = {p.kind for p in profile.pools}
         if PoolKind.KARPENTER in kinds and catalog is not None:
@@ -82,7 +82,7 @@ class ProfileProvisioner:
         ctx = Context(scheduler, self.profile, self.catalog, daemonsets, dra=self.dra)
         todo = [p for p in pending if p.owner_kind != "DaemonSet" and not p.spec.node_name]
         explanations: dict[str, list[str]] = {p.key: [] for p in todo}
-        claimed = [p for p in todo if self.dra is not None and p.spec.claim_refs]  # kgpu.sim.dra_pools
+        claimed = [p for p in todo if self.dra is not None and p.spec.claim_refs]  # kgpu.sim.provisioners.dra_pools
         todo = [p for p in todo if not (self.dra is not None and p.spec.claim_refs)]
         karpenter: set[str] = set()  # pods Karpenter was asked for (kgpu.sim.unmodelled's KARPENTER rules)
         for part in self.parts:
@@ -136,11 +136,11 @@ class ProfileProvisioner:
         return out
 
     def _provision_claims(self, pods: list[Pod], ctx: Context, explanations: dict[str, list[str]]) -> list[Pod]:
-        """Pods with resource claims: what each autoscaler does with them (kgpu.sim.dra_pools), then, as
+        """Pods with resource claims: what each autoscaler does with them (kgpu.sim.provisioners.dra_pools), then, as
         kube-scheduler would once the new nodes publish their slices, each again over every node. Returns
         those still waiting."""
-        from kgpu.sim.dra import place
-        from kgpu.sim.dra_pools import KARPENTER_DRA
+        from kgpu.sim.provisioners.dra_pools import KARPENTER_DRA
+        from kgpu.sim.scheduler.plugins.dynamicresources import place
 
         for part in self.parts:
             left = [p for p in pods if p.key not in ctx.outcome]
@@ -160,8 +160,8 @@ class ProfileProvisioner:
         return [p for p in pods if p.key not in ctx.outcome]
 
     def dra_documents(self, nodes: Sequence[Node], given: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
-        """The DRA objects the profile adds to a simulation (kgpu.sim.dra_pools.dra_documents)."""
-        from kgpu.sim.dra_pools import dra_documents
+        """The DRA objects the profile adds to a simulation (kgpu.sim.provisioners.dra_pools.dra_documents)."""
+        from kgpu.sim.provisioners.dra_pools import dra_documents
 
         return dra_documents(self.profile, self.catalog, nodes, given)
 
@@ -243,7 +243,7 @@ def baseline_nodes(profile: Profile, catalog: Catalog | None = None) -> list[Nod
                     nodes.append(
                         group_node(profile, pool, names[0], zone, f"{names[0]}-base-{i + 1}", catalog)[0]
                     )
-    from kgpu.sim.dra_pools import pool_of
+    from kgpu.sim.provisioners.dra_pools import pool_of
 
     for node in nodes:  # a DRA pool's node advertises no nvidia.com/gpu: its driver publishes the GPUs
         owner = pool_of(profile, node)

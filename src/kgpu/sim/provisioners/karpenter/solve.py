@@ -25,7 +25,7 @@ Limits: like Karpenter, opening a claim reserves the largest capacity (not alloc
 against the pool's limits; offerings whose capacity would exceed what is left are not considered.
 
 Topology spread on zone and hostname (``DoNotSchedule``) narrows each claim to the zone the pod's
-constraints pick, one pod at a time (``kgpu.sim.karpenter_topology``).
+constraints pick, one pod at a time (``kgpu.sim.provisioners.karpenter.topology``).
 
 Known differences from Karpenter (docs/simulate.md): preferred pod (anti-)affinity, spread on other keys and pod affinity are not
 modelled. Preferred node affinity and zone and hostname ScheduleAnyway spread are required until relaxed,
@@ -46,10 +46,18 @@ from kgpu.model.nodepool import LABEL_ZONE, LABEL_ZONE_ID
 from kgpu.model.objects import CPU, MEMORY, HostPort, Node, NodeSelector, Pod, PodSpecInfo, Term
 from kgpu.model.predicates import first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, PoolKind, Profile
-from kgpu.sim.karpenter_overlay import NodeOverlay, OverlayStore, profile_overlays
-from kgpu.sim.karpenter_topology import SCHEDULE_ANYWAY, ClaimTopology, required_form
-from kgpu.sim.karpenter_topology import any_spread as spread
-from kgpu.sim.pools import (
+from kgpu.sim.provisioners.karpenter.overlay import NodeOverlay, OverlayStore, profile_overlays
+from kgpu.sim.provisioners.karpenter.requirements import (
+    MinValues,
+    affinity_tries,
+    label_variants,
+    matches,
+    pool_requirements,
+    well_known,
+)
+from kgpu.sim.provisioners.karpenter.topology import SCHEDULE_ANYWAY, ClaimTopology, required_form
+from kgpu.sim.provisioners.karpenter.topology import any_spread as spread
+from kgpu.sim.provisioners.pools import (
     LABEL_NODEPOOL,
     Context,
     NewNode,
@@ -60,15 +68,7 @@ from kgpu.sim.pools import (
     pool_zones,
     runs,
 )
-from kgpu.sim.requirements import (
-    MinValues,
-    affinity_tries,
-    label_variants,
-    matches,
-    pool_requirements,
-    well_known,
-)
-from kgpu.sim.scheduler import NodeState, Scheduler, StaticFilter
+from kgpu.sim.scheduler.scheduler import NodeState, Scheduler, StaticFilter
 from kgpu.sim.sharing import new_node
 from kgpu.sim.simulate import daemon_pods
 
@@ -703,7 +703,7 @@ class Karpenter:
         # steady state consolidation reaches, each claim capped at the shape cheapest per pod
         self.consolidated = consolidated
         # NodeOverlays from the input (karpenter.sh/v1alpha1), evaluated with those kgpu renders for the
-        # profile's shared pools (kgpu.sim.karpenter_overlay); ``overlay_errors``: the ones Karpenter leaves out
+        # profile's shared pools (kgpu.sim.provisioners.karpenter.overlay); ``overlay_errors``: the ones Karpenter leaves out
         self.overlays: list[NodeOverlay] = list(overlays)
         self.overlay_errors: dict[str, str] = {}
         pools = [p for p in profile.pools if p.kind == PoolKind.KARPENTER]
@@ -866,7 +866,7 @@ class Karpenter:
         topo: ClaimTopology,
         errors: list[str],
     ) -> list[Pod]:
-        """Pods with zone or hostname spread constraints, one at a time (kgpu.sim.karpenter_topology): each
+        """Pods with zone or hostname spread constraints, one at a time (kgpu.sim.provisioners.karpenter.topology): each
         narrows the claim it joins to the zone its constraints pick, so a claim that could not take one may
         take the next; claims are skipped for good only when their resources or compatibility rule it out."""
         left: list[Pod] = []

@@ -60,7 +60,7 @@ from kgpu.model.predicates import (
     unschedulable_message,
 )
 from kgpu.model.volumes import NO_PROVISIONER, WAIT, Claim, StorageObjects, Volume, from_template
-from kgpu.sim.scheduler import NO_NODES
+from kgpu.sim.scheduler.scheduler import NO_NODES
 
 ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"
@@ -460,7 +460,7 @@ def place(vol: VolumeState, sched: Any, pod: Pod) -> Outcome:
     """Schedule a pod with claims: the default filters, then the volume plugins, on every node; the
     best-scored node that passes wins (no volume plugin scores by default in 1.34). Binds the pod and its
     claims."""
-    from kgpu.sim.scheduler import fits
+    from kgpu.sim.scheduler.scheduler import fits
 
     states = sched.states
     early = sched.before_plugins(pod)

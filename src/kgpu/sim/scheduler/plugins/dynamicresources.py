@@ -60,8 +60,8 @@ from kgpu.model.dra import (
 )
 from kgpu.model.objects import CPU, MEMORY, Node, NodeSelector, Pod, Requirement, Term
 from kgpu.model.predicates import filter_reasons, node_selector_matches, unschedulable_message
-from kgpu.sim.cel import CelSyntaxError, Evaluator, Unsupported, readers
-from kgpu.sim.scheduler import _score, fits
+from kgpu.sim.scheduler.plugins.cel import CelSyntaxError, Evaluator, Unsupported, readers
+from kgpu.sim.scheduler.scheduler import _score, fits
 
 NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
@@ -121,7 +121,7 @@ class DRA:
             except CelSyntaxError as exc:
                 raise InputError(f"compilation failed: {exc}", where=sel.where) from None
         # what any selector can read of a device (None: one enumerates a map, so everything): slices whose
-        # devices agree on it get the same verdicts, found once (kgpu.sim.cel memoises per device likewise)
+        # devices agree on it get the same verdicts, found once (kgpu.sim.scheduler.plugins.cel memoises per device likewise)
         self._known = frozenset(p.expression for p in programs)
         self._reads: frozenset[str] | None = (
             None if any(p.everything for p in programs) else frozenset().union(*(p.names for p in programs)))
@@ -159,7 +159,7 @@ class DRA:
                         self._in_use.add((d.driver, d.pool, d.device))
 
     def publish(self, slices: Sequence[ResourceSlice]) -> None:
-        """Slices published during the simulation (a node a provisioner launched, kgpu.sim.provision):
+        """Slices published during the simulation (a node a provisioner launched, kgpu.sim.provisioners.provision):
         indexed as if read with the input, after it."""
         for s in slices:
             self._order[id(s)] = len(self.objects.slices)
@@ -792,7 +792,7 @@ def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome 
         key = (spec, pod.namespace, tuple(c.spec for c in claims))
         lane = dra._lanes.get(key)
         if lane is None:
-            # the score's inputs from the pod (kgpu.sim.scheduler.score); lanes that share them share scores
+            # the score's inputs from the pod (kgpu.sim.scheduler.scheduler.score); lanes that share them share scores
             skey = (spec.nonzero_cpu, spec.nonzero_memory, spec.request(CPU), spec.request(MEMORY))
             lane = dra._lanes[key] = _Lane(raised_pos=sched.raised_length, skey=skey,
                                            scores=dra._scores.setdefault(skey, {}))

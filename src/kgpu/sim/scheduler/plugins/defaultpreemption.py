@@ -65,7 +65,7 @@ from kgpu.model.predicates import (
     ports_conflict,
     unschedulable_message,
 )
-from kgpu.sim.scheduler import NodeState, Scheduler, dynamic_reasons, fits
+from kgpu.sim.scheduler.scheduler import NodeState, Scheduler, dynamic_reasons, fits
 
 # InterPodAffinity and PodTopologySpread statuses that removing pods cannot resolve
 _UNRESOLVABLE_TOPOLOGY = (ERR_POD_AFFINITY, ERR_SPREAD_LABEL)

@@ -17,7 +17,7 @@ claim cannot take the pod ("unsatisfiable topology constraint for topology sprea
 minimum is always 0 (Karpenter can always open a new node): a claim takes matching pods up to ``maxSkew``.
 
 ``ScheduleAnyway`` constraints are required too until Karpenter relaxes them (``Preferences.Relax``, one at a
-time, after the preferred affinity terms): ``kgpu.sim.karpenter.relaxations`` hands this module the pod in
+time, after the preferred affinity terms): ``kgpu.sim.provisioners.karpenter.solve.relaxations`` hands this module the pod in
 each form tried, with the constraints still in force turned into ``DoNotSchedule`` (``required_form``).
 
 Other topology keys and pod (anti-)affinity are not modelled here: those pods carry a
@@ -40,7 +40,7 @@ KEYS = (LABEL_ZONE, LABEL_HOSTNAME)
 
 
 class PoolLike(Protocol):
-    """What the groups read of a NodePool's model (``kgpu.sim.karpenter.PoolModel``)."""
+    """What the groups read of a NodePool's model (``kgpu.sim.provisioners.karpenter.solve.PoolModel``)."""
 
     options: list[Any]
     taints: tuple[Taint, ...]

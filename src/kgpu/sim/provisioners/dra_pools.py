@@ -4,7 +4,7 @@ pod that claims devices.
 A node of a DRA pool runs NVIDIA's DRA driver and no device plugin: it advertises no ``nvidia.com/gpu``
 and publishes the ResourceSlice ``kgpu.catalog.dra.node_slices`` generates for its instance type's GPUs
 (in MIG mode the layout of the pool's ``nvidia.com/mig.config`` label). Nodes the provisioners launch publish theirs when they join
-(``kgpu.sim.pools.Context.launch``); the profile's baseline nodes (plan) and the chart's DeviceClasses come
+(``kgpu.sim.provisioners.pools.Context.launch``); the profile's baseline nodes (plan) and the chart's DeviceClasses come
 with the simulation's DRA state from the start (``dra_documents``), unless the input has its own.
 
 The autoscalers (the versions ``make conformance`` pins):
@@ -73,7 +73,7 @@ def _read(docs: Iterable[dict[str, Any]]) -> list[Any]:
 
 def publish_node(ctx: Any, node: Node, pool: Pool, instance_type: str) -> None:
     """A DRA pool's node as it joins: nvidia.com/gpu not advertised; its slices published to the
-    simulation's DRA state (``ctx``: kgpu.sim.pools.Context)."""
+    simulation's DRA state (``ctx``: kgpu.sim.provisioners.pools.Context)."""
     if GPU in node.allocatable:
         node.allocatable = {k: v for k, v in node.allocatable.items() if k != GPU}
     if ctx.dra is None or ctx.catalog is None:
@@ -89,7 +89,7 @@ def publish_template(dra: Any, name: str, pool: Pool, itype: InstanceType) -> No
 
 def pool_of(profile: Profile, node: Node) -> Pool | None:
     """The profile pool a node belongs to, by the label its provisioner sets (or its name, static)."""
-    from kgpu.sim.pools import LABEL_EKS_GROUP, LABEL_EKSCTL_GROUP, LABEL_NODEPOOL, group_names
+    from kgpu.sim.provisioners.pools import LABEL_EKS_GROUP, LABEL_EKSCTL_GROUP, LABEL_NODEPOOL, group_names
 
     for pool in profile.pools:
         if pool.kind == PoolKind.KARPENTER and node.labels.get(LABEL_NODEPOOL) == pool.name:

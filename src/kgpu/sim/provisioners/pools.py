@@ -3,7 +3,7 @@ super nodes) and scale-to-zero read and write during one provisioning pass.
 
 ``Context`` (the scheduler, the profile, the DaemonSets, the new nodes so far), ``NewNode``, the labels the
 provisioners put on nodes, pool taints, limits and zones, Karpenter's queue order, and the profile checks
-that make sure every name a pool uses is known. The provisioners import this module; ``kgpu.sim.provision``
+that make sure every name a pool uses is known. The provisioners import this module; ``kgpu.sim.provisioners.provision``
 chooses them and imports them all, so nothing imports back (``make lint`` checks it).
 
 DaemonSet overhead on new nodes: the DaemonSets given to the provisioner (the input's), plus the ones the
@@ -37,7 +37,7 @@ from kgpu.model.objects import (
 from kgpu.model.objects import Taint as NodeTaint
 from kgpu.model.profile import Pool, PoolKind, Profile, Provider
 from kgpu.model.quantity import format_bytes, format_cpu, milli_value, parse_quantity, value
-from kgpu.sim.scheduler import NodeState, Scheduler
+from kgpu.sim.scheduler.scheduler import NodeState, Scheduler
 from kgpu.sim.simulate import daemon_pods
 
 MIB = 1024**2
@@ -112,7 +112,7 @@ class Context:
     new_nodes: list[NewNode] = field(default_factory=list)
     by_node: dict[str, NewNode] = field(default_factory=dict)
     launched: dict[str, int] = field(default_factory=dict)  # new nodes so far, by pool
-    dra: Any = None  # kgpu.sim.dra.DRA when the simulation allocates claims: new nodes of DRA pools publish slices
+    dra: Any = None  # kgpu.sim.scheduler.plugins.dynamicresources.DRA when the simulation allocates claims: new nodes of DRA pools publish slices
     dra_devices: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # pod key -> devices allocated
 
     def node_name(self, base: str) -> str:
@@ -125,10 +125,10 @@ class Context:
     def launch(self, node: Node, new: NewNode) -> NodeState:
         """Add the node to the scheduler with the DaemonSet pods that would run on it. A node of a
         ``gpuAllocation: dra`` pool advertises no nvidia.com/gpu (the device plugin is not on it) and
-        publishes the ResourceSlices NVIDIA's DRA driver would (kgpu.sim.dra_pools)."""
+        publishes the ResourceSlices NVIDIA's DRA driver would (kgpu.sim.provisioners.dra_pools)."""
         pool = next((p for p in self.profile.pools if p.name == new.pool), None)
         if pool is not None and pool.gpu_allocation == "dra":
-            from kgpu.sim.dra_pools import publish_node
+            from kgpu.sim.provisioners.dra_pools import publish_node
 
             publish_node(self, node, pool, new.instance_type)
         st = self.scheduler.add_node(node)

@@ -13,8 +13,14 @@ from typing import Any
 
 from kgpu.model.objects import GPU
 from kgpu.model.profile import Pool, PoolKind, Profile
-from kgpu.sim.pools import LABEL_EKS_GROUP, LABEL_EKSCTL_GROUP, LABEL_NODEPOOL, NewNode, group_names
-from kgpu.sim.scheduler import Scheduler
+from kgpu.sim.provisioners.pools import (
+    LABEL_EKS_GROUP,
+    LABEL_EKSCTL_GROUP,
+    LABEL_NODEPOOL,
+    NewNode,
+    group_names,
+)
+from kgpu.sim.scheduler.scheduler import Scheduler
 
 SCALE_DOWN_UNNEEDED_TIME = "10m"
 

@@ -5,7 +5,7 @@ A pod goes to a super-node pool when it tolerates the pool's taints, its selecto
 pool's ``autoSchedule`` (TKE's AUTO_SCALE_EKS, on by default) the super node's own taint
 ``eks.tke.cloud.tencent.com/eklet`` does not keep out a pod that fits no other node: TKE's control
 components place such pods on super nodes themselves. Other taints declared on the pool still apply. The spec
-comes from ``kgpu.sim.tke.match_pod_spec`` (explicit annotations, or requests/limits rounded up); a pod whose
+comes from ``kgpu.sim.provisioners.tke.spec.match_pod_spec`` (explicit annotations, or requests/limits rounded up); a pod whose
 spec cannot be matched stays Pending with TKE's error wording. The virtual node is sized by the spec
 (cpu cores, memory GiB, GPUs; one pod), labelled like a super node, and priced by the pool's ``prices``
 (cards x GPU price + cores x core price + GiB x GiB price; kgpu packages no TKE prices, so without them the
@@ -23,8 +23,8 @@ from kgpu.model.objects import CPU, GPU, MEMORY, Node, Pod
 from kgpu.model.objects import Taint as NodeTaint
 from kgpu.model.predicates import filter_reasons
 from kgpu.model.profile import TKE_SUPERNODE_TAINT, Pool, PoolKind, Profile
-from kgpu.sim.pools import Context, NewNode, node_taints, pool_zones
-from kgpu.sim.tke import GPU_TYPE, match_pod_spec
+from kgpu.sim.provisioners.pools import Context, NewNode, node_taints, pool_zones
+from kgpu.sim.provisioners.tke.spec import GPU_TYPE, match_pod_spec
 
 GIB = 1024**3
 EPHEMERAL_BYTES = 20 * GIB  # a super-node pod's default system disk

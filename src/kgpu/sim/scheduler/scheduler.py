@@ -3,7 +3,7 @@
 For each pod, in queue order (priority, then input order), the scheduler filters every node with the
 default filters (see ``kgpu.model.predicates``), scores the feasible ones with the default profile's score
 plugins and weights: NodeResourcesFit's LeastAllocated plus NodeResourcesBalancedAllocation (weight 1 each,
-``_score``), TaintToleration (3) and NodeAffinity (2) (``kgpu.sim.scoring``), and binds the pod to the best,
+``_score``), TaintToleration (3) and NodeAffinity (2) (``kgpu.sim.scheduler.plugins.scoring``), and binds the pod to the best,
 ties broken by node name (kube-scheduler picks among ties at random; a simulator must be reproducible).
 
 What makes it fast is that identical pods form a *class* (same ``PodSpecInfo``), and that real clusters
@@ -50,12 +50,12 @@ matches them) break the assumption above: their feasibility and scores depend on
 They take an *exact path*: the node-only filters come from their filter group as usual; their class keeps
 its scores in array mode whatever the number of classes (its array stays exact for LeastAllocated +
 BalancedAllocation, as for any class); at each pod the two topology filters run over every node at once
-(``kgpu.sim.topology``: per-domain counts that every bind updates, node domains as integer arrays), the
+(``kgpu.sim.scheduler.plugins.topology``: per-domain counts that every bind updates, node domains as integer arrays), the
 static normalised plugins and the topology scores are added over the nodes that pass, and the best is
 taken. Classes that cannot use arrays (host ports) loop over their feasible nodes instead. Every other pod
 keeps the fast path; a bind costs a look at the counters whose selectors its pod's labels can match.
 
-Preemption (``kgpu.sim.preemption``) is the one thing that makes free resources grow: ``unbind`` evicts a
+Preemption (``kgpu.sim.scheduler.plugins.defaultpreemption``) is the one thing that makes free resources grow: ``unbind`` evicts a
 pod, puts its node on the bind log (messages and array scores are re-computed for it as for a bind) and on
 a log of *grown* nodes, and each class re-admits the grown nodes at its next turn, before it looks at its
 heap or arrays: a heap class pushes an exact entry for every grown node it had taken in (its older
@@ -98,7 +98,7 @@ from kgpu.model.predicates import (
     tolerated,
     unschedulable_message,
 )
-from kgpu.sim.scoring import (
+from kgpu.sim.scheduler.plugins.scoring import (
     MAX_NODE_SCORE,
     NODE_AFFINITY,
     STATIC_PLUGINS,
@@ -106,8 +106,8 @@ from kgpu.sim.scoring import (
     preferred_weight,
     untolerated_prefer_no_schedule,
 )
-from kgpu.sim.topology import REASONS as TOPOLOGY_REASONS
-from kgpu.sim.topology import Topology, needs_filters
+from kgpu.sim.scheduler.plugins.topology import REASONS as TOPOLOGY_REASONS
+from kgpu.sim.scheduler.plugins.topology import Topology, needs_filters
 
 NO_NODES = "no nodes available to schedule pods"
 # Classes beyond this many use array mode (a heap per class is cheaper when there are few).
@@ -377,7 +377,7 @@ class _Class:
         self.scores: Any = None  # array mode: exact score of every node, -1 where infeasible or unfit
         self.vec_log_pos = 0
         self.grown_pos = 0  # how much of the scheduler's log of grown nodes (evictions) the class has seen
-        # Normalised score plugins (kgpu.sim.scoring). A class *varies* once its feasible nodes differ in a
+        # Normalised score plugins (kgpu.sim.scheduler.plugins.scoring). A class *varies* once its feasible nodes differ in a
         # static plugin's raw score: the heap and array invariants hold only for scores that do not depend on
         # which other nodes are feasible, so such a class re-normalises over its feasible nodes at each turn.
         self.varies = False
@@ -670,7 +670,7 @@ class Scheduler:
 
     def before_plugins(self, pod: Pod) -> str | None:
         """What kube-scheduler says before any plugin runs: the pod waits for its scheduling gates, or there
-        is no node (for the placements outside ``place``: kgpu.sim.dra, kgpu.sim.volumes)."""
+        is no node (for the placements outside ``place``: kgpu.sim.scheduler.plugins.dynamicresources, kgpu.sim.scheduler.plugins.volumebinding)."""
         if pod.spec.scheduling_gates:
             return gated(pod.spec)
         return None if self.states else NO_NODES
@@ -945,7 +945,7 @@ class Scheduler:
         return Decision(best, None)
 
     def best_of(self, pod: Pod, feasible: list[NodeState]) -> NodeState:
-        """The best-scored of ``feasible``, nodes that passed every filter for ``pod`` (kgpu.sim.dra: a pod
+        """The best-scored of ``feasible``, nodes that passed every filter for ``pod`` (kgpu.sim.scheduler.plugins.dynamicresources: a pod
         with resource claims, whose nodes DynamicResources filtered too)."""
         return self._best(self._class(pod.spec), feasible, pod)
 

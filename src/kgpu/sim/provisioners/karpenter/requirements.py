@@ -166,7 +166,7 @@ class MinValues:
 def affinity_tries(spec: PodSpecInfo) -> list[tuple[Term | None, Term | None]]:
     """The node affinity Karpenter tries for a pod, in its order (Preferences.Relax): each required term
     (None: none) with the heaviest preferred term, then the last required term with each lighter one, then
-    that term alone; as (required term, preferred term) pairs. kgpu.sim.karpenter.relaxations builds its
+    that term alone; as (required term, preferred term) pairs. kgpu.sim.provisioners.karpenter.solve.relaxations builds its
     tries from these; kgpu.sim.unmodelled reads them."""
     terms: list[Term | None] = list(spec.affinity.terms) if spec.affinity is not None and spec.affinity.terms else [None]
     preferred = [p.term for p in sorted(spec.preferred, key=lambda p: -p.weight)]

@@ -32,7 +32,7 @@ from kgpu.catalog import Catalog, InstanceType
 from kgpu.model.objects import CPU, MEMORY, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import ERR_NODE_AFFINITY, affinity_matches, filter_reasons
 from kgpu.model.profile import Pool, PoolKind, Profile
-from kgpu.sim.pools import (
+from kgpu.sim.provisioners.pools import (
     LABEL_EKS_CAPACITY,
     LABEL_EKS_GROUP,
     LABEL_EKSCTL_CLUSTER,
@@ -279,10 +279,10 @@ class ClusterAutoscaler:
         return created, ""
 
     def provision_dra(self, pending: Sequence[Pod], ctx: Context) -> dict[str, str]:
-        """Pods with resource claims (kgpu.sim.dra_pools), one at a time: the group's template node must pass
+        """Pods with resource claims (kgpu.sim.provisioners.dra_pools), one at a time: the group's template node must pass
         the filters and allocate the claims; a group with nodes copies a node's ResourceSlices (kgpu: the
         pool's generated slices, devices free), an empty one has none from the AWS provider."""
-        from kgpu.sim.dra import place
+        from kgpu.sim.scheduler.plugins.dynamicresources import place
 
         groups = self.groups(ctx)
         notes: dict[str, str] = {}
@@ -312,8 +312,8 @@ class ClusterAutoscaler:
         return notes
 
     def _dra_option(self, pod: Pod, claims: Sequence[object], groups: list[Group], ctx: Context) -> tuple[Group | None, str]:
-        from kgpu.sim.dra import CANNOT_ALLOCATE, AllocationError
-        from kgpu.sim.dra_pools import publish_template
+        from kgpu.sim.provisioners.dra_pools import publish_template
+        from kgpu.sim.scheduler.plugins.dynamicresources import CANNOT_ALLOCATE, AllocationError
 
         reasons: Counter[str] = Counter()
         hints: list[str] = []

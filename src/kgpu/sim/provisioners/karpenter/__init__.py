@@ -1,0 +1,9 @@
+"""Karpenter (sigs.k8s.io/karpenter v1.8, the version ``make conformance`` pins).
+
+| module | upstream |
+|---|---|
+| ``solve`` | ``pkg/controllers/provisioning/scheduling`` (``scheduler.go``, ``nodeclaim.go``, ``existingnode.go``, ``queue.go``, ``preferences.go``) |
+| ``requirements`` | ``pkg/scheduling`` (``requirements.go``, ``requirement.go``) |
+| ``topology`` | ``pkg/controllers/provisioning/scheduling/topology.go``, ``topologygroup.go`` |
+| ``overlay`` | ``pkg/controllers/nodeoverlay``, ``pkg/cloudprovider/overlay`` |
+"""
