@@ -5,8 +5,9 @@ scheduling/scheduler.go) and the consolidated steady state kgpu shows beside it.
   bigger type; the cheapest offering that holds them all is launched (``NodeClaim.CanAdd``);
 - before each pod, in-flight claims are sorted by pod count (``Scheduler.add``: ``sort.Slice`` on
   ``len(Pods)``), so the emptiest claim that can take the pod gets it;
-- consolidation (WhenEmptyOrUnderutilized) later replaces the launch with cheaper nodes: the second view,
-  ``karpenter_consolidated``, with its saving.
+- beside the launch, the second view ``karpenter_consolidated`` says where Karpenter's disruption
+  controller takes it (tests/test_karpenter_disruption.py): for a launch nothing has changed since, it keeps
+  it, because Solve already launched the cheapest node that holds each claim's pods.
 """
 
 from __future__ import annotations
@@ -30,15 +31,17 @@ def test_a_claim_grows_to_hold_later_pods() -> None:
     assert result.summary()["hourly_cost"] == 0.768
 
 
-def test_consolidated_view_shows_the_cheaper_steady_state_and_its_saving() -> None:
-    """The same three pods after consolidation: one m5.xlarge each ($0.576 against $0.768 launched)."""
+def test_consolidation_keeps_a_launch_it_cannot_replace_with_one_cheaper_node() -> None:
+    """The same three pods: three m5.xlarge ($0.576/h) would be cheaper than the m5.4xlarge ($0.768/h), but
+    Karpenter replaces a node with at most one node, and no single cheaper node holds the three pods: the
+    steady state is the launch, and the view says why."""
     result = sim(profile(ON_DEMAND), *(make_pod(f"p-{i}", cpu=3000, mem_gib=2) for i in range(3)))
     view = result.extra["karpenter_consolidated"]
-    assert view["launch_hourly_cost"] == 0.768
-    assert view["hourly_cost"] == 0.576
-    assert view["saving"] == 0.192
-    assert sorted(n["instance_type"] for n in view["new_nodes"]) == ["m5.xlarge"] * 3
-    assert sorted(p for n in view["new_nodes"] for p in n["pods"]) == [f"default/p-{i}" for i in range(3)]
+    assert view["steps"] == []
+    assert view["hourly_cost"] == view["launch_hourly_cost"] == 0.768
+    assert view["saving"] == 0
+    assert [n["instance_type"] for n in view["new_nodes"]] == ["m5.4xlarge"]
+    assert view["kept"] == ["general-1: no instance type is cheaper than the node(s) it would replace"]
 
 
 def test_consolidated_view_is_the_launch_when_nothing_is_cheaper() -> None:
@@ -46,7 +49,7 @@ def test_consolidated_view_is_the_launch_when_nothing_is_cheaper() -> None:
     result = sim(profile(ON_DEMAND), make_pod("a", cpu=500))
     view = result.extra["karpenter_consolidated"]
     assert view["hourly_cost"] == view["launch_hourly_cost"] == 0.096
-    assert view["saving"] == 0
+    assert view["saving"] == 0 and view["steps"] == []
     assert [n["instance_type"] for n in view["new_nodes"]] == ["m5.large"]
 
 
@@ -81,10 +84,11 @@ def test_identical_pods_fill_in_flight_claims_evenly() -> None:
 
 
 def test_simulate_json_carries_the_consolidated_view(tmp_path: Path) -> None:
-    """`kgpu simulate -o json`: the launch is the result (new_nodes, cost); the steady state is beside it."""
+    """`kgpu simulate -o json`: the launch is the result (new_nodes, cost); where Karpenter's disruption
+    controller takes it is beside it (here: it keeps it)."""
     pods = [pod_dict(f"p-{i}", cpu="3", memory="2Gi") for i in range(3)]
     _, data = run(tmp_path, pods)
     view = data["karpenter_consolidated"]
-    assert view["launch_hourly_cost"] == data["cost"]["total"]
-    assert view["saving"] > 0 and view["hourly_cost"] < view["launch_hourly_cost"]
-    assert len(view["new_nodes"]) > len(data["new_nodes"])
+    assert view["launch_hourly_cost"] == data["cost"]["total"] == view["hourly_cost"]
+    assert view["steps"] == [] and view["saving"] == 0 and view["modelled"] is True
+    assert sorted(n["name"] for n in view["new_nodes"]) == sorted(n["name"] for n in data["new_nodes"])

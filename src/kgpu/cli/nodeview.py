@@ -513,23 +513,45 @@ def shared_cost(entries: Sequence[Mapping[str, Any]], *, wide: bool = False) -> 
 
 
 def consolidated(view: Mapping[str, Any] | None) -> list[str]:
-    """The second, labelled view of Karpenter's nodes: what consolidation would replace the launched nodes
-    with (``karpenter_consolidated``). [] when there is none or it saves nothing."""
-    if not view or not view.get("saving"):
+    """The second, labelled view of Karpenter's nodes: where its disruption controller takes the launched
+    nodes (``karpenter_consolidated``): each command it runs and the steady state, or one line saying that it
+    keeps the launch and why. [] when Karpenter launched nothing."""
+    if not view:
         return []
     from collections import Counter
 
     from kgpu.catalog.prices import monthly
 
+    steps = view.get("steps") or []
+    if not steps:
+        kept = view.get("kept") or ["no cheaper way to hold their pods"]
+        return ["", "Consolidation: Karpenter keeps the nodes above", *(f"  {why}" for why in kept)]
+
+    def node(n: Mapping[str, Any]) -> str:
+        price = n.get("hourly_price")
+        return f"{n.get('name', '')} {n['instance_type']} {n.get('capacity_type', '')}".strip() + (
+            f" ${price:,.4f}/h" if price is not None else ""
+        )
+
+    out = [
+        "",
+        "After consolidation (Karpenter's disruption controller, one command at a time, each "
+        f"{view.get('validation', '15s')} after the last; nodes are candidates consolidateAfter "
+        f"{view.get('after', '')} after their last pod change)",
+    ]
+    for i, step in enumerate(steps, 1):
+        gone = ", ".join(node(n) for n in step["nodes"])
+        rep = step.get("replacement")
+        what = f"replace {gone} with {node(rep)}" if rep else f"delete {gone}"
+        out.append(f"  {i}. {step['method']}: {what} (saves ${step['hourly_saving']:,.4f}/h)")
     types = Counter(
         f"{n['instance_type']} {n.get('capacity_type', '')}".strip() for n in view.get("new_nodes", [])
     )
     shape = ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in sorted(types.items()))
     hourly, saving = view["hourly_cost"], view["saving"]
-    return [
-        "",
-        "After consolidation (Karpenter launches the nodes above, then replaces them with cheaper ones)",
+    out += [
         f"  steady state     ${hourly:,.4f}/h (${monthly(hourly):,.2f}/mo): {shape}",
         f"  saves            ${saving:,.4f}/h (${monthly(saving):,.2f}/mo) against the launch's "
         f"${view['launch_hourly_cost']:,.4f}/h",
     ]
+    return out

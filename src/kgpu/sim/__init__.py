@@ -11,7 +11,8 @@
   nowhere to the provisioners; ``sharing.py`` the device plugin's shared GPUs on nodes, ``unmodelled.py``
   the warnings for what is not modelled.
 - ``provisioners/``: the autoscalers. ``karpenter/`` mirrors sigs.k8s.io/karpenter
-  (``solve``: ``pkg/controllers/provisioning/scheduling``; ``requirements``: ``pkg/scheduling``;
+  (``solve``: ``pkg/controllers/provisioning/scheduling``; ``disruption``: ``pkg/controllers/disruption``,
+  consolidation; ``requirements``: ``pkg/scheduling``;
   ``overlay``: NodeOverlays; ``topology``: its topology spread for claims); ``cluster_autoscaler.py``
   mirrors kubernetes/autoscaler's cluster-autoscaler (scale-up, scale-from-zero templates from ASG tags);
   ``tke/`` the Tencent TKE super nodes; ``scale_down.py`` who removes an empty GPU node and when;

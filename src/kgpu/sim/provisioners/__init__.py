@@ -1,6 +1,7 @@
 """The autoscalers: what launches nodes for pods kube-scheduler could not place, and what removes them.
 
 - ``karpenter/``: sigs.k8s.io/karpenter v1.8 (``solve``: ``pkg/controllers/provisioning/scheduling``;
+  ``disruption``: ``pkg/controllers/disruption``, consolidation;
   ``requirements``: ``pkg/scheduling``; ``overlay``: ``pkg/controllers/nodeoverlay`` and the overlay
   cloud-provider decorator; ``topology``: the scheduler's ``topology.go`` for claims).
 - ``cluster_autoscaler.py``: kubernetes/autoscaler's cluster-autoscaler on AWS node groups, scale-up and

@@ -20,6 +20,7 @@ from kgpu.model.profile import Autoscaler, PoolKind, Profile
 from kgpu.model.quantity import milli_value, parse_quantity, value
 from kgpu.sim.cost import hourly_cost
 from kgpu.sim.provisioners.cluster_autoscaler import ClusterAutoscaler, group_node
+from kgpu.sim.provisioners.karpenter.disruption import consolidate
 from kgpu.sim.provisioners.karpenter.overlay import NodeOverlay
 from kgpu.sim.provisioners.karpenter.solve import Karpenter
 from kgpu.sim.provisioners.pools import (
@@ -120,10 +121,11 @@ class ProfileProvisioner:
         }
         extra_out["cost"] = cost
         for part in self.parts:
-            # what Karpenter launches is the result; where consolidation takes it is a second view
-            steady = getattr(part, "consolidation", None)
-            if steady is not None:
-                extra_out["karpenter_consolidated"] = steady
+            # what Karpenter launches is the result; where its disruption controller takes it is a second view
+            if isinstance(part, Karpenter):
+                steady = consolidate(part, ctx)
+                if steady is not None:
+                    extra_out["karpenter_consolidated"] = steady
         empty = empty_gpu_nodes(self.profile, scheduler, ctx.by_node)
         if empty:
             extra_out["scale_to_zero"] = empty

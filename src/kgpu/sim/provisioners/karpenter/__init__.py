@@ -3,6 +3,7 @@
 | module | upstream |
 |---|---|
 | ``solve`` | ``pkg/controllers/provisioning/scheduling`` (``scheduler.go``, ``nodeclaim.go``, ``existingnode.go``, ``queue.go``, ``preferences.go``) |
+| ``disruption`` | ``pkg/controllers/disruption`` (emptiness, multi- and single-node consolidation) |
 | ``requirements`` | ``pkg/scheduling`` (``requirements.go``, ``requirement.go``) |
 | ``topology`` | ``pkg/controllers/provisioning/scheduling/topology.go``, ``topologygroup.go`` |
 | ``overlay`` | ``pkg/controllers/nodeoverlay``, ``pkg/cloudprovider/overlay`` |

@@ -16,10 +16,8 @@ cheapest remaining one, spot first when the pool allows spot and a spot offering
 capacity-type preference). Offerings are ranked once per pool, so "the cheapest remaining" is the lowest set
 bit of a bitmask, and identical pods are added to a claim in bulk.
 
-Consolidated steady state (``consolidated=True``, and ``Karpenter.steady_state``, the second view): a new
-claim is opened for the offering shape that is cheapest *per pod* for the identical pods that open it, and
-may only use offerings no pricier than that one; pods that come later still fill its room. That is where
-consolidation (WhenEmptyOrUnderutilized) takes the launch when it is cheaper.
+Where Karpenter's disruption controller takes the launch later (consolidation) is
+``kgpu.sim.provisioners.karpenter.disruption``.
 
 Limits: like Karpenter, opening a claim reserves the largest capacity (not allocatable) it may still launch
 against the pool's limits; offerings whose capacity would exceed what is left are not considered.
@@ -34,11 +32,9 @@ as Karpenter's Preferences.Relax does (``relaxations``).
 
 from __future__ import annotations
 
-import bisect
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType, Offering
@@ -68,7 +64,7 @@ from kgpu.sim.provisioners.pools import (
     pool_zones,
     runs,
 )
-from kgpu.sim.scheduler.scheduler import NodeState, Scheduler, StaticFilter
+from kgpu.sim.scheduler.scheduler import NodeState, StaticFilter
 from kgpu.sim.sharing import new_node
 from kgpu.sim.simulate import daemon_pods
 
@@ -240,13 +236,6 @@ class PoolModel:
                 self.generic_mask |= 1 << i
             if opt.capacity_type == "on-demand":
                 self.on_demand_mask |= 1 << i
-        by_price = sorted(range(len(options)), key=lambda i: options[i].price)
-        self._prices = [options[i].price for i in by_price]
-        self._upto: list[int] = []
-        acc = 0
-        for i in by_price:
-            acc |= 1 << i
-            self._upto.append(acc)
         self.remaining = self._remaining(ctx)
         self._initial = dict(self.remaining)
         self.min_values = MinValues(self.reqs, [o.values or {} for o in options])
@@ -287,6 +276,14 @@ class PoolModel:
         they were before this pass reserved any."""
         other = copy.copy(self)
         other.remaining = dict(self._initial)
+        return other
+
+    def over(self, ctx: Context) -> PoolModel:
+        """The same pool for a pass over another cluster (``ctx``): offerings and memos shared, limits
+        counted against that cluster's nodes of the pool."""
+        other = copy.copy(self)
+        other.remaining = other._remaining(ctx)
+        other._initial = dict(other.remaining)
         return other
 
     def requirement_text(self) -> str:
@@ -373,33 +370,6 @@ class PoolModel:
         """Karpenter subtracts the most a new claim may launch from the pool's remaining limits."""
         for key in self.remaining:
             self.remaining[key] -= max((s.limit.get(key, 0) for s in self.shapes if s.mask & mask), default=0)
-
-    def priced_upto(self, price: float) -> int:
-        """Offerings that cost at most ``price``."""
-        n = bisect.bisect_right(self._prices, price)
-        return self._upto[n - 1] if n else 0
-
-    def opening_mask(self, mask: int, vec: tuple[int, ...], pods: int) -> int:
-        """Offerings a new claim may use: those no pricier than the shape cheapest per pod for the
-        ``pods`` identical pods that open it (see the module docstring). That shape is sought among the
-        types launched first (no GPU, not metal) when the pods can use any."""
-        best: tuple[float, int] | None = None
-        best_price = 0.0
-        first = mask & self.generic_mask or mask
-        for shape in self.shapes:
-            m = shape.mask & first
-            if not m:
-                continue
-            k = min(_count(shape.cap, None, vec), pods)
-            if k <= 0:
-                continue
-            price = self.options[(m & -m).bit_length() - 1].price
-            key = (price / k, -k)
-            if best is None or key < best:
-                best, best_price = key, price
-        if best is None:
-            return mask
-        return mask & self.priced_upto(best_price)
 
     def within_limits(self, mask: int) -> int:
         if not self.remaining:
@@ -557,15 +527,16 @@ class NodeClaim:
             if s.mask & allowed and all(c >= t for c, t in zip(s.cap, total, strict=True))
         ]
 
-    def cheapest(self) -> Option | None:
+    def cheapest(self, within: int = -1) -> Option | None:
         """The offering the AWS provider (v1.8) launches for the claim, with the NodeOverlays' prices as its
         Create applies them; None when its filters leave no type (it fails with insufficient capacity, and
         fails again on every retry). Unless the claim has minValues: GPU and metal types only when nothing
         else can hold the pods (ExoticInstanceTypeFilter); where both capacity types are offered, only types
         with a spot offering at most the cheapest on-demand offering's price, or with no spot offering
-        (SpotInstanceFilter). Then spot first where any offering left is spot, then price."""
+        (SpotInstanceFilter). Then spot first where any offering left is spot, then price. ``within``: the
+        offerings the claim is left with (consolidation's price filter), all by default."""
         pool = self.pool
-        m = self._offered()
+        m = self.offered() & within
         if not pool.min_values:
             generic = m & pool.generic_mask
             if generic:
@@ -578,7 +549,7 @@ class NodeClaim:
         low = m & -m
         return pool.options[low.bit_length() - 1]
 
-    def _offered(self) -> int:
+    def offered(self) -> int:
         """The offerings that can still hold every pod of the claim."""
         m = 0
         for s in self.shapes:
@@ -588,7 +559,7 @@ class NodeClaim:
     def launch_error(self) -> str:
         """Why the AWS provider launches nothing for the claim (:meth:`cheapest` is None): its spot filter."""
         pool = self.pool
-        m = self._offered()
+        m = self.offered()
         generic = m & pool.generic_mask
         od = (generic or m) & pool.on_demand_mask
         if not od:
@@ -694,14 +665,10 @@ class Karpenter:
         profile: Profile,
         catalog: Catalog,
         *,
-        consolidated: bool = False,
         overlays: Sequence[NodeOverlay] = (),
     ) -> None:
         self.profile = profile
         self.catalog = catalog
-        # False: what Karpenter's Solve launches (a claim keeps every type that holds its pods); True: the
-        # steady state consolidation reaches, each claim capped at the shape cheapest per pod
-        self.consolidated = consolidated
         # NodeOverlays from the input (karpenter.sh/v1alpha1), evaluated with those kgpu renders for the
         # profile's shared pools (kgpu.sim.provisioners.karpenter.overlay); ``overlay_errors``: the ones Karpenter leaves out
         self.overlays: list[NodeOverlay] = list(overlays)
@@ -710,19 +677,11 @@ class Karpenter:
         # Karpenter's OrderByWeight: weight descending, equal weights by name descending
         by_name = sorted(pools, key=lambda p: p.name, reverse=True)
         self.pools = sorted(by_name, key=lambda p: -(p.weight or 0))
-        self.models: list[PoolModel] = []  # the last pass's, for cost bounds
-        # the last pass's consolidated steady state (``steady_state``), when it launched nodes
-        self.consolidation: dict[str, Any] | None = None
+        self.models: list[PoolModel] = []  # the last pass's, for cost bounds and consolidation
         self._added: list[tuple[NodeClaim, Sequence[Pod]]] = []  # pods as they joined claims, in order
 
     def provision(self, pending: Sequence[Pod], ctx: Context) -> dict[str, str]:
-        before = [] if self.consolidated else [(st.node, list(st.pods)) for st in ctx.scheduler.states]
-        self.consolidation = None
-        notes = self._provision(pending, ctx)
-        launched = [n for n in ctx.new_nodes if n.kind == "karpenter"]
-        if launched and not self.consolidated:
-            self.consolidation = self.steady_state(before, launched, ctx)
-        return notes
+        return self._provision(pending, ctx)
 
     def overlay_store(self) -> OverlayStore | None:
         """Karpenter's InstanceTypeStore over the input's NodeOverlays and the profile's (None: none)."""
@@ -733,34 +692,6 @@ class Karpenter:
         store = OverlayStore(overlays, self.pools, self.catalog, cluster.region, cluster.zones or ())
         self.overlay_errors = dict(store.errors)
         return store
-
-    def steady_state(
-        self, before: Sequence[tuple[Node, Sequence[Pod]]], launched: Sequence[NewNode], ctx: Context
-    ) -> dict[str, Any]:
-        """Where consolidation (``WhenEmptyOrUnderutilized``) takes the nodes this pass launched: the same
-        pods provisioned again on the cluster as it was, each new claim capped at the offering shape that is
-        cheapest per pod for the pods that open it. Karpenter only replaces nodes with cheaper ones, so
-        when that packing is not cheaper the launch is the steady state (saving 0)."""
-        scratch = Scheduler([node for node, _ in before])
-        for st, (_, pods) in zip(scratch.states, before, strict=True):
-            for pod in pods:
-                st.add(pod)
-                scratch.topology.bound(pod, st)
-        sub = Context(scratch, self.profile, ctx.catalog, ctx.daemonsets)
-        capped = Karpenter(self.profile, self.catalog, consolidated=True)
-        pods = [pod for node in launched for pod in node.pods]
-        capped._provision(karpenter_order(pods), sub, [m.again() for m in self.models])
-        launch_cost = round(sum(n.hourly_price or 0.0 for n in launched), 4)
-        steady = [n for n in sub.new_nodes if n.kind == "karpenter"]
-        steady_cost = round(sum(n.hourly_price or 0.0 for n in steady), 4)
-        if len(sub.outcome) < len(pods) or steady_cost >= launch_cost:
-            steady, steady_cost = list(launched), launch_cost
-        return {
-            "launch_hourly_cost": launch_cost,
-            "hourly_cost": steady_cost,
-            "saving": round(launch_cost - steady_cost, 4),
-            "new_nodes": [n.as_dict() for n in steady],
-        }
 
     def _provision(
         self, pending: Sequence[Pod], ctx: Context, models: list[PoolModel] | None = None
@@ -834,7 +765,7 @@ class Karpenter:
         states: dict[int, NodeState] = {}
         failed: dict[int, str] = {}  # the provisioner's Create refused the claim, or the cloud launched nothing
         for claim in claims:
-            opt = None if claim.pool.create_error else claim.cheapest()
+            opt = self._choose(claim)
             if opt is None:
                 failed[id(claim)] = claim.pool.create_error or claim.launch_error()
             else:
@@ -951,12 +882,13 @@ class Karpenter:
                 if unmet:
                     errors.append(f'incompatible with nodepool "{model.pool.name}", {MinValues.error(unmet)}')
                     continue
-                opening = model.opening_mask(mask, vec, pods) if self.consolidated else mask
-                if model.min_values.unmet(opening):
-                    opening = mask  # the cost cap may not take the claim's flexibility below minValues
-                return NodeClaim(model, opening)
-            return NodeClaim(model, model.opening_mask(mask, vec, pods) if self.consolidated else mask)
+            return NodeClaim(model, mask)
         return None
+
+    def _choose(self, claim: NodeClaim) -> Option | None:
+        """The offering launched for a claim; None when the provisioner's Create refuses it or the cloud
+        provider launches nothing (consolidation's replacement filters it further)."""
+        return None if claim.pool.create_error else claim.cheapest()
 
     def _launch(self, claim: NodeClaim, opt: Option, ctx: Context) -> NodeState:
         pool = claim.pool.pool
