@@ -51,7 +51,7 @@ from typing import Any
 from kgpu.catalog import Catalog
 from kgpu.model.objects import Node, Pod
 from kgpu.model.profile import Pool, PoolKind, Profile
-from kgpu.sim.provisioners.karpenter.solve import Karpenter, NodeClaim, Option, PoolModel
+from kgpu.sim.provisioners.karpenter.solve import Karpenter, NodeClaim, Option, PoolModel, bits
 from kgpu.sim.provisioners.pools import LABEL_NODEPOOL, Context, NewNode, karpenter_order
 from kgpu.sim.scheduler.scheduler import Scheduler
 
@@ -182,7 +182,7 @@ class _Replacement(Karpenter):
                 self.why = "spot-to-spot consolidation replaces one node at a time"
                 return None
             cheaper = _mask(pool, spot, lambda o: o.price < price)
-            types = sorted({pool.options[i].type.name: pool.options[i].price for i in _bits(cheaper)}.items(),
+            types = sorted({pool.options[i].type.name: pool.options[i].price for i in bits(cheaper)}.items(),
                            key=lambda kv: (kv[1], kv[0]))
             if len(types) < SPOT_TO_SPOT_MIN_TYPES:
                 self.why = (f"spot-to-spot consolidation needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot instance types; "
@@ -196,7 +196,7 @@ class _Replacement(Karpenter):
         cap = price
         if self.multi:
             # filterOutSameInstanceType: a replacement of a type being removed must be cheaper than that node
-            names = {pool.options[i].type.name for i in _bits(within)}
+            names = {pool.options[i].type.name for i in bits(within)}
             same = [c.price for c in self.candidates if c.new.instance_type in names]
             if same:
                 cap = min(cap, min(same))
@@ -209,18 +209,9 @@ class _Replacement(Karpenter):
 
 def _mask(pool: PoolModel, mask: int, keep: Any) -> int:
     out = 0
-    for i in _bits(mask):
+    for i in bits(mask):
         if keep(pool.options[i]):
             out |= 1 << i
-    return out
-
-
-def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
     return out
 
 

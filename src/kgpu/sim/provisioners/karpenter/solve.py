@@ -564,7 +564,7 @@ class NodeClaim:
         od = (generic or m) & pool.on_demand_mask
         if not od:
             return f'launching nodeclaim of nodepool "{pool.pool.name}": no instance type left to launch'
-        cheapest_od = min(pool.options[i].price for i in _bits(od))
+        cheapest_od = min(pool.options[i].price for i in bits(od))
         return (
             f'launching nodeclaim of nodepool "{pool.pool.name}": insufficient capacity, all requested instance '
             "types were unavailable during launch (the AWS provider launches no type whose spot offerings all cost "
@@ -576,14 +576,14 @@ class NodeClaim:
 def _spot_filter(options: Sequence[Option], mask: int, od: int) -> int:
     """The AWS provider's SpotInstanceFilter (v1.8) over the offerings in ``mask`` (``od``: the on-demand
     ones): the types with a spot offering at most the cheapest on-demand price, or with no spot offering."""
-    cheapest_od = min(options[i].price for i in _bits(od))
+    cheapest_od = min(options[i].price for i in bits(od))
     spot_ok: dict[str, bool] = {}  # per type with a spot offering: whether one is at most cheapest_od
-    for i in _bits(mask):
+    for i in bits(mask):
         opt = options[i]
         if opt.capacity_type == "spot":
             spot_ok[opt.type.name] = spot_ok.get(opt.type.name, False) or opt.price <= cheapest_od
     out = 0
-    for i in _bits(mask):
+    for i in bits(mask):
         if spot_ok.get(options[i].type.name, True):
             out |= 1 << i
     return out
@@ -943,7 +943,7 @@ def bound_inputs(
                 m = shape.mask & mask
                 if not m:
                     continue
-                price = min(model.options[i].price for i in _bits(m))
+                price = min(model.options[i].price for i in bits(m))
                 key = (mi, si, price)
                 if key not in columns:
                     columns[key] = len(caps)
@@ -955,7 +955,8 @@ def bound_inputs(
     return demands, caps, prices
 
 
-def _bits(mask: int) -> list[int]:
+def bits(mask: int) -> list[int]:
+    """The indexes of the set bits of ``mask``, lowest first."""
     out = []
     while mask:
         low = mask & -mask
