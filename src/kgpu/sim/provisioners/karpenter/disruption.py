@@ -18,17 +18,20 @@ none finds one (the steady state):
 
 Karpenter never turns nodes into several (``computeConsolidation`` refuses a simulation that needs more than
 one new node). The pods of a command go through Karpenter's own scheduling (``kgpu.sim.provisioners.
-karpenter.solve``) over the cluster without the candidates; the replacement's instance types are those with
-an offering cheaper than the candidates' price, spot only when the claim allows both capacity types (so the
-launch never falls back to a pricier on-demand node). Candidates that are all spot, replaced by a claim that
-allows spot, are *spot-to-spot* consolidation: only with the ``SpotToSpotConsolidation`` feature gate (off by
-default), only for one candidate, and only with at least 15 cheaper spot instance types.
+karpenter.solve``) over the cluster without the candidates, existing nodes tried in Karpenter's order (by
+name, the first that can add the pod). The replacement keeps the instance types whose *worst* launch price
+(their dearest compatible offering at the capacity type the launch would use, spot before on-demand) is
+below the candidates' price; then, when the claim allows both capacity types, spot only (the launch never
+falls back to a pricier on-demand node). Candidates that are all spot, replaced by a claim that allows spot,
+are *spot-to-spot* consolidation: only with the ``SpotToSpotConsolidation`` feature gate (off by default),
+and for a single candidate only with at least 15 cheaper spot instance types (the 15 cheapest are kept).
+Multi-node consolidation skips empty candidates (they are emptiness's).
 
 A candidate is a node this simulation launched (or a replacement) whose NodePool's ``consolidateAfter`` is not
-``Never`` and with no pod annotated ``karpenter.sh/do-not-disrupt: "true"``. Disruption cost: each
-reschedulable pod's eviction cost (1, plus ``controller.kubernetes.io/pod-deletion-cost`` / 2^27, plus its
-priority / 2^25, clamped to [-10, 10]), summed; new nodes have their whole lifetime ahead. Ties by node name
-(Karpenter's sort is not stable). Budgets: each NodePool's default ``nodes: 10%`` of its nodes, rounded up.
+``Never`` and with no pod annotated ``karpenter.sh/do-not-disrupt: "true"``. Disruption cost: each pod's
+eviction cost (1, plus ``controller.kubernetes.io/pod-deletion-cost`` / 2^27, plus its priority / 2^25,
+clamped to [-10, 10]), DaemonSet pods included, summed; new nodes have their whole lifetime ahead. Ties by
+node name (Karpenter's sort is not stable, over Go map order: its tie order changes from run to run). Budgets: each NodePool's default ``nodes: 10%`` of its nodes, rounded up.
 
 Not modelled: nodes that existed before the simulation are destinations only, never candidates (their own
 consolidation is a question about the cluster as it is, not about this launch); PodDisruptionBudgets; a
@@ -44,14 +47,15 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgpu.catalog import Catalog
-from kgpu.model.objects import Node, Pod
+from kgpu.errors import InputError
+from kgpu.model.objects import Node, Pod, PodSpecInfo
 from kgpu.model.profile import Pool, PoolKind, Profile
-from kgpu.sim.provisioners.karpenter.solve import Karpenter, NodeClaim, Option, PoolModel, bits
+from kgpu.sim.provisioners.karpenter.solve import Karpenter, NodeClaim, Option, PoolModel, bits, resource_dims
 from kgpu.sim.provisioners.pools import LABEL_NODEPOOL, Context, NewNode, karpenter_order
 from kgpu.sim.scheduler.scheduler import Scheduler
 
@@ -104,7 +108,9 @@ class _Node:
         return self.new.hourly_price or 0.0
 
     def cost(self) -> float:
-        return sum(eviction_cost(p) for p in reschedulable(self.pods))
+        """``ReschedulingCost`` over every pod of the node, DaemonSet pods included (a new node has its
+        whole lifetime ahead: LifetimeRemaining 1)."""
+        return sum(eviction_cost(p) for p in self.pods)
 
     def as_dict(self) -> dict[str, Any]:
         out = self.new.as_dict()
@@ -151,6 +157,22 @@ class Command:
         return out
 
 
+class _Simulation(Context):
+    """A consolidation command's scheduling simulation: Karpenter's scheduler tries the existing nodes in its
+    own order (``sortExistingNodes``: initialized first, then by name; every node here is initialized) and
+    takes the first that can add the pod (``ExistingNode.CanAdd``), where kube-scheduler would score them."""
+
+    def place_existing(self, run: list[Pod]) -> list[Pod]:
+        order = sorted(self.scheduler.states, key=lambda st: st.name)
+        for n, pod in enumerate(run):
+            st = next((s for s in order if self.scheduler.admits(pod, s)), None)
+            if st is None:
+                return run[n:]
+            self.scheduler.bind(pod, st)
+            self.placed(pod, st)
+        return []
+
+
 class _Replacement(Karpenter):
     """Karpenter's scheduling simulation for a consolidation command: Solve as the provisioner runs it, with
     the one new claim's offerings filtered as ``computeConsolidation`` filters them before the launch."""
@@ -166,6 +188,7 @@ class _Replacement(Karpenter):
         self.why = ""
 
     def _choose(self, claim: NodeClaim) -> Option | None:
+        """``computeConsolidation`` on the one new claim, then the launch (``NodeClaim.cheapest``)."""
         self.claims += 1
         if claim.pool.create_error or self.claims > 1:
             return None
@@ -174,37 +197,59 @@ class _Replacement(Karpenter):
         price = sum(c.price for c in self.candidates)
         spot = _mask(pool, offered, lambda o: o.capacity_type == "spot")
         if all(c.new.capacity_type == "spot" for c in self.candidates) and spot:
-            # spot-to-spot consolidation
-            if not self.spot_to_spot:
-                self.why = "spot nodes are replaced only with the SpotToSpotConsolidation feature gate (off by default)"
+            kept = self._spot_to_spot(pool, spot, price)
+        else:
+            kept = cheaper(pool, offered, price)
+            if not kept:
+                self.why = "no instance type is cheaper than the node(s) it would replace"
                 return None
-            if len(self.candidates) > 1:
-                self.why = "spot-to-spot consolidation replaces one node at a time"
-                return None
-            cheaper = _mask(pool, spot, lambda o: o.price < price)
-            types = sorted({pool.options[i].type.name: pool.options[i].price for i in bits(cheaper)}.items(),
-                           key=lambda kv: (kv[1], kv[0]))
-            if len(types) < SPOT_TO_SPOT_MIN_TYPES:
-                self.why = (f"spot-to-spot consolidation needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot instance types; "
-                            f"{len(types)} are")
-                return None
-            keep = {name for name, _ in types[:SPOT_TO_SPOT_MIN_TYPES]}
-            return claim.cheapest(_mask(pool, cheaper, lambda o: o.type.name in keep))
-        within = offered
-        if spot and spot != offered:
-            within = spot  # the launch may not fall back to a pricier on-demand node
-        cap = price
-        if self.multi:
+            if spot and spot != offered:
+                kept &= spot  # both capacity types allowed: spot only, never a pricier on-demand fallback
+        if kept and self.multi:
             # filterOutSameInstanceType: a replacement of a type being removed must be cheaper than that node
-            names = {pool.options[i].type.name for i in bits(within)}
+            names = {pool.options[i].type.name for i in bits(kept)}
             same = [c.price for c in self.candidates if c.new.instance_type in names]
             if same:
-                cap = min(cap, min(same))
-        within = _mask(pool, within, lambda o: o.price < cap)
-        if not within:
+                kept = cheaper(pool, kept, min(same))
+        return claim.cheapest(kept) if kept else None
+
+    def _spot_to_spot(self, pool: PoolModel, spot: int, price: float) -> int:
+        """``computeSpotToSpotConsolidation``: the spot offerings the replacement keeps (0: no command)."""
+        if not self.spot_to_spot:
+            self.why = "spot nodes are replaced only with the SpotToSpotConsolidation feature gate (off by default)"
+            return 0
+        kept = cheaper(pool, spot, price)
+        if not kept:
             self.why = "no instance type is cheaper than the node(s) it would replace"
-            return None
-        return claim.cheapest(within)
+            return 0
+        if self.multi:
+            return kept
+        first: dict[str, float] = {}  # each type's cheapest offering (OrderByPrice)
+        for i in bits(kept):
+            o = pool.options[i]
+            first[o.type.name] = min(first.get(o.type.name, o.price), o.price)
+        if len(first) < SPOT_TO_SPOT_MIN_TYPES:
+            self.why = (
+                f"spot-to-spot consolidation needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot instance types; "
+                f"{len(first)} are"
+            )
+            return 0
+        keep = set(sorted(first, key=lambda n: (first[n], n))[:SPOT_TO_SPOT_MIN_TYPES])
+        return _mask(pool, kept, lambda o: o.type.name in keep)
+
+
+def cheaper(pool: PoolModel, mask: int, price: float) -> int:
+    """The offerings in ``mask`` of the instance types whose worst launch price is below ``price``
+    (``RemoveInstanceTypeOptionsByPriceAndMinValues``: ``Offerings.WorstLaunchPrice``, the dearest offering at
+    the capacity type the launch would use, spot before on-demand)."""
+    worst: dict[str, tuple[int, float]] = {}  # type -> (0 spot / 1 on-demand, dearest price at it)
+    for i in bits(mask):
+        o = pool.options[i]
+        rank = 0 if o.capacity_type == "spot" else 1
+        have = worst.get(o.type.name)
+        if have is None or rank < have[0] or (rank == have[0] and o.price > have[1]):
+            worst[o.type.name] = (rank, o.price)
+    return _mask(pool, mask, lambda o: worst[o.type.name][1] < price)
 
 
 def _mask(pool: PoolModel, mask: int, keep: Any) -> int:
@@ -226,8 +271,12 @@ class Disruption:
         ctx: Context,
         *,
         spot_to_spot: bool = False,
+        order: Callable[[str], Any] | None = None,
     ) -> None:
         self.karpenter = karpenter
+        # among candidates of equal disruption cost: by name (Karpenter's own order is Go map order, random
+        # from one run to the next; the differential passes other orders to see which ones reach its state)
+        self.order: Callable[[str], Any] = order or (lambda name: name)
         self.profile = karpenter.profile
         self.catalog = karpenter.catalog
         self.models = karpenter.models
@@ -238,6 +287,7 @@ class Disruption:
         self.pools = {p.name: p for p in self.profile.pools}
         self.names = dict(ctx.launched)
         self.notes: dict[str, str] = {}  # candidate name -> why nothing was done with it, last seen
+        self._specs: dict[PodSpecInfo, PodSpecInfo] = {}
 
     # -- candidates -------------------------------------------------------------------------------------------
 
@@ -255,7 +305,7 @@ class Disruption:
             if any(p.annotations.get(DO_NOT_DISRUPT) == "true" for p in n.pods):
                 continue
             out.append(n)
-        return sorted(out, key=lambda n: (n.cost(), n.name))
+        return sorted(out, key=lambda n: (n.cost(), self.order(n.name)))
 
     def _budgets(self) -> dict[str, int]:
         """Disruptions allowed per NodePool: 10 % of its nodes, rounded up."""
@@ -292,9 +342,9 @@ class Disruption:
             for pod in on:
                 st.add(pod)
                 scratch.topology.bound(pod, st)
-        sub = Context(scratch, self.profile, self.ctx.catalog, self.ctx.daemonsets)
+        sub = _Simulation(scratch, self.profile, self.ctx.catalog, self.ctx.daemonsets)
         sub.launched = dict(self.names)
-        moving = [p for c in cands for p in reschedulable(c.pods)]
+        moving = [self._unbound(p) for c in cands for p in reschedulable(c.pods)]
         rep = _Replacement(self.profile, self.catalog, cands, multi=method == MULTI, spot_to_spot=self.spot_to_spot)
         rep._provision(karpenter_order(moving), sub, [m.over(sub) for m in self.models])
         where = {p.key: st for st in scratch.states for p in st.pods}
@@ -315,6 +365,15 @@ class Disruption:
         after.append((None, list(st.pods)))
         return Command(method, list(cands), new, after, reschedulable(st.pods), st.node)
 
+    def _unbound(self, pod: Pod) -> Pod:
+        """The pod as its controller creates it again: no ``spec.nodeName`` (one spec per original spec)."""
+        if not pod.spec.node_name:
+            return pod
+        spec = self._specs.get(pod.spec)
+        if spec is None:
+            spec = self._specs[pod.spec] = replace(pod.spec, node_name="")
+        return replace(pod, spec=spec)
+
     def _note(self, cands: Sequence[_Node], why: str) -> None:
         if len(cands) == 1:
             self.notes[cands[0].name] = why
@@ -328,7 +387,9 @@ class Disruption:
         return Command(EMPTINESS, empty, None, [(n, n.pods) for n in self.nodes if id(n) not in gone])
 
     def _multi(self, budgets: Mapping[str, int]) -> Command | None:
-        cands = self._within(self._candidates(underutilized=True), budgets)[:MULTI_NODE_MAX]
+        # empty candidates are emptiness's, and take no budget here
+        busy = [c for c in self._candidates(underutilized=True) if reschedulable(c.pods)]
+        cands = self._within(busy, budgets)[:MULTI_NODE_MAX]
         if len(cands) < 2:
             return None
         lo, hi, best = 1, len(cands) - 1, None
@@ -421,7 +482,9 @@ class Disruption:
         return reasons
 
 
-def consolidate(karpenter: Karpenter, ctx: Context, *, spot_to_spot: bool = False) -> dict[str, Any] | None:
+def consolidate(
+    karpenter: Karpenter, ctx: Context, *, spot_to_spot: bool = False, order: Callable[[str], Any] | None = None
+) -> dict[str, Any] | None:
     """Where Karpenter's disruption controller takes the nodes ``karpenter`` launched in the pass ``ctx``
     (None when it launched none): the steps it takes and the steady state, or why it keeps the launch."""
     new = {n.name: n for n in ctx.new_nodes if n.kind == "karpenter"}
@@ -429,4 +492,52 @@ def consolidate(karpenter: Karpenter, ctx: Context, *, spot_to_spot: bool = Fals
         return None
     before = [(st.node, st.pods) for st in ctx.scheduler.states if st.name not in new]
     launched = [(st.node, st.pods, new[st.name]) for st in ctx.scheduler.states if st.name in new]
-    return Disruption(karpenter, before, launched, ctx, spot_to_spot=spot_to_spot).run()
+    return Disruption(karpenter, before, launched, ctx, spot_to_spot=spot_to_spot, order=order).run()
+
+
+@dataclass(frozen=True)
+class KarpenterNode:
+    """A node Karpenter launched and may disrupt: its NodePool, offering and the pods on it."""
+
+    name: str
+    pool: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    pods: Sequence[Pod] = ()
+
+
+def consolidate_nodes(
+    karpenter: Karpenter,
+    ctx: Context,
+    nodes: Sequence[KarpenterNode],
+    *,
+    spot_to_spot: bool = False,
+    order: Callable[[str], Any] | None = None,
+) -> dict[str, Any]:
+    """Where the disruption controller takes Karpenter nodes that exist: each is launched into ``ctx`` under
+    its name as Karpenter would have launched its offering (labels, allocatable, DaemonSet pods), its pods
+    bound to it, and all of them are candidates. ``order``: see :class:`Disruption`."""
+    pods = [p for n in nodes for p in n.pods]
+    store = karpenter.overlay_store()
+    dims = resource_dims(pods)
+    karpenter.models = [PoolModel(karpenter.profile, p, karpenter.catalog, ctx, dims, store) for p in karpenter.pools]
+    models = {m.pool.name: m for m in karpenter.models}
+    for n in nodes:
+        model = models.get(n.pool)
+        if model is None:
+            raise InputError(f"node {n.name}: nodepool {n.pool!r} is not a Karpenter pool of the profile")
+        at = next(
+            (i for i, o in enumerate(model.options)
+             if (o.type.name, o.zone, o.capacity_type) == (n.instance_type, n.zone, n.capacity_type)),
+            None,
+        )
+        if at is None:
+            raise InputError(
+                f"node {n.name}: nodepool {n.pool} offers no {n.instance_type} {n.capacity_type} in {n.zone}"
+            )
+        st = karpenter._launch(NodeClaim(model, 1 << at), model.options[at], ctx, n.name)
+        for pod in n.pods:
+            ctx.scheduler.bind(pod, st)
+            ctx.placed(pod, st)
+    return consolidate(karpenter, ctx, spot_to_spot=spot_to_spot, order=order) or {}

@@ -890,9 +890,9 @@ class Karpenter:
         provider launches nothing (consolidation's replacement filters it further)."""
         return None if claim.pool.create_error else claim.cheapest()
 
-    def _launch(self, claim: NodeClaim, opt: Option, ctx: Context) -> NodeState:
+    def _launch(self, claim: NodeClaim, opt: Option, ctx: Context, name: str = "") -> NodeState:
         pool = claim.pool.pool
-        name = ctx.node_name(pool.name)
+        name = name or ctx.node_name(pool.name)
         alloc, labels = new_node(pool, opt.type, opt.type.allocatable(), opt.node.labels)  # what the plugin advertises
         # an extended resource only a NodeOverlay gives (not the type, not the GPU sharing config) is what the
         # node's own device plugin advertises: the overlay says so
