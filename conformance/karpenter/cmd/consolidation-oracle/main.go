@@ -99,6 +99,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"kgpu.invalid/conformance/karpenter/internal/oracleio"
 	v1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/karpenter/pkg/cloudprovider"
 	"sigs.k8s.io/karpenter/pkg/cloudprovider/fake"
@@ -125,21 +126,6 @@ const (
 	eps            = 1e-9
 )
 
-type offeringIn struct {
-	Zone         string  `json:"zone"`
-	CapacityType string  `json:"capacityType"`
-	Price        float64 `json:"price"`
-	Available    *bool   `json:"available,omitempty"`
-}
-
-type instanceTypeIn struct {
-	Name         string                           `json:"name"`
-	Capacity     corev1.ResourceList              `json:"capacity"`
-	KubeReserved corev1.ResourceList              `json:"kubeReserved"`
-	Requirements []corev1.NodeSelectorRequirement `json:"requirements"`
-	Offerings    []offeringIn                     `json:"offerings"`
-}
-
 type nodeIn struct {
 	Name         string `json:"name"`
 	NodePool     string `json:"nodePool"`
@@ -150,7 +136,7 @@ type nodeIn struct {
 
 type input struct {
 	NodePools       []*v1.NodePool                  `json:"nodePools"`
-	InstanceTypes   []instanceTypeIn                `json:"instanceTypes"`
+	InstanceTypes   []oracleio.InstanceTypeIn       `json:"instanceTypes"`
 	WellKnownLabels []string                        `json:"wellKnownLabels"`
 	DaemonSets      []*appsv1.DaemonSet             `json:"daemonSets"`
 	Nodes           []nodeIn                        `json:"nodes"`
@@ -163,21 +149,9 @@ type input struct {
 	MaxRounds int          `json:"maxRounds"`
 }
 
-type offeringOut struct {
-	Zone         string  `json:"zone"`
-	CapacityType string  `json:"capacityType"`
-	Price        float64 `json:"price"`
-}
-
-type optionOut struct {
-	Name      string        `json:"name"`
-	Price     float64       `json:"price"`
-	Offerings []offeringOut `json:"offerings"`
-}
-
 type claimOut struct {
 	Requirements  []v1.NodeSelectorRequirementWithMinValues `json:"requirements"`
-	InstanceTypes []optionOut                               `json:"instanceTypes"`
+	InstanceTypes []oracleio.OptionOut                      `json:"instanceTypes"`
 }
 
 type replacementOut struct {
@@ -228,40 +202,12 @@ func internal(format string, args ...any) {
 	os.Exit(1)
 }
 
-func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
-
-// instanceType is karpenter-oracle's: the input type as a cloudprovider.InstanceType.
-func instanceType(i int, in instanceTypeIn) *cloudprovider.InstanceType {
-	if in.Name == "" {
-		fail("instanceTypes[%d].name: required", i)
+func instanceType(i int, in oracleio.InstanceTypeIn) *cloudprovider.InstanceType {
+	it, err := oracleio.InstanceType(in)
+	if err != nil {
+		fail("instanceTypes[%d].%v", i, err)
 	}
-	if len(in.Offerings) == 0 {
-		fail("instanceTypes[%d].offerings: at least one offering is required (%s)", i, in.Name)
-	}
-	reqs := kscheduling.NewNodeSelectorRequirements(in.Requirements...)
-	offerings := cloudprovider.Offerings{}
-	for _, o := range in.Offerings {
-		offerings = append(offerings, &cloudprovider.Offering{
-			Requirements: kscheduling.NewLabelRequirements(map[string]string{
-				v1.CapacityTypeLabelKey:  o.CapacityType,
-				corev1.LabelTopologyZone: o.Zone,
-			}),
-			Price:     o.Price,
-			Available: lo.FromPtrOr(o.Available, true),
-		})
-	}
-	avail := offerings.Available()
-	reqs.Add(kscheduling.NewRequirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn,
-		lo.Uniq(lo.Map(avail, func(o *cloudprovider.Offering, _ int) string { return o.Zone() }))...))
-	reqs.Add(kscheduling.NewRequirement(v1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn,
-		lo.Uniq(lo.Map(avail, func(o *cloudprovider.Offering, _ int) string { return o.CapacityType() }))...))
-	return &cloudprovider.InstanceType{
-		Name:         in.Name,
-		Requirements: reqs,
-		Offerings:    offerings,
-		Capacity:     in.Capacity,
-		Overhead:     &cloudprovider.InstanceTypeOverhead{KubeReserved: in.KubeReserved},
-	}
+	return it
 }
 
 // recorder keeps the disruption events of one reconcile, per node.
@@ -426,7 +372,7 @@ func (s *sim) bind(p *corev1.Pod, nodeName string) {
 		{Type: corev1.PodReady, Status: corev1.ConditionTrue},
 	}
 	if err := s.kube.Create(s.ctx, p); err != nil {
-		internal("creating pod %s: %v", key(p), err)
+		internal("creating pod %s: %v", oracleio.Key(p), err)
 	}
 	s.reconcile(s.podCtl, p)
 }
@@ -505,13 +451,13 @@ func launchChoice(nc *scheduling.NodeClaim) (*cloudprovider.InstanceType, *cloud
 
 func claimOf(nc *scheduling.NodeClaim) claimOut {
 	reqs := nc.Requirements
-	out := claimOut{Requirements: reqs.NodeSelectorRequirements(), InstanceTypes: []optionOut{}}
+	out := claimOut{Requirements: reqs.NodeSelectorRequirements(), InstanceTypes: []oracleio.OptionOut{}}
 	sort.Slice(out.Requirements, func(a, b int) bool { return out.Requirements[a].Key < out.Requirements[b].Key })
 	for _, it := range append(cloudprovider.InstanceTypes(nil), nc.InstanceTypeOptions...).OrderByPrice(reqs) {
-		opt := optionOut{Name: it.Name, Offerings: []offeringOut{}}
+		opt := oracleio.OptionOut{Name: it.Name, Offerings: []oracleio.OfferingOut{}}
 		compat := it.Offerings.Available().Compatible(reqs)
 		for _, o := range compat {
-			opt.Offerings = append(opt.Offerings, offeringOut{Zone: o.Zone(), CapacityType: o.CapacityType(), Price: o.Price})
+			opt.Offerings = append(opt.Offerings, oracleio.OfferingOut{Zone: o.Zone(), CapacityType: o.CapacityType(), Price: o.Price})
 		}
 		if len(compat) > 0 {
 			opt.Price = compat.Cheapest().Price
@@ -800,7 +746,7 @@ func main() {
 	}
 	inputPods := map[string]bool{}
 	for _, p := range in.Pods {
-		inputPods[key(p)] = true
+		inputPods[oracleio.Key(p)] = true
 	}
 	for _, n := range list.Items {
 		it := s.types[n.Labels[corev1.LabelInstanceTypeStable]]
@@ -811,8 +757,8 @@ func main() {
 			Pods: []string{},
 		}
 		for _, p := range s.podsOn(n.Name) {
-			if inputPods[key(p)] {
-				node.Pods = append(node.Pods, key(p))
+			if inputPods[oracleio.Key(p)] {
+				node.Pods = append(node.Pods, oracleio.Key(p))
 			}
 		}
 		sort.Strings(node.Pods)
@@ -840,7 +786,7 @@ func (s *sim) apply(round int, m disruption.Method, cmd *disruption.Command) rou
 	}
 	for _, en := range cmd.Results.ExistingNodes {
 		for _, p := range en.Pods {
-			r.Moves[key(p)] = en.Name()
+			r.Moves[oracleio.Key(p)] = en.Name()
 		}
 	}
 	for i, rp := range cmd.Replacements {
@@ -858,7 +804,7 @@ func (s *sim) apply(round int, m disruption.Method, cmd *disruption.Command) rou
 			name = fmt.Sprintf("%s-%d", name, i)
 		}
 		for _, p := range rp.Pods {
-			r.Moves[key(p)] = name
+			r.Moves[oracleio.Key(p)] = name
 		}
 		nc := rp.ToNodeClaim()
 		s.launch(name, nc, np, it, o.Zone(), o.CapacityType())
@@ -870,12 +816,12 @@ func (s *sim) apply(round int, m disruption.Method, cmd *disruption.Command) rou
 	var moved []*corev1.Pod
 	for _, c := range cmd.Candidates {
 		for _, p := range s.podsOn(c.Name()) {
-			target, ok := r.Moves[key(p)]
+			target, ok := r.Moves[oracleio.Key(p)]
 			if !ok && podutils.IsReschedulable(p) {
-				internal("round %d: pod %s on candidate %s has no place in the command", round, key(p), c.Name())
+				internal("round %d: pod %s on candidate %s has no place in the command", round, oracleio.Key(p), c.Name())
 			}
 			if err := s.kube.Delete(s.ctx, p); err != nil {
-				internal("deleting pod %s: %v", key(p), err)
+				internal("deleting pod %s: %v", oracleio.Key(p), err)
 			}
 			s.reconcile(s.podCtl, p)
 			if ok {

@@ -47,6 +47,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"kgpu.invalid/conformance/karpenter/internal/oracleio"
 	v1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/karpenter/pkg/apis/v1alpha1"
 	"sigs.k8s.io/karpenter/pkg/cloudprovider"
@@ -59,52 +60,24 @@ import (
 	"sigs.k8s.io/karpenter/pkg/operator/injection"
 	"sigs.k8s.io/karpenter/pkg/operator/logging"
 	karpopts "sigs.k8s.io/karpenter/pkg/operator/options"
-	kscheduling "sigs.k8s.io/karpenter/pkg/scheduling"
 	"sigs.k8s.io/karpenter/pkg/test"
 	"sigs.k8s.io/karpenter/pkg/utils/daemonset"
 	nodepoolutils "sigs.k8s.io/karpenter/pkg/utils/nodepool"
 )
 
-type offeringIn struct {
-	Zone         string  `json:"zone"`
-	CapacityType string  `json:"capacityType"`
-	Price        float64 `json:"price"`
-	Available    *bool   `json:"available,omitempty"`
-}
-
-type instanceTypeIn struct {
-	Name         string                           `json:"name"`
-	Capacity     corev1.ResourceList              `json:"capacity"`
-	KubeReserved corev1.ResourceList              `json:"kubeReserved"`
-	Requirements []corev1.NodeSelectorRequirement `json:"requirements"`
-	Offerings    []offeringIn                     `json:"offerings"`
-}
-
 type input struct {
-	NodePools       []*v1.NodePool          `json:"nodePools"`
-	InstanceTypes   []instanceTypeIn        `json:"instanceTypes"`
-	DaemonSets      []*appsv1.DaemonSet     `json:"daemonSets"`
-	Pods            []*corev1.Pod           `json:"pods"`
-	WellKnownLabels []string                `json:"wellKnownLabels"`
-	NodeOverlays    []*v1alpha1.NodeOverlay `json:"nodeOverlays"`
-}
-
-type offeringOut struct {
-	Zone         string  `json:"zone"`
-	CapacityType string  `json:"capacityType"`
-	Price        float64 `json:"price"`
-}
-
-type optionOut struct {
-	Name      string        `json:"name"`
-	Price     float64       `json:"price"`
-	Offerings []offeringOut `json:"offerings"`
+	NodePools       []*v1.NodePool            `json:"nodePools"`
+	InstanceTypes   []oracleio.InstanceTypeIn `json:"instanceTypes"`
+	DaemonSets      []*appsv1.DaemonSet       `json:"daemonSets"`
+	Pods            []*corev1.Pod             `json:"pods"`
+	WellKnownLabels []string                  `json:"wellKnownLabels"`
+	NodeOverlays    []*v1alpha1.NodeOverlay   `json:"nodeOverlays"`
 }
 
 type nodeClaimOut struct {
 	NodePool      string                                    `json:"nodePool"`
 	Requirements  []v1.NodeSelectorRequirementWithMinValues `json:"requirements"`
-	InstanceTypes []optionOut                               `json:"instanceTypes"`
+	InstanceTypes []oracleio.OptionOut                      `json:"instanceTypes"`
 	Pods          []string                                  `json:"pods"`
 }
 
@@ -120,40 +93,12 @@ func fail(format string, args ...any) {
 	os.Exit(2)
 }
 
-func key(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
-
-func instanceType(i int, in instanceTypeIn) *cloudprovider.InstanceType {
-	if in.Name == "" {
-		fail("instanceTypes[%d].name: required", i)
+func instanceType(i int, in oracleio.InstanceTypeIn) *cloudprovider.InstanceType {
+	it, err := oracleio.InstanceType(in)
+	if err != nil {
+		fail("instanceTypes[%d].%v", i, err)
 	}
-	if len(in.Offerings) == 0 {
-		fail("instanceTypes[%d].offerings: at least one offering is required (%s)", i, in.Name)
-	}
-	reqs := kscheduling.NewNodeSelectorRequirements(in.Requirements...)
-	offerings := cloudprovider.Offerings{}
-	for _, o := range in.Offerings {
-		offerings = append(offerings, &cloudprovider.Offering{
-			Requirements: kscheduling.NewLabelRequirements(map[string]string{
-				v1.CapacityTypeLabelKey:  o.CapacityType,
-				corev1.LabelTopologyZone: o.Zone,
-			}),
-			Price:     o.Price,
-			Available: lo.FromPtrOr(o.Available, true),
-		})
-	}
-	// Zone and capacity type are requirements of the type too (what the cloud provider offers it in).
-	avail := offerings.Available()
-	reqs.Add(kscheduling.NewRequirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn,
-		lo.Uniq(lo.Map(avail, func(o *cloudprovider.Offering, _ int) string { return o.Zone() }))...))
-	reqs.Add(kscheduling.NewRequirement(v1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn,
-		lo.Uniq(lo.Map(avail, func(o *cloudprovider.Offering, _ int) string { return o.CapacityType() }))...))
-	return &cloudprovider.InstanceType{
-		Name:         in.Name,
-		Requirements: reqs,
-		Offerings:    offerings,
-		Capacity:     in.Capacity,
-		Overhead:     &cloudprovider.InstanceTypeOverhead{KubeReserved: in.KubeReserved},
-	}
+	return it
 }
 
 func main() {
@@ -258,20 +203,20 @@ func main() {
 
 	out := output{NodeClaims: []nodeClaimOut{}, PodErrors: map[string]string{}, OverlayErrors: overlayErrors}
 	for p, e := range results.PodErrors {
-		out.PodErrors[key(p)] = e.Error()
+		out.PodErrors[oracleio.Key(p)] = e.Error()
 	}
 	for _, nc := range results.NewNodeClaims {
 		reqs := nc.Requirements
 		claim := nodeClaimOut{NodePool: nc.NodePoolName, Requirements: reqs.NodeSelectorRequirements(), Pods: []string{}}
 		sort.Slice(claim.Requirements, func(a, b int) bool { return claim.Requirements[a].Key < claim.Requirements[b].Key })
 		for _, p := range nc.Pods {
-			claim.Pods = append(claim.Pods, key(p))
+			claim.Pods = append(claim.Pods, oracleio.Key(p))
 		}
 		for _, it := range nc.InstanceTypeOptions.OrderByPrice(reqs) {
-			opt := optionOut{Name: it.Name, Offerings: []offeringOut{}}
+			opt := oracleio.OptionOut{Name: it.Name, Offerings: []oracleio.OfferingOut{}}
 			compat := it.Offerings.Available().Compatible(reqs)
 			for _, o := range compat {
-				opt.Offerings = append(opt.Offerings, offeringOut{Zone: o.Zone(), CapacityType: o.CapacityType(), Price: o.Price})
+				opt.Offerings = append(opt.Offerings, oracleio.OfferingOut{Zone: o.Zone(), CapacityType: o.CapacityType(), Price: o.Price})
 			}
 			if len(compat) > 0 {
 				opt.Price = compat.Cheapest().Price
