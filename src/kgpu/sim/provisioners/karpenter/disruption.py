@@ -54,7 +54,7 @@ from typing import Any
 from kgpu.catalog import Catalog
 from kgpu.errors import InputError
 from kgpu.model.objects import Node, Pod, PodSpecInfo
-from kgpu.model.profile import Pool, PoolKind, Profile
+from kgpu.model.profile import Pool, Profile
 from kgpu.sim.provisioners.karpenter.solve import Karpenter, NodeClaim, Option, PoolModel, bits, resource_dims
 from kgpu.sim.provisioners.pools import LABEL_NODEPOOL, Context, NewNode, karpenter_order
 from kgpu.sim.scheduler.scheduler import Scheduler
@@ -252,7 +252,7 @@ def cheaper(pool: PoolModel, mask: int, price: float) -> int:
     return _mask(pool, mask, lambda o: worst[o.type.name][1] < price)
 
 
-def _mask(pool: PoolModel, mask: int, keep: Any) -> int:
+def _mask(pool: PoolModel, mask: int, keep: Callable[[Option], bool]) -> int:
     out = 0
     for i in bits(mask):
         if keep(pool.options[i]):
@@ -437,12 +437,16 @@ class Disruption:
                               f"{MAX_CANDIDATES} launched; this cluster has {total} with {len(self.nodes)} launched"])
             return view
         steps: list[dict[str, Any]] = []
+        pools: set[str] = set()  # the NodePools of the nodes the commands disrupt
+        capped = True
         for _ in range(MAX_ROUNDS):
             budgets = self._budgets()
             cmd = self._emptiness(budgets) or self._multi(budgets) or self._single(budgets)
             if cmd is None:
+                capped = False
                 break
             steps.append(cmd.as_dict())
+            pools.update(c.new.pool for c in cmd.candidates)
             self._apply(cmd)
         hourly = round(sum(n.price for n in self.nodes), 4)
         view.update(
@@ -451,16 +455,14 @@ class Disruption:
             new_nodes=[n.as_dict() for n in self.nodes],
             steps=steps,
             modelled=True,
-            after=self._after(),
+            after=", ".join(sorted({self.pools[name].consolidation.after for name in pools})),
             validation=VALIDATION_TTL,
         )
         if not steps:
             view["kept"] = self._why_kept()
+        if capped:
+            view["kept"] = [f"stopped after {MAX_ROUNDS} commands: the controller would go on"]
         return view
-
-    def _after(self) -> str:
-        afters = sorted({p.consolidation.after for p in self.pools.values() if p.kind == PoolKind.KARPENTER})
-        return ", ".join(afters)
 
     def _why_kept(self) -> list[str]:
         """Why Karpenter keeps the nodes it launched: one line per NodePool or node."""
