@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from consolidation_oracle import catalog_types, payload, run_oracle
+from consolidation_oracle import catalog_types, payload, pod, run_oracle
 from karpenter_gen import REGION, ZONES
 
 from kgpu.catalog import aws_catalog
@@ -124,22 +124,13 @@ def scenario(seed: int) -> Scenario:
 
 
 def _pod(r: random.Random, name: str, node: str, cpu: str, mem: str) -> dict[str, Any]:
-    app = f"app-{r.randint(0, 5)}"
-    meta: dict[str, Any] = {"name": name, "namespace": "default", "labels": {"app": app}}
-    x = r.random()
-    if x < 0.9:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-7d9c5b",
-                                    "uid": f"uid-{app}", "controller": True, "blockOwnerDeletion": True}]
-    if r.random() < 0.05:
-        meta["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
-    spec: dict[str, Any] = {
-        "nodeName": node,
-        "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": cpu, "memory": mem}}}],
-    }
+    """A ReplicaSet's pod (one in ten bare), sometimes do-not-disrupt, sometimes with a priority."""
+    owner = "ReplicaSet" if r.random() < 0.9 else None
+    guard = {"karpenter.sh/do-not-disrupt": "true"} if r.random() < 0.05 else None
+    doc = pod(name, node, cpu, mem, owner=owner, labels={"app": f"app-{r.randint(0, 5)}"}, annotations=guard)
     if r.random() < 0.15:
-        spec["priority"] = r.choice((-100, 1000, 100000))
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+        doc["spec"]["priority"] = r.choice((-100, 1000, 100000))
+    return doc
 
 
 def oracle_input(scn: Scenario) -> dict[str, Any]:
@@ -161,8 +152,8 @@ def run_kgpu(scn: Scenario, order: Callable[[str], Any] | None = None) -> dict[s
     ctx = Context(Scheduler([]), profile, catalog, [])
     pods = parse_documents(scn.pods, f"case {scn.seed}").pods
     by_node: dict[str, list[Any]] = collections.defaultdict(list)
-    for pod in pods:
-        by_node[pod.node_name].append(pod)
+    for p in pods:
+        by_node[p.node_name].append(p)
     nodes = [
         KarpenterNode(n["name"], n["nodePool"], n["instanceType"], n["zone"], n["capacityType"], by_node[n["name"]])
         for n in scn.nodes
