@@ -158,7 +158,10 @@ def run_kgpu(scn: Scenario, order: Callable[[str], Any] | None = None) -> dict[s
         KarpenterNode(n["name"], n["nodePool"], n["instanceType"], n["zone"], n["capacityType"], by_node[n["name"]])
         for n in scn.nodes
     ]
-    return consolidate_nodes(karpenter, ctx, nodes, spot_to_spot=scn.spot_to_spot, order=order)
+    # replacements named as the oracle names them (<pool>-r<round>): Karpenter tries existing nodes by name
+    return consolidate_nodes(
+        karpenter, ctx, nodes, spot_to_spot=scn.spot_to_spot, order=order, naming=lambda pool, n: f"{pool}-r{n}"
+    )
 
 
 def steady(nodes: list[dict[str, Any]], *, oracle: bool) -> collections.Counter[tuple[str, str, str]]:

@@ -162,6 +162,11 @@ class _Simulation(Context):
     own order (``sortExistingNodes``: initialized first, then by name; every node here is initialized) and
     takes the first that can add the pod (``ExistingNode.CanAdd``), where kube-scheduler would score them."""
 
+    namer: Callable[[str], str] | None = None  # the replacement's name from its NodePool's (default: <pool>-<n>)
+
+    def node_name(self, base: str) -> str:
+        return self.namer(base) if self.namer is not None else super().node_name(base)
+
     def place_existing(self, run: list[Pod]) -> list[Pod]:
         order = sorted(self.scheduler.states, key=lambda st: st.name)
         for n, pod in enumerate(run):
@@ -272,11 +277,16 @@ class Disruption:
         *,
         spot_to_spot: bool = False,
         order: Callable[[str], Any] | None = None,
+        naming: Callable[[str, int], str] | None = None,
     ) -> None:
         self.karpenter = karpenter
         # among candidates of equal disruption cost: by name (Karpenter's own order is Go map order, random
         # from one run to the next; the differential passes other orders to see which ones reach its state)
         self.order: Callable[[str], Any] = order or (lambda name: name)
+        # a replacement's name from its NodePool's and the command's number (from 1); by default
+        # <pool>-<n>. Names matter: Karpenter's simulation tries existing nodes by name.
+        self.naming = naming
+        self.commands = 0
         self.profile = karpenter.profile
         self.catalog = karpenter.catalog
         self.models = karpenter.models
@@ -344,6 +354,9 @@ class Disruption:
                 scratch.topology.bound(pod, st)
         sub = _Simulation(scratch, self.profile, self.ctx.catalog, self.ctx.daemonsets)
         sub.launched = dict(self.names)
+        if self.naming is not None:
+            naming, command = self.naming, self.commands + 1
+            sub.namer = lambda pool: naming(pool, command)
         moving = [self._unbound(p) for c in cands for p in reschedulable(c.pods)]
         rep = _Replacement(self.profile, self.catalog, cands, multi=method == MULTI, spot_to_spot=self.spot_to_spot)
         rep._provision(karpenter_order(moving), sub, [m.over(sub) for m in self.models])
@@ -448,6 +461,7 @@ class Disruption:
             steps.append(cmd.as_dict())
             pools.update(c.new.pool for c in cmd.candidates)
             self._apply(cmd)
+            self.commands += 1
         hourly = round(sum(n.price for n in self.nodes), 4)
         view.update(
             hourly_cost=hourly,
@@ -485,7 +499,12 @@ class Disruption:
 
 
 def consolidate(
-    karpenter: Karpenter, ctx: Context, *, spot_to_spot: bool = False, order: Callable[[str], Any] | None = None
+    karpenter: Karpenter,
+    ctx: Context,
+    *,
+    spot_to_spot: bool = False,
+    order: Callable[[str], Any] | None = None,
+    naming: Callable[[str, int], str] | None = None,
 ) -> dict[str, Any] | None:
     """Where Karpenter's disruption controller takes the nodes ``karpenter`` launched in the pass ``ctx``
     (None when it launched none): the steps it takes and the steady state, or why it keeps the launch."""
@@ -494,7 +513,7 @@ def consolidate(
         return None
     before = [(st.node, st.pods) for st in ctx.scheduler.states if st.name not in new]
     launched = [(st.node, st.pods, new[st.name]) for st in ctx.scheduler.states if st.name in new]
-    return Disruption(karpenter, before, launched, ctx, spot_to_spot=spot_to_spot, order=order).run()
+    return Disruption(karpenter, before, launched, ctx, spot_to_spot=spot_to_spot, order=order, naming=naming).run()
 
 
 @dataclass(frozen=True)
@@ -516,10 +535,11 @@ def consolidate_nodes(
     *,
     spot_to_spot: bool = False,
     order: Callable[[str], Any] | None = None,
+    naming: Callable[[str, int], str] | None = None,
 ) -> dict[str, Any]:
     """Where the disruption controller takes Karpenter nodes that exist: each is launched into ``ctx`` under
     its name as Karpenter would have launched its offering (labels, allocatable, DaemonSet pods), its pods
-    bound to it, and all of them are candidates. ``order``: see :class:`Disruption`."""
+    bound to it, and all of them are candidates. ``order`` and ``naming``: see :class:`Disruption`."""
     pods = [p for n in nodes for p in n.pods]
     store = karpenter.overlay_store()
     dims = resource_dims(pods)
@@ -542,4 +562,4 @@ def consolidate_nodes(
         for pod in n.pods:
             ctx.scheduler.bind(pod, st)
             ctx.placed(pod, st)
-    return consolidate(karpenter, ctx, spot_to_spot=spot_to_spot, order=order) or {}
+    return consolidate(karpenter, ctx, spot_to_spot=spot_to_spot, order=order, naming=naming) or {}
