@@ -13,8 +13,9 @@ none finds one (the steady state):
    plus at most *one* new node cheaper than the prefix together. A replacement may not be of an instance type
    being removed unless it is cheaper than that node (``filterOutSameInstanceType``): deleting is then the
    smaller disruption.
-3. **Single-node consolidation**: the candidates in the same order; the first whose pods fit on the other
-   nodes (delete) or on them plus one new node cheaper than it (replace).
+3. **Single-node consolidation**: each NodePool's candidates in the same order, the pools interleaved (the
+   cheapest of each pool, then the second, ...); the first whose pods fit on the other nodes (delete) or on
+   them plus one new node cheaper than it (replace).
 
 Karpenter never turns nodes into several (``computeConsolidation`` refuses a simulation that needs more than
 one new node). The pods of a command go through Karpenter's own scheduling (``kgpu.sim.provisioners.
@@ -30,7 +31,9 @@ Multi-node consolidation skips empty candidates (they are emptiness's).
 A candidate is a node this simulation launched (or a replacement) whose NodePool's ``consolidateAfter`` is not
 ``Never`` and with no pod annotated ``karpenter.sh/do-not-disrupt: "true"``. Disruption cost: each pod's
 eviction cost (1, plus ``controller.kubernetes.io/pod-deletion-cost`` / 2^27, plus its priority / 2^25,
-clamped to [-10, 10]), DaemonSet pods included, summed; new nodes have their whole lifetime ahead. Ties by
+clamped to [-10, 10]), DaemonSet pods included, summed, times the node's lifetime remaining (expireAfter
+720h; each command is validated 15 s after it is computed and the next pass comes a second later, so a
+replacement is younger than the nodes it joins, and of two alike nodes the older goes first). Ties by
 node name (Karpenter's sort is not stable, over Go map order: its tie order changes from run to run). Budgets: each NodePool's default ``nodes: 10%`` of its nodes, rounded up.
 
 Not modelled: nodes that existed before the simulation are destinations only, never candidates (their own
@@ -65,6 +68,11 @@ MULTI_NODE_MAX = 100  # multi-node consolidation looks at the first 100 candidat
 SPOT_TO_SPOT_MIN_TYPES = 15  # cheaper spot instance types spot-to-spot consolidation needs, and keeps
 DEFAULT_BUDGET = 0.10  # a NodePool's default disruption budget: nodes: 10%
 VALIDATION_TTL = "15s"
+# The controller's cadence: each command is validated 15 s after it is computed (consolidationTTL), runs, and
+# the next pass comes a second later. Only nodes' ages depend on it, and only their order matters.
+VALIDATION_SECONDS = 15.0
+PASS_SECONDS = 1.0
+EXPIRE_AFTER_SECONDS = 720 * 3600.0  # a NodePool's default expireAfter (the CRD's 720h)
 MAX_NODES = 500
 MAX_CANDIDATES = 60
 MAX_ROUNDS = 200
@@ -93,11 +101,13 @@ def reschedulable(pods: Sequence[Pod]) -> list[Pod]:
 
 @dataclass
 class _Node:
-    """A node Karpenter may disrupt: one this simulation launched, or a replacement."""
+    """A node Karpenter may disrupt: one this simulation launched, or a replacement (``born``: seconds after
+    the launch)."""
 
     node: Node
     pods: list[Pod]
     new: NewNode
+    born: float = 0.0
 
     @property
     def name(self) -> str:
@@ -107,10 +117,12 @@ class _Node:
     def price(self) -> float:
         return self.new.hourly_price or 0.0
 
-    def cost(self) -> float:
-        """``ReschedulingCost`` over every pod of the node, DaemonSet pods included (a new node has its
-        whole lifetime ahead: LifetimeRemaining 1)."""
-        return sum(eviction_cost(p) for p in self.pods)
+    def cost(self, now: float) -> float:
+        """``ReschedulingCost`` over every pod of the node, DaemonSet pods included, times
+        ``LifetimeRemaining`` at ``now`` (expireAfter 720h): of two nodes with the same pods, the older goes
+        first."""
+        lifetime = max(0.0, min(1.0, 1.0 - (now - self.born) / EXPIRE_AFTER_SECONDS))
+        return sum(eviction_cost(p) for p in self.pods) * lifetime
 
     def as_dict(self) -> dict[str, Any]:
         out = self.new.as_dict()
@@ -287,6 +299,7 @@ class Disruption:
         # <pool>-<n>. Names matter: Karpenter's simulation tries existing nodes by name.
         self.naming = naming
         self.commands = 0
+        self.now = 0.0  # seconds since the launch
         self.profile = karpenter.profile
         self.catalog = karpenter.catalog
         self.models = karpenter.models
@@ -315,7 +328,7 @@ class Disruption:
             if any(p.annotations.get(DO_NOT_DISRUPT) == "true" for p in n.pods):
                 continue
             out.append(n)
-        return sorted(out, key=lambda n: (n.cost(), self.order(n.name)))
+        return sorted(out, key=lambda n: (n.cost(self.now), self.order(n.name)))
 
     def _budgets(self) -> dict[str, int]:
         """Disruptions allowed per NodePool: 10 % of its nodes, rounded up."""
@@ -416,8 +429,16 @@ class Disruption:
         return best
 
     def _single(self, budgets: Mapping[str, int]) -> Command | None:
+        """``SingleNodeConsolidation``: each NodePool's candidates cheapest to disrupt first, the pools
+        interleaved (the first of each pool, then the second, ...; pools in Go map order upstream, by name
+        here), empty candidates and pools without budget skipped."""
+        by_pool: dict[str, list[_Node]] = {}
         for c in self._candidates(underutilized=True):
-            if budgets.get(c.new.pool, 0) <= 0:
+            by_pool.setdefault(c.new.pool, []).append(c)
+        pools = sorted(by_pool, key=self.order)
+        depth = max((len(v) for v in by_pool.values()), default=0)
+        for c in (by_pool[p][i] for i in range(depth) for p in pools if i < len(by_pool[p])):
+            if budgets.get(c.new.pool, 0) <= 0 or not reschedulable(c.pods):
                 continue
             cmd = self._simulate([c], SINGLE)
             if cmd is not None:
@@ -431,7 +452,7 @@ class Disruption:
                 assert cmd.replacement is not None and cmd.replacement_node is not None
                 new = cmd.replacement
                 self.names[new.pool] = self.names.get(new.pool, 0) + 1
-                nodes.append(_Node(cmd.replacement_node, pods, new))
+                nodes.append(_Node(cmd.replacement_node, pods, new, self.now))
             else:
                 k.pods = pods
                 nodes.append(k)
@@ -460,8 +481,10 @@ class Disruption:
                 break
             steps.append(cmd.as_dict())
             pools.update(c.new.pool for c in cmd.candidates)
+            self.now += VALIDATION_SECONDS
             self._apply(cmd)
             self.commands += 1
+            self.now += PASS_SECONDS
         hourly = round(sum(n.price for n in self.nodes), 4)
         view.update(
             hourly_cost=hourly,
