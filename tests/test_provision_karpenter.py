@@ -14,7 +14,10 @@ from kgpu.errors import InputError
 from kgpu.model.load import Objects, parse_documents
 from kgpu.model.objects import DaemonSet, HostPort, Pod, PodSpecInfo, Toleration, resources
 from kgpu.model.profile import Profile, parse_profile
+from kgpu.sim.provisioners.karpenter.solve import Karpenter
+from kgpu.sim.provisioners.pools import Context, karpenter_order
 from kgpu.sim.provisioners.provision import provisioner_for
+from kgpu.sim.scheduler.scheduler import Scheduler
 from kgpu.sim.simulate import PROVISIONED, UNSCHEDULABLE, SimulationResult, simulate
 
 GIB = 1024**3
@@ -238,13 +241,37 @@ def test_daemonset_host_port_keeps_the_pod_off_the_pool() -> None:
     assert "checking host port usage, pod hostport conflicts" in (placed(result, "p")["reason"] or "")
 
 
-def test_one_pod_per_host_port_on_a_claim() -> None:
-    """Three replicas asking host port 8080 need three nodes, however small they are."""
+def test_one_pod_per_host_port_on_a_claim_and_one_claim_per_batch() -> None:
+    """Three replicas asking host port 8080 need three nodes, however small they are. Karpenter's claims of one
+    pool share their host ports within a Solve (NewNodeClaim hands each the template's HostPortUsage), so its
+    first batch launches one node and leaves the other two pods with a host-port conflict; each later batch
+    launches one more."""
     base = make_pod("x", cpu=100, mem_gib=0.1)
     spec = replace(base.spec, host_ports=(HostPort(8080),))
     result = sim(profile(GENERAL), *(Pod("default", f"w-{i}", spec) for i in range(3)))
     assert all(p.phase == PROVISIONED for p in result.placements)
     assert len(result.new_nodes) == 3
+    assert [n.batch for n in result.new_nodes] == [1, 2, 3]
+
+
+def test_a_host_port_taken_in_a_batch_blocks_every_claim_of_the_pool() -> None:
+    """Two different pods asking host port 9400, one pinned to zone a and one to zone b (they cannot share a
+    node anyway): one Solve gives the second no claim of its own, because the first took the port on every
+    claim of the pool, and says why; the provisioner's next batch launches its node."""
+    zone = "topology.kubernetes.io/zone"
+    a = make_pod("a", cpu=500, selector={zone: "us-west-2a"})
+    b = make_pod("b", cpu=700, selector={zone: "us-west-2b"})
+    pods = [Pod("default", p.name, replace(p.spec, host_ports=(HostPort(9400),))) for p in (a, b)]
+    prof = profile(GENERAL)
+    karpenter = Karpenter(prof, CAT)
+    ctx = Context(Scheduler([]), prof, CAT, [])
+    notes = karpenter._provision(karpenter_order(pods), ctx)  # one Solve
+    assert len(ctx.new_nodes) == 1
+    (waiting,) = notes.values()
+    assert "checking host port usage (taken by another claim of this batch), pod hostport conflicts" in waiting
+    both = sim(prof, *pods)
+    assert all(p.phase == PROVISIONED for p in both.placements)
+    assert sorted(n.batch for n in both.new_nodes) == [1, 2]
 
 
 def test_limits_count_capacity_not_allocatable() -> None:

@@ -87,6 +87,8 @@ def _run_kgpu(scn: Scenario) -> KgpuResult:
     karpenter.overlays = [parse_overlay(o, f"case {scn.seed}") for o in scn.overlays]
     workloads = parse_documents(scn.pods, f"case {scn.seed}")
     result = simulate(parse_documents([], "cluster"), workloads, provisioner=prov)
+    # the oracle runs one Solve: kgpu's first batch is its answer; pods kgpu provisions in a later batch (a host
+    # port another claim of their pool took in the first) are pods that Solve left with an error
     nodes = [
         KgpuNode(
             n.pool,
@@ -97,12 +99,14 @@ def _run_kgpu(scn: Scenario) -> KgpuResult:
             frozenset(p.key for p in n.pods),
         )
         for n in result.new_nodes
+        if n.batch == 1
     ]
     errors = {
         f"{p.pod.namespace}/{p.pod.name}": p.reason or ""
         for p in result.placements
         if p.phase == UNSCHEDULABLE
     }
+    errors.update({p.key: "a later batch" for n in result.new_nodes if n.batch > 1 for p in n.pods})
     return KgpuResult(nodes, errors, dict(karpenter.overlay_errors))
 
 

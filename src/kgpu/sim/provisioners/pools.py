@@ -67,6 +67,7 @@ class NewNode:
     gpus: int = 0
     pods: list[Pod] = field(default_factory=list)
     note: str = ""
+    batch: int = 1  # Karpenter's provisioning batch that launched it (a later one: pods its first Solve left)
 
     def placement_fields(self) -> dict[str, Any]:
         return {

@@ -218,6 +218,10 @@ class PoolModel:
         self.shapes = list(shapes.values())
         # host ports the DaemonSet pods hold on each offering's node (Karpenter's daemon host-port usage)
         self.daemon_ports: list[tuple[HostPort, ...]] = [()] * len(options)
+        # the host ports of the pods every claim of this pool took in this pass: Karpenter v1.8 hands each new
+        # NodeClaim of a template the template's one HostPortUsage (NewNodeClaim), and NodeClaim.Add records a
+        # pod's ports there, so a pod with a host port blocks that port on every claim of the pool, open or new
+        self.claim_ports: list[HostPort] = []
         if any(ds.template.host_ports for ds in ctx.daemonsets):
             self.daemon_ports = [self._daemon_ports(opt.node) for opt in options]
         for idx, shape in enumerate(self.shapes):
@@ -276,6 +280,7 @@ class PoolModel:
         they were before this pass reserved any."""
         other = copy.copy(self)
         other.remaining = dict(self._initial)
+        other.claim_ports = []
         return other
 
     def over(self, ctx: Context) -> PoolModel:
@@ -284,6 +289,7 @@ class PoolModel:
         other = copy.copy(self)
         other.remaining = other._remaining(ctx)
         other._initial = dict(other.remaining)
+        other.claim_ports = []
         return other
 
     def requirement_text(self) -> str:
@@ -379,6 +385,11 @@ class PoolModel:
             if shape.mask & mask and all(shape.limit.get(k, 0) <= v for k, v in self.remaining.items()):
                 ok |= shape.mask
         return mask & ok
+
+
+# Karpenter's words for a pod whose host port a claim of the pool took in the same Solve (kgpu's own marker
+# follows them: the pod waits for the provisioner's next batch)
+HOST_PORT_WAIT = "checking host port usage (taken by another claim of this batch)"
 
 
 def _port_conflict(wanted: Sequence[HostPort], used: Sequence[tuple[HostPort, ...]]) -> str:
@@ -483,7 +494,7 @@ class NodeClaim:
         self.total = [0] * len(pool.dims)
         self.shapes = [s for s in pool.shapes if s.mask & mask]
         self.pods: list[Pod] = []
-        self.ports: list[HostPort] = []
+        self.ports = pool.claim_ports  # shared by the pool's claims (PoolModel.claim_ports)
 
     def can_add(self, vec: tuple[int, ...], mask: int, ports: Sequence[HostPort] = ()) -> int:
         """How many pods of this kind the claim can still take (one at most with host ports)."""
@@ -681,7 +692,27 @@ class Karpenter:
         self._added: list[tuple[NodeClaim, Sequence[Pod]]] = []  # pods as they joined claims, in order
 
     def provision(self, pending: Sequence[Pod], ctx: Context) -> dict[str, str]:
-        return self._provision(pending, ctx)
+        """Solve over the pending pods, then again over the pods it left for a host port another claim of the
+        same pool took (the pool's claims share their host ports within one Solve: ``claim_ports``): the
+        provisioner's next batch, with the nodes launched so far existing, as Karpenter runs it while pods
+        stay pending. Each later batch launches at least one node, or stops."""
+        notes = self._provision(pending, ctx)
+        batch = 1
+        while True:
+            waiting = [p for p in pending if p.key in notes and HOST_PORT_WAIT in notes[p.key]]
+            if not waiting:
+                return notes
+            batch += 1
+            before = len(ctx.new_nodes)
+            again = self._provision(waiting, ctx, [m.over(ctx) for m in self.models])
+            if len(ctx.new_nodes) == before:
+                return notes
+            for node in ctx.new_nodes[before:]:
+                node.batch = batch
+            for pod in waiting:
+                notes.pop(pod.key, None)
+                if pod.key in again:
+                    notes[pod.key] = again[pod.key]
 
     def overlay_store(self) -> OverlayStore | None:
         """Karpenter's InstanceTypeStore over the input's NodeOverlays and the profile's (None: none)."""
@@ -868,6 +899,13 @@ class Karpenter:
             mask = model.within_limits(compat.mask)
             if not mask:
                 errors.append(f'all available instance types exceed limits for nodepool "{model.pool.name}"')
+                continue
+            if spec.host_ports and ports_conflict(spec.host_ports, model.claim_ports):
+                errors.append(
+                    f'incompatible with nodepool "{model.pool.name}", daemonset overhead='
+                    f"{format_resources(model.overhead)}, {HOST_PORT_WAIT}, "
+                    + _port_conflict(spec.host_ports, [tuple(model.claim_ports)])
+                )
                 continue
             if topo is not None and pod is not None:
                 mask, error = topo.narrow(pod, domains or spec, model, mask, None)
