@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from kgpu.errors import InputError, os_error
 from kgpu.model.load import Objects, parse_text
-from kgpu.model.safeyaml import MAX_BYTES
+from kgpu.model.safeyaml import MAX_BYTES, read_limited
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -80,12 +80,12 @@ def read_bytes(label: str, path: Path | None) -> bytes:
     """A file's bytes (standard input for None), refusing more than the reader's size limit."""
     try:
         if path is None:
-            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+            data = read_limited(sys.stdin.buffer)
         else:
             with open(path, "rb") as fh:
                 if os.fstat(fh.fileno()).st_size > MAX_BYTES:  # a regular file: refused before it is read
                     raise InputError(f"larger than {MAX_BYTES // 2**20} MiB (size limit)", where=label)
-                data = fh.read(MAX_BYTES + 1)
+                data = read_limited(fh)
     except OSError as exc:
         raise os_error(exc, label) from None
     if len(data) > MAX_BYTES:

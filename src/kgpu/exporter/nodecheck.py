@@ -27,7 +27,7 @@ from typing import Any
 
 from kgpu.errors import InputError, quote
 from kgpu.exporter.nvml import Nvml, NvmlUnavailable, as_text
-from kgpu.model.safeyaml import MAX_BYTES, load_json
+from kgpu.model.safeyaml import MAX_BYTES, load_json, read_limited
 from kgpu.render import onprem
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -203,7 +203,7 @@ def _read(root: Path, path: str) -> str:
     full = _under(root, path)
     try:
         with open(full, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
+            data = read_limited(fh)
     except OSError as exc:
         raise Malformed(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_BYTES:

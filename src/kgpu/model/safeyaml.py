@@ -17,7 +17,7 @@ message quotes, so a user who hits one knows which and how far:
 
 YAML is composed by PyYAML's Python composer over libyaml's C parser (events come from C; the recursion that
 builds nodes is ours, so it can count), then constructed with the safe constructor. JSON goes through
-msgspec. Pure: callers pass bytes or text.
+msgspec. Pure: callers pass bytes or text (read from a file object they opened with :func:`read_limited`).
 
 The limits are kgpu's, whatever libyaml is installed: libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses flow
 collections nested 1,000 deep with an error of its own, raised by its scanner while it looks ahead for a
@@ -28,8 +28,10 @@ that reaches one of kgpu's limits, the limit is the error (:func:`_own_limit`). 
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import yaml
@@ -51,6 +53,29 @@ MAX_DEPTH = 100
 MAX_ALIAS_NODES = 100_000
 MAX_INT_DIGITS = 100
 _YAML_FALLBACK_BYTES = 4 * 2**20
+_CHUNK = 2**20
+
+
+def read_limited(fh: BinaryIO, limit: int = MAX_BYTES) -> bytes:
+    """At most ``limit + 1`` bytes of ``fh`` (so that the caller sees "over the limit"), in memory that
+    follows what is there: ``fh.read(n)`` allocates ``n`` bytes before it reads one, which fails under an
+    address-space limit (``ulimit -v``) whatever the file holds. A regular file is read in one piece of its
+    size; a pipe, a device or a file that grows while it is read, in chunks that double."""
+    try:
+        st = os.fstat(fh.fileno())
+        want = st.st_size + 1 if stat.S_ISREG(st.st_mode) else _CHUNK
+    except (AttributeError, OSError, ValueError):  # no file descriptor (a test's in-memory stream)
+        want = _CHUNK
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        chunk = fh.read(min(want, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        want = max(_CHUNK, min(total, 64 * _CHUNK))
+    return b"".join(chunks)
 
 
 class LimitExceeded(yaml.YAMLError):
