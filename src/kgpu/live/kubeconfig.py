@@ -109,6 +109,29 @@ def check_token(token: str, where: str) -> None:
                            where=where)
 
 
+def check_server(server: str, where: str) -> None:
+    """A cluster's ``server`` must be an http(s) URL with a host (``https://[::1`` does not parse), said
+    before any request is made. Never printed with its ``user:password@``."""
+    try:
+        url = httpx.URL(server)
+    except httpx.InvalidURL as exc:
+        raise ClusterError(f"invalid server URL {quote(strip_userinfo(server))}: {strip_userinfo(str(exc))}",
+                           where=where, hint="write https://HOST:PORT, an IPv6 address in brackets: "
+                           "https://[::1]:6443") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ClusterError(f"invalid server URL {quote(strip_userinfo(server))}: not an http:// or https:// URL "
+                           "with a host", where=where, hint="write https://HOST:PORT")
+
+
+def _defined_in(files: list[tuple[Path, dict[str, Any]]], section: str, name: str) -> str:
+    """The file whose ``section`` defines ``name`` (the first, as the merge keeps), else all of them."""
+    for path, data in files:
+        entries = data.get(section)
+        if isinstance(entries, list) and any(isinstance(e, dict) and e.get("name") == name for e in entries):
+            return str(path)
+    return ":".join(str(p) for p, _ in files)
+
+
 def check_namespace(namespace: str, where: str) -> str:
     if len(namespace) > 63 or not NAMESPACE.fullmatch(namespace):
         raise ClusterError(f"{quote(namespace)} is not a valid namespace name (lowercase letters, digits "
@@ -136,7 +159,8 @@ def resolve(access: Access, environ: Mapping[str, str] | None = None) -> Target:
             hint="pass --kubeconfig FILE, set KUBECONFIG, or create ~/.kube/config "
             "(e.g. `aws eks update-kubeconfig --name CLUSTER`)",
         )
-    merged, exec_dirs = merge([(f, _read(f)) for f in files])
+    read = [(f, _read(f)) for f in files]
+    merged, exec_dirs = merge(read)
     source = ":".join(str(f) for f in files)
     try:
         kc = KubeConfig.from_dict(merged)
@@ -155,6 +179,8 @@ def resolve(access: Access, environ: Mapping[str, str] | None = None) -> Target:
         raise ClusterError(f"context {name!r} names user {ctx.user!r}, which is not defined", where=source)
     config = kc.get(name)
     assert config is not None
+    check_server(str(config.cluster.server or ""), f"{_defined_in(read, 'clusters', ctx.cluster)}: "
+                 f"clusters[{ctx.cluster}].cluster.server")
     exec_auth = None
     user = config.user
     if user is not None and user.exec is not None:
@@ -174,6 +200,7 @@ def _in_cluster(access: Access) -> Target:
         raise ClusterError(f"in-cluster configuration: {exc}") from None
     config = kc.get()
     assert config is not None
+    check_server(str(config.cluster.server or ""), "in-cluster: KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT")
     if access.namespace is not None:
         namespace = check_namespace(access.namespace, "-n/--namespace")
     else:

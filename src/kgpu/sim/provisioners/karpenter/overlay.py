@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType
-from kgpu.errors import InputError
+from kgpu.errors import InputError, quote
 from kgpu.model.nodepool import LABEL_ZONE_ID, WELL_KNOWN_LABELS, is_restricted_node_label, normalize
-from kgpu.model.quantity import parse_quantity, value
+from kgpu.model.quantity import resource_amount
 from kgpu.sim.provisioners.karpenter.requirements import PoolRequirement, matches
 
 if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
@@ -57,12 +57,15 @@ class NodeOverlay:
 
 
 def parse_overlay(obj: Mapping[str, Any], where: str = "") -> NodeOverlay:
-    """A NodeOverlay object; a bad field is an InputError naming it."""
-    meta = obj.get("metadata") or {}
-    name = str(meta.get("name") or "")
+    """A NodeOverlay object; a bad field (what the CRD's schema makes the API server refuse, and a capacity
+    no Node could have) is an InputError naming it."""
+    raw_meta = obj.get("metadata")
+    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
+    raw_name = meta.get("name")
+    name = raw_name if isinstance(raw_name, str) else ""
     at = f"{where}: NodeOverlay {name}" if where else f"NodeOverlay {name}"
     if not name:
-        raise InputError("metadata.name is required", where=f"{where}: NodeOverlay")
+        raise InputError("metadata.name is required (a string)", where=f"{where}: NodeOverlay")
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         raise InputError("spec is required", where=at)
@@ -70,27 +73,50 @@ def parse_overlay(obj: Mapping[str, Any], where: str = "") -> NodeOverlay:
     raw_reqs = spec.get("requirements")
     if not isinstance(raw_reqs, list):
         raise InputError("spec.requirements is required (a list)", where=at)
+    if len(raw_reqs) > MAX_REQUIREMENTS:
+        raise InputError(f"{len(raw_reqs)} requirements: the CRD allows at most {MAX_REQUIREMENTS}",
+                         where=f"{at}: spec.requirements")
     for i, r in enumerate(raw_reqs):
         field_at = f"{at}: spec.requirements[{i}]"
         if not isinstance(r, Mapping) or not r.get("key"):
             raise InputError("key is required", where=field_at)
+        key = r["key"]
+        if not isinstance(key, str) or len(key) > 316 or not _KEY.match(key):
+            raise InputError(f"key {quote(key)} does not match the CRD's pattern {_KEY.pattern} (at most 316 "
+                             "characters)", where=f"{field_at}.key")
         op = str(r.get("operator") or "")
         if op not in OPERATORS:
             raise InputError(f"operator {op!r} is not one of {', '.join(sorted(OPERATORS))}", where=field_at)
-        values = tuple(str(v) for v in r.get("values") or ())
-        why = _crd_requirement_error(str(r["key"]), op, values)
+        raw_values = r.get("values")
+        if raw_values is not None and (not isinstance(raw_values, list)
+                                       or not all(isinstance(v, str) for v in raw_values)):
+            raise InputError(f"must be a list of strings, got {quote(raw_values)}", where=f"{field_at}.values")
+        values = tuple(raw_values or ())
+        why = _crd_requirement_error(key, op, values)
         if why:
             raise InputError(why, where=field_at)
-        reqs.append(PoolRequirement(normalize(str(r["key"])), op, values))
+        reqs.append(PoolRequirement(normalize(key), op, values))
     capacity: dict[str, int] = {}
-    for key, raw in (spec.get("capacity") or {}).items():
-        capacity[str(key)] = value(parse_quantity(raw, where=f"{at}: spec.capacity.{key}"))
+    raw_capacity = spec.get("capacity")
+    if raw_capacity is not None and not isinstance(raw_capacity, Mapping):
+        raise InputError(f"must be a map of resource name to quantity (nvidia.com/gpu: 4), got {quote(raw_capacity)}",
+                         where=f"{at}: spec.capacity")
+    for key, raw in (raw_capacity or {}).items():
+        cap_at = f"{at}: spec.capacity.{key}"
+        if not isinstance(key, str) or not _resource_name(key):
+            raise InputError(f"{quote(key)} is not a resource name (a qualified name, as nvidia.com/gpu): no Node "
+                             "can have it", where=cap_at)
+        # a negative or larger than int64 amount is refused, as every resource amount kgpu reads
+        capacity[key] = resource_amount(raw, where=cap_at)
     price = spec.get("price")
     adjustment = spec.get("priceAdjustment")
     if price is not None and adjustment is not None:
         raise InputError("price and priceAdjustment are mutually exclusive", where=f"{at}: spec")
     for key, raw in (("price", price), ("priceAdjustment", adjustment)):
-        if raw is not None and not (_PRICE if key == "price" else _ADJUSTMENT).match(str(raw)):
+        if raw is not None and not isinstance(raw, str):
+            raise InputError(f"must be a string (the CRD's type), got {quote(raw)}: write {key}: \"{raw}\"",
+                             where=f"{at}: spec.{key}")
+        if raw is not None and not (_PRICE if key == "price" else _ADJUSTMENT).match(raw):
             raise InputError(f"invalid {key} {raw!r}: the CRD's pattern is {(_PRICE if key == 'price' else _ADJUSTMENT).pattern}",
                              where=f"{at}: spec.{key}")
     weight = spec.get("weight")
@@ -107,6 +133,18 @@ def parse_overlay(obj: Mapping[str, Any], where: str = "") -> NodeOverlay:
 
 # The NodeOverlay CRD's patterns (karpenter.sh_nodeoverlays.yaml, v1.8.0)
 _PRICE = re.compile(r"^\d+(\.\d+)?$")
+_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+MAX_REQUIREMENTS = 100
+# IsQualifiedName, which a Node's capacity names pass (the CRD itself does not check capacity names)
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def _resource_name(key: str) -> bool:
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return len(name) <= 63 and bool(_NAME.match(name))
 _ADJUSTMENT = re.compile(r"^(([+-]{1}(\d*\.?\d+))|(\+{1}\d*\.?\d+%)|(^(-\d{1,2}(\.\d+)?%)$)|(-100%))$")
 
 
