@@ -22,7 +22,7 @@ from kgpu.errors import InputError, quote
 from kgpu.model.fields import list_at as _list
 from kgpu.model.fields import mapping_at as _map
 from kgpu.model.objects import NodeSelector, Requirement, Term
-from kgpu.model.quantity import parse_quantity
+from kgpu.model.quantity import MAX_INT64, parse_quantity
 
 API_VERSION = "resource.k8s.io/v1"
 KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
@@ -42,6 +42,7 @@ POOL_NAME_MAX = 253  # PoolNameMaxLength
 CEL_MAX_LENGTH = 10 * 1024  # CELSelectorExpressionMaxLength
 ALLOCATION_RESULTS_MAX = 32  # AllocationResultsMaxSize
 RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
+_MIN_INT64 = -(2**63)
 
 EXACT_COUNT = "ExactCount"
 ALL = "All"
@@ -233,8 +234,12 @@ def _str(value: Any, where: str, *, required: bool = False) -> str:
 
 
 def _int(value: Any, where: str) -> int:
+    """An int64 field (an attribute's int, a count, a generation): the API server's JSON decoder refuses a
+    number that does not fit."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"must be an integer, got {quote(value)}", where=where)
+    if not _MIN_INT64 <= value <= MAX_INT64:
+        raise InputError(f"{quote(value)} does not fit in a 64-bit integer (int64)", where=where)
     return value
 
 
@@ -473,7 +478,7 @@ def _fast_attribute(value: Any) -> Any:
             return x
         if kind == "version" and x in _VERSIONS:
             return ("semver", x)
-        if (kind == "int" and type(x) is int) or (kind == "bool" and type(x) is bool):
+        if (kind == "int" and type(x) is int and _MIN_INT64 <= x <= MAX_INT64) or (kind == "bool" and type(x) is bool):
             return x
     return _SLOW
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import logging
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -33,8 +35,11 @@ from fractions import Fraction
 from operator import itemgetter
 from typing import Any
 
+from kgpu.errors import InputError, quote
 from kgpu.model.dra import Device
 from kgpu.model.quantity import parse_quantity
+from kgpu.sim.scheduler.plugins.cel_library import FUNCTIONS as LIBRARY
+from kgpu.sim.scheduler.plugins.cel_library import CelError
 
 
 def _load_cel() -> Any:
@@ -56,10 +61,20 @@ def _load_cel() -> Any:
 
 
 cel = _load_cel()
+# the library logs each failing Python function (``quantity('x')``) as a warning; the error reaches the pod's
+# result, so the log would only repeat it on standard error
+_log = logging.getLogger("cel")
+_log.addHandler(logging.NullHandler())
+_log.propagate = False
 
+_MAX_INT64 = 2**63 - 1
+_MIN_INT64 = -(2**63)
 _SEMVER = "__semver__"
 _QUANTITY = "__quantity__"
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
+_FUNCTION_ERROR = re.compile(
+    r"Function '(\w+)' error: (?:Python function call failed: \w+: )?(.*?)\.?(?: Check function arguments and their types\.)?"
+)
 _ENUMERATES = re.compile(r"\b(in|exists|exists_one|all|map|filter|size|has)\b")
 
 
@@ -68,7 +83,8 @@ class CelSyntaxError(ValueError):
 
 
 class CelRuntimeError(RuntimeError):
-    """Evaluation failed on a device (a missing key, a type mismatch): the allocator returns an error."""
+    """Evaluation failed on a device (a missing key, a type mismatch, a division by zero, an integer overflow,
+    a bad conversion): the allocator returns an error, and the pod's Filter fails on that node."""
 
 
 class Unsupported(RuntimeError):
@@ -91,7 +107,9 @@ def semver_value(s: str) -> dict[str, Any]:
 
 
 def quantity_value(milli: int) -> dict[str, Any]:
-    return {_QUANTITY: milli}
+    """A quantity as CEL holds it: its thousandths, as an int when CEL's 64-bit ints hold them, else as their
+    decimal text (Kubernetes' quantities are arbitrary-precision: ``1e400`` is a valid one)."""
+    return {_QUANTITY: milli if _MIN_INT64 <= milli <= _MAX_INT64 else str(milli)}
 
 
 def _semver(s: Any) -> dict[str, Any]:
@@ -107,7 +125,10 @@ def _semver(s: Any) -> dict[str, Any]:
 def _quantity(s: Any) -> dict[str, Any]:
     if not isinstance(s, str):
         raise TypeError("quantity() takes a string")
-    return quantity_value(int(parse_quantity(s, where="quantity()") * 1000))
+    try:
+        return quantity_value(int(parse_quantity(s) * 1000))
+    except InputError:
+        raise ValueError(f"invalid quantity: {quote(s)}") from None
 
 
 def _kind(v: Any) -> str:
@@ -125,9 +146,9 @@ def _cmp(a: Any, b: Any) -> int:
         raise TypeError("no such overload")
     if ka == "semver":
         x, y = _semver_key(a[_SEMVER]), _semver_key(b[_SEMVER])
-    else:
-        x, y = a[_QUANTITY], b[_QUANTITY]
-    return (x > y) - (x < y)
+        return (x > y) - (x < y)
+    m, n = _q(a), _q(b)
+    return (m > n) - (m < n)
 
 
 def _part(i: int) -> Any:
@@ -147,9 +168,17 @@ def _q(v: Any) -> int:
 
 def _as_integer(v: Any) -> int:
     m = _q(v)
-    if m % 1000:
+    if m % 1000 or not _MIN_INT64 <= m // 1000 <= _MAX_INT64:
         raise ValueError("cannot convert value to integer")
     return m // 1000
+
+
+def _as_float(v: Any) -> float:
+    m = _q(v)
+    try:
+        return float(Fraction(m, 1000))
+    except OverflowError:  # beyond a double: Quantity.AsApproximateFloat64 gives an infinity
+        return math.inf if m > 0 else -math.inf
 
 
 def _arith(sign: int) -> Any:
@@ -170,7 +199,7 @@ FUNCTIONS: dict[str, Any] = {
     "minor": _part(1),
     "patch": _part(2),
     "asInteger": _as_integer,
-    "asApproximateFloat": lambda v: float(Fraction(_q(v), 1000)),
+    "asApproximateFloat": _as_float,
     "isInteger": lambda v: _q(v) % 1000 == 0,
     "sign": lambda v: (_q(v) > 0) - (_q(v) < 0),
     "add": _arith(1),
@@ -216,19 +245,32 @@ class Program:
                                  if tok[:1] in "\"'" and "." in tok and "/" not in tok)
         self.everything = bool(_ENUMERATES.search(expression))
 
-    def run(self, context: Any) -> bool:
-        try:
-            out = self._program.execute(context)
-        except KeyError as exc:
-            raise CelRuntimeError(f"no such key: {exc.args[0] if exc.args else ''}") from None
-        except (RuntimeError, TypeError, ValueError) as exc:
-            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            if "Undefined variable or function" in text:
-                raise Unsupported(text) from None
-            raise CelRuntimeError(text) from None
-        if not isinstance(out, bool):
-            raise CelRuntimeError(f"expression must return bool, got {type(out).__name__}")
-        return out
+    def execute(self, context: Any) -> Any:
+        return self._program.execute(context)
+
+
+def runtime_error(exc: Exception) -> CelRuntimeError | Unsupported:
+    """What evaluating a selector raised, as the allocator reports it (cel-go's words where they differ)."""
+    if isinstance(exc, (CelRuntimeError, Unsupported)):
+        return exc
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, KeyError):
+        return CelRuntimeError(f"no such key: {exc.args[0] if exc.args else ''}")
+    if isinstance(exc, ZeroDivisionError):
+        return CelRuntimeError("modulus by zero" if "modulo" in text else "division by zero")
+    if isinstance(exc, OverflowError) and text.startswith("Arithmetic overflow"):
+        return CelRuntimeError("integer overflow")
+    if "Undefined variable or function" in text:
+        return Unsupported(text)
+    own = text.partition(f"{CelError.__name__}: ")[2]
+    if own:  # a Kubernetes library function's own error (kgpu.sim.scheduler.plugins.cel_library), cel-go's words
+        return CelRuntimeError(own.removesuffix(" Check function arguments and their types.").rstrip("."))
+    m = _FUNCTION_ERROR.fullmatch(text)
+    if m is not None:  # "Function 'int' error: <why>. Check function arguments and their types."
+        text = f"{m.group(1)}: {m.group(2)}"
+    if isinstance(exc, OverflowError) and "overflow" not in text:
+        text = f"integer overflow: {text}"
+    return CelRuntimeError(text)
 
 
 class Evaluator:
@@ -242,7 +284,7 @@ class Evaluator:
         self._layout_ids: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
         self._device_layout: dict[int, tuple[Device, int]] = {}
         self._context = cel.Context()
-        for name, fn in FUNCTIONS.items():
+        for name, fn in {**LIBRARY, **FUNCTIONS}.items():
             self._context.add_function(name, fn)
         self.evaluations = 0  # real evaluations (memo misses), for the benchmark
 
@@ -251,6 +293,20 @@ class Evaluator:
         if p is None:
             p = self._programs[expression] = Program(expression)
         return p
+
+    def evaluate(self, p: Program, driver: str, device: Device) -> bool | CelRuntimeError | Unsupported:
+        """The one place a selector runs on a device: True or False, or the error evaluating it (a division
+        by zero, an integer overflow, a conversion that fails, a missing key, a device CEL cannot hold)."""
+        self.evaluations += 1
+        try:
+            out = p.execute(self._with_device(driver, device, p))
+        except MemoryError:
+            raise
+        except Exception as exc:  # whatever the interpreter or a library function raises: the pod's result
+            return runtime_error(exc)
+        if not isinstance(out, bool):
+            return CelRuntimeError(f"expression must return bool, got {type(out).__name__}")
+        return out
 
     def matches(self, expression: str, driver: str, device: Device) -> bool:
         """Whether ``device`` (of ``driver``) matches; raises CelRuntimeError or Unsupported."""
@@ -272,13 +328,7 @@ class Evaluator:
             key = (lay, driver, reads[0](attrs), reads[1](caps))
         hit = self._memo.get(key)
         if hit is None:
-            self.evaluations += 1
-            hit_value: bool | Exception
-            try:
-                hit_value = p.run(self._with_device(driver, device, p))
-            except (CelRuntimeError, Unsupported) as exc:
-                hit_value = exc
-            self._memo[key] = hit = hit_value
+            self._memo[key] = hit = self.evaluate(p, driver, device)
         if isinstance(hit, Exception):
             raise hit
         return hit
@@ -313,12 +363,7 @@ class Evaluator:
             key = (lay, driver, reads[0](attrs), reads[1](caps))
             hit = memo.get(key)
             if hit is None:
-                self.evaluations += 1
-                try:
-                    hit = p.run(self._with_device(driver, d, p))
-                except (CelRuntimeError, Unsupported) as exc:
-                    hit = exc
-                memo[key] = hit
+                memo[key] = hit = self.evaluate(p, driver, d)
             out.append(hit)
         return out
 
