@@ -24,8 +24,8 @@ def test_healthy_exits_0_json_contract():
     res = invoke("doctor", "--snapshot", str(SNAPSHOTS / "healthy.json"), "-o", "json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
-    assert set(data) == {"findings", "summary"}
-    assert data["findings"] == []
+    assert set(data) == {"findings", "groups", "summary"}
+    assert data["findings"] == [] and data["groups"] == []
     assert data["summary"]["errors"] == 0 and data["summary"]["gpu_nodes"] == 2
 
 
@@ -51,7 +51,7 @@ def test_table_groups_errors_first_then_warnings():
     res = invoke("doctor", "--snapshot", str(SNAPSHOTS / "device-plugin-untolerated.json"))
     assert res.exit_code == 1
     out = res.output
-    assert out.index("Errors (3)") < out.index("Warnings (1)")
+    assert out.index("Errors (3, in ") < out.index("Warnings (1, in 1 group)")
     assert "[device-plugin-untolerated-taint] Node/ip-192-168-20-11.us-west-2.compute.internal" in out
     assert "      - key: ray.io/node-type" in out  # the fix, indented under the finding
     assert out.rstrip().splitlines()[-1].startswith("3 errors, 1 warnings, 0 info")

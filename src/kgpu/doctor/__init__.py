@@ -26,7 +26,7 @@ from kgpu.doctor import (
     visible_devices,
     workloads,
 )
-from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding, Report
+from kgpu.doctor.findings import ERROR, INFO, SEVERITIES, WARNING, Finding, Group, Report, group_findings
 from kgpu.doctor.state import ClusterState, cluster_state
 
 if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
@@ -47,6 +47,11 @@ CHECK_IDS: dict[str, tuple[str, ...]] = {
     "TKE image cache": tuple(image_cache.CHECKS),
     "DRA": tuple(dra.CHECKS),
 }
+
+
+def all_check_ids() -> tuple[str, ...]:
+    """Every check id once, in the order of :data:`CHECK_IDS`."""
+    return tuple(dict.fromkeys(c for ids in CHECK_IDS.values() for c in ids))
 
 
 def _functions() -> list[Check]:
@@ -89,11 +94,15 @@ __all__ = [
     "CHECK_IDS",
     "ERROR",
     "INFO",
+    "SEVERITIES",
     "WARNING",
     "ClusterState",
     "Finding",
+    "Group",
     "Report",
+    "all_check_ids",
     "cluster_state",
     "doctor_report",
+    "group_findings",
     "run_checks",
 ]
