@@ -165,12 +165,16 @@ def test_prefilter_messages_replace_the_histogram() -> None:
     assert out["p"].reason == (
         "0/2 nodes are available: request gpu: device class gpu.nvidia.com does not exist. no new claims to deallocate, "
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+    # a missing claim keeps the pod out of the queue (PreEnqueue): kube-scheduler has no words for it
     out = run([*cl, gpu_class()], [claim_pod("q", tpl="missing")])
-    assert out["q"].reason.startswith('0/2 nodes are available: pod "default/q": ResourceClaim not created yet.')
+    assert out["q"].reason == (
+        'kube-scheduler does not try it: pod "default/q": ResourceClaim not created yet (DynamicResources\' '
+        "PreEnqueue keeps the pod out of the scheduling queue until that changes, so there is no FailedScheduling event)")
     named = pod_dict("r")
     named["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "nope"}]
     out = run([*cl, gpu_class()], [named])
-    assert out["r"].reason.startswith('0/2 nodes are available: could not find ResourceClaim "default/nope".')
+    assert out["r"].reason.startswith('kube-scheduler does not try it: could not find ResourceClaim "default/nope" (')
+    assert "preemption" not in (out["r"].reason or "")
 
 
 def test_unsupported_cel_is_a_warning_never_a_match() -> None:

@@ -101,8 +101,9 @@ def test_gpus_per_node_and_pool(api: FakeApiServer, tmp_path: Path) -> None:
     assert nodes["gpu-a"]["resources"] == {"nvidia.com/gpu": {"allocatable": 4, "requested": 4}}
     assert nodes["gpu-b"]["resources"] == {"nvidia.com/gpu": {"allocatable": 4, "requested": 1}}
     assert nodes["gpu-c"]["resources"] == {"nvidia.com/gpu": {"allocatable": 1, "requested": 0}}
-    assert nodes["gpu-m"]["resources"] == {"nvidia.com/gpu": {"allocatable": 0, "requested": 0},
-                                           "nvidia.com/mig-1g.5gb": {"allocatable": 14, "requested": 2}}
+    # the nvidia.com/gpu the kubelet keeps at 0 on a MIG mixed node is not a row
+    assert nodes["gpu-m"]["resources"] == {"nvidia.com/mig-1g.5gb": {"allocatable": 14, "requested": 2}}
+    assert nodes["gpu-m"]["gpuKind"] == "mig mixed" and nodes["gpu-a"]["gpuKind"] == "whole"
     assert (nodes["gpu-a"]["pool"], nodes["gpu-a"]["poolSource"], nodes["gpu-a"]["instanceType"]) == (
         "gpu-train", "karpenter", "p3.8xlarge")
     pools = {p["pool"]: p for p in data["pools"]}
@@ -121,10 +122,10 @@ def test_table_and_pools_only(api: FakeApiServer, tmp_path: Path) -> None:
     res = kgpu(api, tmp_path)
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert lines[0].split() == ["NODE", "POOL", "INSTANCE-TYPE", "RESOURCE", "ALLOC", "REQ", "FREE"]
+    assert lines[0].split() == ["NODE", "POOL", "INSTANCE-TYPE", "GPU", "KIND", "RESOURCE", "ALLOC", "REQ", "FREE"]
     assert next(ln for ln in lines if ln.startswith("gpu-a")).split() == [
-        "gpu-a", "gpu-train", "p3.8xlarge", "gpu", "4", "4", "0"]
-    assert any(ln.split() == ["mig-1g.5gb", "14", "2", "12"] for ln in lines), lines
+        "gpu-a", "gpu-train", "p3.8xlarge", "Tesla-V100-SXM2-16GB", "x4", "whole", "gpu", "4", "4", "0"]
+    assert any(ln.split()[-6:] == ["mig", "mixed", "mig-1g.5gb", "14", "2", "12"] for ln in lines), lines
     res = kgpu(api, tmp_path, "--pools", "--no-headers")
     assert res.exit_code == 0, res.output
     rows = [ln.split() for ln in res.stdout.splitlines() if ln.strip()]

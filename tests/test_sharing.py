@@ -4,6 +4,7 @@ MIG tables, and what simulate / plan place on time-sliced, MPS and MIG nodes."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from fractions import Fraction
 from typing import Any
 
@@ -297,18 +298,42 @@ def test_time_slicing_allows_more_than_one_unless_told() -> None:
     assert [w.code for w in warned.warnings] == ["shared-gpu-admission"]
 
 
-def test_existing_node_with_mig_config_pending_has_no_gpus() -> None:
-    """nvidia.com/mig.config.state: pending: the MIG manager has not finished; the pod waits."""
+def test_existing_node_with_mig_config_pending_is_placed_by_allocatable_with_a_warning() -> None:
+    """nvidia.com/mig.config.state: pending: kube-scheduler still places by the node's allocatable (it reads no
+    label); the kubelet refuses the pod while the MIG manager has the plugin paused, which the warning says."""
     labels = {"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "pending"}
     cluster = workloads()
     cluster.nodes.append(make_node("gpu-1", gpus=8, labels=labels))
     result = simulate(cluster, workloads(gpu_pod("p")))
     p = placement(result, "p")
-    assert p.phase == "Unschedulable" and "Insufficient nvidia.com/gpu" in (p.reason or "")
+    assert p.phase == "Scheduled" and p.node == "gpu-1"
+    assert [w.code for w in p.warnings] == ["mig-repartition"]
+    assert "all-1g.10gb is pending" in p.warnings[0].message
+    assert any(line.startswith("default/p on gpu-1: node gpu-1's MIG config") for line in result.warnings)
     ready = copy.deepcopy(labels) | {"nvidia.com/mig.config.state": "success"}
     cluster = workloads()
     cluster.nodes.append(make_node("gpu-1", gpus=8, labels=ready))
-    assert placement(simulate(cluster, workloads(gpu_pod("p"))), "p").node == "gpu-1"
+    done = placement(simulate(cluster, workloads(gpu_pod("p"))), "p")
+    assert done.node == "gpu-1" and done.warnings == ()
+
+
+def test_existing_mps_node_refuses_two_replicas_and_hints_name_what_nodes_offer() -> None:
+    """simulate --cluster, no profile: MPS's default failRequestsGreaterThanOne read from GFD's labels; a MIG
+    profile of another GPU's memory gets the same-slice profile the nodes offer."""
+    mps = {"nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "4"}
+    cluster = workloads()
+    cluster.nodes.append(make_node("gpu-1", gpus=16, labels=mps))
+    result = simulate(cluster, workloads(gpu_pod("two", count=2), gpu_pod("one")))
+    assert [w.code for w in placement(result, "two").warnings] == ["shared-gpu-admission"]
+    assert "maximum request size for shared resources is 1" in placement(result, "two").warnings[0].message
+    assert placement(result, "one").warnings == ()
+    mixed = workloads()
+    node = make_node("a100-80", labels={"nvidia.com/mig.strategy": "mixed"})
+    mixed.nodes.append(dataclasses.replace(node, allocatable={**node.allocatable, "nvidia.com/mig-2g.20gb": 24}))
+    result = simulate(mixed, workloads(gpu_pod("p", resource="nvidia.com/mig-2g.10gb")))
+    assert placement(result, "p").phase == "Unschedulable"
+    assert any("asks nvidia.com/mig-2g.10gb, which no node offers (they offer nvidia.com/mig-2g.20gb): did you mean "
+               "nvidia.com/mig-2g.20gb?" in w for w in result.warnings), result.warnings
 
 
 def test_static_node_advertises_shared_capacity() -> None:

@@ -61,18 +61,37 @@ GPU_SELECTORS = [
     "device.attributes['gpu.nvidia.com'].architecture == 'Ada Lovelace'",
     "device.attributes['gpu.nvidia.com'].cudaComputeCapability.major() >= 9",
     "device.driver == 'gpu.nvidia.com'",
+    # Kubernetes' CEL libraries (ext.Strings, library.Lists, library.Regex, ext.Sets, ext.Lists): NVIDIA's demo
+    # selects A100s by productName.lowerAscii().matches(...)
+    "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('^nvidia a100.*$')",
+    "device.attributes['gpu.nvidia.com'].productName.split(' ').size() >= 3",
+    "device.attributes['gpu.nvidia.com'].productName.indexOf('H100') >= 0",
+    "device.attributes['gpu.nvidia.com'].architecture.upperAscii() in ['HOPPER', 'AMPERE']",
+    "device.attributes['gpu.nvidia.com'].productName.substring(0, 6) == 'NVIDIA'",
+    "device.attributes['gpu.nvidia.com'].productName.find('[0-9]+GB') != ''",
+    "sets.intersects([device.attributes['gpu.nvidia.com'].architecture], ['Hopper', 'Blackwell'])",
+    "device.attributes['gpu.nvidia.com'].productName.trim().lastIndexOf('G') > 10",
+    "device.attributes['gpu.nvidia.com'].productName.replace('NVIDIA ', '').startsWith('A')",
+    "device.attributes['gpu.nvidia.com'].productName.split(' ').distinct().size() >= 2",
+    "device.attributes['gpu.nvidia.com'].productName.findAll('[0-9]').size() >= 3",
 ]
 MIG_SELECTORS = [
     "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'",
     "device.attributes['gpu.nvidia.com'].profile in ['3g.20gb', '2g.10gb']",
     "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('10Gi')) >= 0",
     "device.capacity['gpu.nvidia.com'].multiprocessors.asInteger() >= 28",
+    "device.attributes['gpu.nvidia.com'].profile.split('.')[0] in ['1g', '2g']",
+    "device.attributes['gpu.nvidia.com'].profile.charAt(0) == '3'",
+    "[device.capacity['gpu.nvidia.com'].multiprocessors.asInteger(), 14].max() > 14",
 ]
 NIC_SELECTORS = [
     "device.attributes['net.example.com'].rdma",
     "device.attributes['net.example.com'].speed >= 200",
     "device.capacity['net.example.com'].bandwidth.compareTo(quantity('100G')) > 0",
 ]
+# the functions of Kubernetes' CEL libraries the selectors above call (kgpu.sim.scheduler.plugins.cel_library)
+CEL_LIBRARY = ("lowerAscii", "upperAscii", "split", "indexOf", "lastIndexOf", "substring", "find", "findAll", "trim",
+               "replace", "charAt", "distinct", "max", "sets.intersects")
 ACCEL_SELECTORS = [
     "device.attributes['accel.example.com'].family == 'agilex'",
     "device.attributes['accel.example.com'].firmware.isLessThan(semver('2.0.0'))",
@@ -80,6 +99,8 @@ ACCEL_SELECTORS = [
 # a selector reading an attribute only some devices have: a CEL runtime error on the others
 RISKY_SELECTORS = [
     "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'",
+    # an index past the end of most product names: ext.Strings' "index out of range" error
+    "device.attributes['gpu.nvidia.com'].productName.charAt(21) != 'x'",
 ]
 
 
@@ -155,8 +176,10 @@ def _request_body(rng: random.Random, s: Scenario, cls: str, *, sub: bool = Fals
         picked = rng.sample(choices, rng.choice([1, 1, 2]))
         body["selectors"] = [{"cel": {"expression": e}} for e in picked]
         s.features.add("cel")
+        if any(f".{name}(" in e or f"{name}(" in e.split("(")[0] for e in picked for name in CEL_LIBRARY):
+            s.features.add("cel-library")
     if cls in ("gpu.nvidia.com", "accel.example.com") and rng.random() < 0.03:
-        body.setdefault("selectors", []).append({"cel": {"expression": RISKY_SELECTORS[0]}})
+        body.setdefault("selectors", []).append({"cel": {"expression": rng.choice(RISKY_SELECTORS)}})
         s.features.add("cel-error")
     r = rng.random()
     if r < 0.1 and not sub:

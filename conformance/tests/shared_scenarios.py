@@ -7,8 +7,9 @@ the replicas (time-slicing or MPS), ``nvidia.com/gpu.shared`` when renamed, ``nv
 under the mixed MIG strategy (``.shared`` when the MIG devices are time-sliced too), ``nvidia.com/gpu`` per
 MIG device under the single one. Each node's allocatable and GPU Feature Discovery labels are what the
 plugin and GFD make of its GPUs (``kgpu.model.sharing``, whose rules follow the plugin's code and tests;
-the MIG layouts are mig-parted's, ``kgpu.catalog.mig``); its MIG config is applied
-(``nvidia.com/mig.config.state: success``).
+the MIG layouts are mig-parted's, ``kgpu.catalog.mig``); its MIG config is mostly applied
+(``nvidia.com/mig.config.state: success``), sometimes still ``pending``/``rebooting`` or ``failed`` with the
+devices still advertised (kube-scheduler reads no label).
 
 Pods ask 1 device mostly, sometimes 2 (kube-scheduler places those; the kubelet may refuse them later, which
 is no part of this comparison), sometimes a resource no node advertises (a typo, the other GPU's profile),
@@ -70,7 +71,9 @@ def _node(rng: random.Random, i: int) -> dict[str, Any]:
               **cfg.gfd_labels(gpu, gpus)}
     if cfg.mig_config is not None:
         labels["nvidia.com/mig.config"] = cfg.mig_config
-        labels[LABEL_MIG_STATE] = "success"
+        # mostly applied; sometimes the MIG manager is still at it (or failed) while the node keeps advertising:
+        # kube-scheduler places by allocatable whatever the label says
+        labels[LABEL_MIG_STATE] = "success" if rng.random() < 0.85 else rng.choice(["pending", "rebooting", "failed"])
     alloc: dict[str, str] = {"cpu": cpu, "memory": mem, "pods": pods, "ephemeral-storage": "95551679124"}
     alloc.update({k: str(v) for k, v in cfg.advertised(gpu, gpus).items()})
     spec: dict[str, Any] = {}

@@ -12,8 +12,11 @@ both place the same pending pods in the same order, and must agree on:
   oracle is given kgpu's devices (DRA_ORACLE_PREFER) and, where the plugin took others on the same node,
   runs the cycle there again until it takes the same (each run is the real allocator's own outcome), so
   that later pods are compared on the same state; such pods are counted apart ("steered");
-- message: the FailedScheduling text of every pod that is not placed (up to its PostFilter part, which
-  the oracle does not run), word for word, and whether it is an error (the plugin's Error status).
+- message: the FailedScheduling text of every pod that is not placed, whole (the oracle runs PostFilter:
+  DynamicResources' deallocation and DefaultPreemption's dry run, as the event carries them), word for word,
+  and whether it is an error (the plugin's Error status); a pod DynamicResources' PreEnqueue keeps out of the
+  queue (a claim missing or being deleted) is never tried and has no such text: kgpu must say so, with the
+  plugin's reason (``not_enqueued``).
 
 A disagreement in a scenario that exercises a behaviour listed in KNOWN (docs/simulate.md, "Dynamic
 Resource Allocation", known differences) is counted in that class and printed; any other fails. Once two
@@ -37,6 +40,7 @@ from dra_scenarios import Scenario, generate
 
 from conftest import binary, cases, seed
 from kgpu.cli.main import cli
+from kgpu.sim.scheduler.plugins.dynamicresources import not_enqueued
 
 # Behaviours kgpu's DRA placement does not model (docs/simulate.md, "Dynamic Resource Allocation").
 KNOWN: dict[str, str] = {
@@ -87,13 +91,6 @@ def run_kgpu(cluster: Path, pods: Path) -> dict[str, dict[str, Any]]:
     return {f"{p['namespace']}/{p['name']}": p for p in data["pods"] if not p.get("recreated")}
 
 
-def filters_part(message: str) -> str:
-    """The FailedScheduling text without PostFilter's part (DynamicResources', then DefaultPreemption's)."""
-    for start in (" no new claims to deallocate, ", " still not schedulable, ", " preemption: "):
-        message = message.partition(start)[0]
-    return message
-
-
 def _devices(devices: list[dict[str, Any]] | None) -> list[tuple[Any, ...]]:
     return [(d["claim"], d["request"], d["driver"], d["pool"], d["device"], bool(d.get("adminAccess")))
             for d in devices or []]
@@ -120,11 +117,15 @@ def compare(ours: dict[str, dict[str, Any]], theirs: dict[str, dict[str, Any]]) 
         elif not o_node:
             mine = o.get("reason") or ""
             theirs_msg = t.get("message") or ""
-            if t.get("error"):
+            if t.get("not_enqueued"):
+                if mine != not_enqueued(theirs_msg):
+                    diffs.append((key, "message", f"\n   kgpu:           {mine}\n   kube-scheduler: never tried, "
+                                                  f"PreEnqueue: {theirs_msg}"))
+            elif t.get("error"):
                 mine_err = mine.startswith("running ")
                 if not mine_err or mine != theirs_msg:
                     diffs.append((key, "message", f"\n   kgpu:           {mine}\n   kube-scheduler: {theirs_msg} (error)"))
-            elif filters_part(mine) != theirs_msg:
+            elif mine != theirs_msg:
                 diffs.append((key, "message", f"\n   kgpu:           {mine}\n   kube-scheduler: {theirs_msg}"))
     return diffs
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgpu.cli.output import headers_wanted, style, table
+from kgpu.model.gpus import WHOLE, classify, sharing_of
+from kgpu.model.sharing import is_gpu_resource
 
 GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
-SHARED = "nvidia.com/gpu.shared"
-MIG = "nvidia.com/mig-"
 CPU = "cpu"
 MEMORY = "memory"
 POOL_LABELS = ("karpenter.sh/nodepool", "eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name")
@@ -94,35 +94,27 @@ class Slice:
         return max(0, self.usage.total - self.usage.used)
 
 
-def is_device(name: str) -> bool:
-    """An NVIDIA GPU device resource the plugin advertises: whole, shared (renamed or not) or MIG."""
-    return name == GPU or name.startswith(MIG) or (name.endswith(".shared") and name.startswith("nvidia.com/"))
+def label_is_whole(s: Slice) -> bool:
+    """A DRA slice of full GPUs only: drawn as the plain GPU bar."""
+    return s.resource == "dra:gpu"
 
 
 def slices(allocatable: Mapping[str, int], requested: Mapping[str, int], labels: Mapping[str, str]
            ) -> tuple[Slice, ...]:
-    """The device resources of a node that shares or partitions its GPUs (none for whole GPUs)."""
-    devices = sorted(k for k, v in allocatable.items() if v and is_device(k))
-    if not devices:
-        return ()
+    """The device resources of a node that shares or partitions its GPUs (none for whole GPUs), as the GPU
+    inventory (``kgpu.model.gpus``) classifies them from the node's allocatable and GFD's labels."""
+    devices = sorted(k for k, v in allocatable.items() if v and is_gpu_resource(k))
     out = []
     partitioned = False
     for name in devices:
-        base = name.removesuffix(".shared") if name.startswith(MIG) or name == SHARED else name
-        replicas = labels.get(f"{base}.replicas", "")
-        r = int(replicas) if replicas.isdigit() else 1  # no GFD label: the count is not known
-        strategy = labels.get(f"{base}.sharing-strategy", "")
+        what, replicas, profile = classify(name, labels)
         kind = ""
-        if r > 1:
-            kind = f"{'mps' if strategy == 'mps' else 'shared'} x{r}"
+        if replicas > 1:
+            kind = f"{'mps' if sharing_of(name, labels) == 'mps' else 'shared'} x{replicas}"
+        if what != WHOLE or name.endswith(".shared"):
             partitioned = True
-        if name.startswith(MIG) or name.endswith(".shared"):
-            partitioned = True
-        elif name == GPU and labels.get("nvidia.com/mig.strategy") == "single":
-            profile = labels.get(f"{GPU}.product", "").rpartition("-MIG-")[2]
-            if profile and "-MIG-" in labels.get(f"{GPU}.product", ""):
-                kind = " ".join(x for x in (f"mig {profile}", kind) if x)
-                partitioned = True
+        if name == GPU and profile:  # MIG single: every MIG device is nvidia.com/gpu
+            kind = " ".join(x for x in (f"mig {profile}", kind) if x)
         out.append(Slice(name, Usage(requested.get(name, 0), allocatable[name]), kind))
     return tuple(out) if partitioned else ()
 
@@ -222,12 +214,14 @@ def pools(
     new_nodes: Sequence[Any] = (),
     pool_of: Mapping[str, str] | None = None,
     price_of: PriceOf | None = catalog_price,
+    dra_gpus: Mapping[str, Mapping[str, tuple[int, int]]] | None = None,
 ) -> list[Pool]:
     """Group the simulation's nodes (``NodeState``) into pools of alike lines, pools in first-seen order.
 
     ``new_nodes`` (provisioned ``NewNode``) give pool, instance type, capacity type and price of the nodes
     the simulation created; ``pool_of`` names the pool of nodes no label places (the profile's static pools);
-    ``price_of`` prices the others (default: the AWS catalog, from the node's labels).
+    ``price_of`` prices the others (default: the AWS catalog, from the node's labels); ``dra_gpus`` are the
+    GPUs NVIDIA's DRA driver publishes per node, by kind, (in use, published) (``SimulationResult.dra_gpus``).
     """
     new = {n.name: n for n in new_nodes}
     pool_of = pool_of or {}
@@ -249,7 +243,14 @@ def pools(
         alloc = node.allocatable
         req = state.requested
         shared = slices(alloc, req, labels)
-        if shared:  # the GPU bar counts every device the plugin advertises
+        dra = (dra_gpus or {}).get(node.name)
+        if dra:  # the driver's devices, each kind a slice of the bar (MIG devices with their profile)
+            shared = shared + tuple(Slice(label, Usage(u, t), "") for label, (u, t) in sorted(dra.items()))
+            if len(shared) == 1 and label_is_whole(shared[0]):
+                gpu, shared = shared[0].usage, ()
+            else:
+                gpu = Usage(sum(x.usage.used for x in shared), sum(x.usage.total for x in shared))
+        elif shared:  # the GPU bar counts every device the plugin advertises
             gpu = Usage(sum(x.usage.used for x in shared), sum(x.usage.total for x in shared))
         else:  # whole GPUs: NVIDIA's, or AMD's (g4ad) where the node advertises those
             gpu = Usage(req.get(GPU, 0) + req.get(AMD_GPU, 0), alloc.get(GPU, 0) + alloc.get(AMD_GPU, 0))
@@ -332,15 +333,17 @@ def legend(*, compact: bool = True, shared: bool = False) -> list[str]:
         "Bars: requests / allocatable; "
         + ", ".join(style(f"{w} {r}", fg=c) for w, r, c in (("green", "≥ 80 %", "green"), ("yellow", "≥ 30 %", "yellow"), ("red", "< 30 %", "red")))
         + " used",
-        f"{marks}; {UNPRICED}: no price in the catalog",
+        f"{marks}; {UNPRICED}: no price known",
         *([SLICES_LEGEND] if shared else []),
     ]
 
 
 def render(
-    view: list[Pool], *, title: str = "Nodes by pool (requests / allocatable)", compact: bool = True
+    view: list[Pool], *, title: str = "Nodes by pool (requests / allocatable)", compact: bool = True,
+    priced: bool = True,
 ) -> str:
-    """The view as a table and its legend: within 80 columns by default; ``compact=False`` for -o wide."""
+    """The view as a table and its legend: within 80 columns by default; ``compact=False`` for -o wide.
+    ``priced=False``: no line on where prices come from (a plan's cost block under the view names them)."""
     from kgpu.catalog.prices import caption
 
     width = COMPACT_BAR if compact else BAR_WIDTH
@@ -405,7 +408,8 @@ def render(
                 r[0] = _cut(click_unstyle(r[0]), room)
     text = table(headers, rows, title=title)
     shared = any(g.slices for p in view for g in p.groups)
-    return "\n".join([text, *legend(compact=compact, shared=shared), caption()]) if headers_wanted() else text
+    lines = [text, *legend(compact=compact, shared=shared), *([caption()] if priced else [])]
+    return "\n".join(lines) if headers_wanted() else text
 
 
 def _visible(text: str) -> int:

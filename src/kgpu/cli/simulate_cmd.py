@@ -175,9 +175,10 @@ def command(
                 result.new_nodes,
                 pool_of,
                 lambda t, c, labels: nodeview.catalog_price(t, c, labels, merged),
+                dra_gpus=result.dra_gpus,
             )
         else:
-            view = nodeview.pools(result.nodes, result.new_nodes, pool_of)
+            view = nodeview.pools(result.nodes, result.new_nodes, pool_of, dra_gpus=result.dra_gpus)
     owners = [p.pod.owner_name for p in result.placements]
     emit(
         data,

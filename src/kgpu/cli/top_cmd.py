@@ -33,27 +33,34 @@ from kgpu.cli.output import emit, examples, handle_input_errors, output_option, 
 def command(prometheus: str | None, pools_only: bool, all_nodes: bool, page_size: int, output: str,
             kubeconfig: str | None, context: str | None, request_timeout: float) -> None:
     """GPU totals and use, per node and per pool: what `kubectl describe nodes` (Allocatable, Allocated
-    resources) and `kubectl top nodes` show for CPU and memory, for nvidia.com/gpu, its .shared form and
-    MIG devices.
+    resources) and `kubectl top nodes` show for CPU and memory, for nvidia.com/gpu, its .shared form, MIG
+    devices and the GPUs NVIDIA's DRA driver publishes (dra:gpu, dra:mig-<profile>; REQ: devices of claims
+    that pods hold).
 
     ALLOC is the node's allocatable, REQ what the pods bound to it that have not finished ask (as
     the scheduler sums them), FREE the difference, UTIL the exporter's average GPU utilisation on the node (with
     --prometheus). Pools are Karpenter NodePools, EKS / eksctl node groups, GKE, AKS and TKE node pools, by
     their node labels, with their nodes, instance types and capacity types.
 
-    Read-only: lists nodes and pods (the kgpu-doctor ClusterRole of `kgpu render --target rbac` grants it).
+    GPU is the node's GPU model and count, KIND how the GPUs are offered: whole, time-slicing/mps xN (replicas
+    per GPU), mig single/mixed, dra.
+
+    Read-only: lists nodes, pods, ResourceSlices and ResourceClaims (the kgpu-doctor ClusterRole of `kgpu render --target rbac` grants it).
     Exit status: 0 shown, 2 bad input or an API error; 130 on Ctrl-C, 143 on SIGTERM, 129 on SIGHUP.
     """
     from kgpu.live.client import ApiClient
     from kgpu.live.kubeconfig import ClusterError, resolve
     from kgpu.live.prometheus import PrometheusClient
-    from kgpu.live.top import read, summarize, utilization
+    from kgpu.live.top import read, read_dra, summarize, utilization
 
     access = access_from(kubeconfig, context, None, False, request_timeout)
     prom = PrometheusClient(prometheus, timeout=request_timeout) if prometheus else None
     target = resolve(access)
     with ApiClient(target, timeout=request_timeout) as client:
         nodes, pods = read(client, page_size=page_size)
+        slices, claims, note = read_dra(client, page_size=page_size)
+    if note:
+        click.echo(f"note: {note}", err=True)
     series = None
     if prom is not None:
         with prom:
@@ -61,7 +68,7 @@ def command(prometheus: str | None, pools_only: bool, all_nodes: bool, page_size
                 series = utilization(prom.query)
             except ClusterError as exc:
                 click.echo(f"note: no utilisation shown: {exc.message}", err=True)
-    data = summarize(nodes, pods, series, all_nodes=all_nodes)
+    data = summarize(nodes, pods, series, all_nodes=all_nodes, slices=slices, claims=claims)
     data["server"] = target.server
     if pools_only:
         data.pop("nodes")
@@ -85,12 +92,15 @@ def render_table(data: dict[str, Any]) -> str:
             resources = n["resources"] or {"nvidia.com/gpu": {"allocatable": 0, "requested": 0}}
             for i, (r, v) in enumerate(resources.items()):
                 free = v["allocatable"] - v["requested"]
+                gpu = f"{n.get('gpuProduct') or '-'}" + (f" x{n['gpuCount']}" if n.get("gpuCount") else "")
                 row = [n["node"] if i == 0 else "", n["pool"] if i == 0 else "", n["instanceType"] if i == 0 else "",
+                       gpu if i == 0 else "", n.get("gpuKind", "-") if i == 0 else "",
                        _short(r), v["allocatable"], v["requested"], free if free >= 0 else f"{free} (over)"]
                 if util:
                     row.append(_pct(n["utilization"]) if i == 0 else "")
                 rows.append(row)
-        headers = ["NODE", "POOL", "INSTANCE-TYPE", "RESOURCE", "ALLOC", "REQ", "FREE"] + (["UTIL"] if util else [])
+        headers = ["NODE", "POOL", "INSTANCE-TYPE", "GPU", "KIND", "RESOURCE", "ALLOC", "REQ", "FREE"] + (
+            ["UTIL"] if util else [])
         parts.append(table(headers, rows) if rows else "no GPU nodes")
     rows = []
     for p in data["pools"]:

@@ -29,6 +29,7 @@ from kgpu.doctor.state import (
     DaemonSetInfo,
     NodeInfo,
     PodInfo,
+    uses_dra_driver,
 )
 
 PLUGIN_IMAGE = "k8s-device-plugin"
@@ -163,9 +164,20 @@ def builtin_plugin(node: NodeInfo) -> str:
 
 
 def _plugin_nodes(state: ClusterState) -> list[NodeInfo]:
-    """GPU nodes that need a plugin: virtual (TKE super) nodes expose GPUs themselves, and NVIDIA's DRA driver
-    publishes the GPUs of the nodes it has ResourceSlices for (kgpu.doctor.dra checks both at once)."""
-    return [n for n in state.gpu_nodes if not n.virtual and n.name not in state.dra_nodes]
+    """GPU nodes that need a plugin: virtual (TKE super) nodes expose GPUs themselves; NVIDIA's DRA driver
+    publishes the GPUs of the nodes it has ResourceSlices for, and in a cluster that runs the driver a node
+    no plugin ever registered GPUs on is the driver's (kgpu.doctor.dra's dra-driver-missing); a node whose
+    plugin the MIG manager paused to repartition is waiting on purpose (kgpu.doctor.sharing's
+    mig-config-state)."""
+    dra = uses_dra_driver(state)
+    return [
+        n
+        for n in state.gpu_nodes
+        if not n.virtual
+        and n.name not in state.dra_nodes
+        and not (dra and not n.gpus.registered)
+        and not n.gpus.repartitioning
+    ]
 
 
 def check_missing(state: ClusterState) -> Iterator[Finding]:

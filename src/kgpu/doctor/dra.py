@@ -32,7 +32,7 @@ from typing import Any
 from kgpu.catalog.dra import DRIVER, GPU_CLASS, MIG_CLASS
 from kgpu.doctor.common import snippet
 from kgpu.doctor.findings import ERROR, WARNING, Finding
-from kgpu.doctor.state import LABEL_NODEPOOL, ClusterState, DaemonSetInfo, NodeInfo, PodInfo
+from kgpu.doctor.state import LABEL_NODEPOOL, ClusterState, DaemonSetInfo, NodeInfo, PodInfo, kubelet_plugins
 from kgpu.model.load import Objects
 
 KUBELET_PLUGIN_IMAGE = "k8s-dra-driver-gpu"
@@ -46,12 +46,8 @@ KARPENTER_WORDS = "pod has Dynamic Resource Allocation requirements that are not
 
 
 def _dra(state: ClusterState) -> Any:
-    """The snapshot's DRA objects read (None without any); InputError for an object the API rejects."""
-    if not state.objects.dra:
-        return None
-    from kgpu.model.dra import read
-
-    return read(state.objects.dra)
+    """The snapshot's DRA objects, read once for the whole doctor run (None without any)."""
+    return state.dra()
 
 
 def _claims_pods(state: ClusterState) -> list[PodInfo]:
@@ -59,8 +55,7 @@ def _claims_pods(state: ClusterState) -> list[PodInfo]:
 
 
 def _kubelet_plugins(state: ClusterState) -> list[DaemonSetInfo]:
-    return [ds for ds in state.daemonsets if any(KUBELET_PLUGIN_IMAGE in i for i in ds.images)
-            and "kubelet-plugin" in ds.name]
+    return kubelet_plugins(state)
 
 
 def _nvidia_classes_used(objs: Any) -> bool:
@@ -106,8 +101,8 @@ def check_claims_pending(state: ClusterState) -> Iterator[Finding]:
         if placed.phase == SCHEDULED:
             yield Finding(CHECK_PENDING, WARNING, info.ref,
                           f"waits for its resource claims, but kgpu's allocator finds devices for it on {placed.node} "
-                          f"({_devices(placed.devices)}): the scheduler has not retried it since they were freed, or "
-                          "the snapshot is older than the pod's last attempt",
+                          f"({_devices(placed.devices)}): the scheduler has not retried it since they were freed"
+                          + (", or the snapshot is older than the pod's last attempt" if not state.live else ""),
                           f"kubectl get events -n {info.namespace} --field-selector involvedObject.name={info.name}")
             continue
         reason = placed.reason or ""
@@ -219,7 +214,7 @@ def check_driver_missing(state: ClusterState) -> Iterator[Finding]:
         return
     published = _slice_nodes(objs) if objs is not None else set()
     for node in state.gpu_nodes:
-        if node.virtual or node.name in published or (node.allocatable_gpus or 0) > 0:
+        if node.virtual or node.name in published or node.gpus.units > 0:
             continue
         yield Finding(CHECK_DRIVER, ERROR, node.ref,
                       f"a GPU node ({node.gpu_reason}) that publishes no {DRIVER} ResourceSlice and advertises no "

@@ -23,8 +23,10 @@ from kgpu.doctor.state import (
     ClusterState,
     NodeInfo,
     PodInfo,
+    uses_dra_driver,
 )
 from kgpu.errors import InputError
+from kgpu.model.gpus import DRA_DRIVER
 from kgpu.model.objects import Taint, Toleration
 from kgpu.model.predicates import tolerates
 
@@ -79,9 +81,20 @@ def _nodes(state: ClusterState) -> list[NodeInfo]:
     return [n for n in state.gpu_nodes if not n.virtual]
 
 
+def _advertised(node: NodeInfo) -> str:
+    """What the node advertises of GPUs, in words: "12 nvidia.com/gpu.shared (time-slicing x4)"."""
+    inv = node.gpus
+    parts = [f"{r.allocatable} {r.name}" for r in inv.resources if r.allocatable and not r.kind.startswith("dra")]
+    dra = sum(r.allocatable for r in inv.resources if r.kind.startswith("dra"))
+    if dra:
+        parts.append(f"{dra} {DRA_DRIVER} device(s)")
+    return ", ".join(parts) + (f" ({inv.kind})" if inv.kind not in ("whole", "-") else "")
+
+
 def check_no_gpus(state: ClusterState) -> Iterator[Finding]:
+    dra_cluster = uses_dra_driver(state)
     for node in _nodes(state):
-        alloc = node.allocatable_gpus
+        inv = node.gpus
         if not node.ready:
             yield Finding(
                 "gpu-node-not-ready",
@@ -91,30 +104,36 @@ def check_no_gpus(state: ClusterState) -> Iterator[Finding]:
                 f"kubectl describe node {node.name}",
             )
             continue
-        if alloc:
-            if node.expected_gpus and alloc < node.expected_gpus:
+        if inv.repartitioning or inv.mig_failed:
+            continue  # mig-config-state says what the MIG manager is doing (kgpu.doctor.sharing)
+        if inv.units:
+            physical = inv.whole_equivalent()
+            if node.expected_gpus and physical is not None and physical < node.expected_gpus:
                 yield Finding(
                     "gpu-node-missing-gpus",
                     WARNING,
                     node.ref,
-                    f"GPU node advertises {alloc} allocatable nvidia.com/gpu but has {node.expected_gpus} "
+                    f"GPU node advertises {_advertised(node)}, {physical} GPU(s), but has {node.expected_gpus} "
                     f"({node.gpu_reason if node.catalog_type else 'per its GPU count label'}): the device plugin "
                     "marked some GPUs unhealthy (XID errors, fallen off the bus)",
                     f"{plugin_log_command(state, node)} | grep -i -e unhealthy -e xid\n"
                     f"# on the host: nvidia-smi -q | grep -i -e xid -e retired; drain and reboot: kubectl drain {node.name} --ignore-daemonsets",
                 )
             continue
-        if node.name in state.dra_nodes and not node.capacity_gpus:
+        if node.name in state.dra_nodes and not inv.capacity_units:
             continue  # NVIDIA's DRA driver publishes its GPUs as ResourceSlices (kgpu.doctor.dra)
-        if node.capacity_gpus:
+        if dra_cluster and not inv.registered:
+            continue  # dra-driver-missing: neither the DRA driver nor a device plugin offers its GPUs
+        if inv.capacity_units:
             msg = (
-                f"GPU node has {node.capacity_gpus} nvidia.com/gpu capacity but 0 allocatable: every GPU "
-                "is marked unhealthy by the device plugin"
+                f"GPU node has {inv.capacity_units} GPU(s) of capacity "
+                f"({', '.join(f'{r.capacity} {r.name}' for r in inv.resources if r.capacity)}) but 0 allocatable: "
+                "every GPU is marked unhealthy by the device plugin"
             )
-        elif alloc == 0:
-            msg = "GPU node advertises 0 allocatable nvidia.com/gpu"
+        elif inv.registered:
+            msg = f"GPU node advertises 0 allocatable {', '.join(r.name for r in inv.resources)}"
         else:
-            msg = "GPU node has no nvidia.com/gpu in its allocatable resources: no device plugin registered the GPUs"
+            msg = "GPU node has no GPU resource (nvidia.com/gpu, its .shared form, MIG devices) in its allocatable: no device plugin registered the GPUs"
         yield Finding(
             "gpu-node-no-gpus",
             ERROR,
@@ -160,7 +179,7 @@ def check_usage(state: ClusterState) -> Iterator[Finding]:
     """Idle GPU nodes and GPU nodes whose pods use no GPU: what each wastes per hour."""
     for node in _nodes(state):
         pods = [p for p in state.pods_by_node.get(node.name, ()) if not p.is_daemon]
-        if not node.ready or not (node.allocatable_gpus or node.name in state.dra_nodes):
+        if not node.ready or not (node.gpus.units or node.name in state.dra_nodes):
             continue  # gpu-node-not-ready / gpu-node-no-gpus say what is wrong with it
         text, _ = _cost(node, state.region)
         if not pods:
@@ -181,8 +200,8 @@ def check_usage(state: ClusterState) -> Iterator[Finding]:
                 fix,
             )
             continue
-        if any(p.gpus or (p.model is not None and p.model.spec.claim_refs) for p in pods):
-            continue  # a GPU by nvidia.com/gpu, or by a resource claim (NVIDIA's DRA driver)
+        if any(p.asks_gpu for p in pods):
+            continue  # a GPU by an extended resource (whole, shared, MIG), or by a resource claim (DRA)
         shown = names([p.key for p in pods], 3)
         yield Finding(
             "gpu-node-no-gpu-pods",
@@ -304,10 +323,10 @@ def idle_cost(state: ClusterState) -> float:
     """USD per hour of GPU nodes running no workload pod or none using a GPU."""
     total = 0.0
     for node in _nodes(state):
-        if not node.ready or not node.allocatable_gpus:
+        if not node.ready or not (node.gpus.units or node.name in state.dra_nodes):
             continue
         pods = [p for p in state.pods_by_node.get(node.name, ()) if not p.is_daemon]
-        if not any(p.gpus for p in pods):
+        if not any(p.asks_gpu for p in pods):
             total += _cost(node, state.region)[1]
     return round(total, 4)
 

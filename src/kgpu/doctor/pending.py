@@ -24,6 +24,7 @@ from kgpu.doctor.findings import ERROR, WARNING, Finding
 from kgpu.doctor.nodepools import nodepool_profile
 from kgpu.doctor.state import LABEL_NODEPOOL, TKE_PREFIX, ClusterState, Event, PodInfo
 from kgpu.doctor.workloads import bigger_fix
+from kgpu.model.gpus import closest_offered
 from kgpu.model.load import Objects
 from kgpu.model.objects import GPU, Node, Pod, Taint
 from kgpu.model.predicates import first_untolerated, requirement_matches, static_reasons
@@ -54,9 +55,9 @@ def _normalise(message: str) -> str:
     return _TAINT_DETAIL.sub("untolerated taint(s)", message).replace(_DRA_WORDS, " preemption: ")
 
 
-def _compare(reason: str, event: Event | None) -> str:
+def _compare(reason: str, event: Event | None, noun: str = "the snapshot") -> str:
     if event is None:
-        return "the snapshot has no FailedScheduling event for it"
+        return f"{noun} has no FailedScheduling event for it"
     said = event.message.strip()
     # kgpu's message carries PostFilter's part as kube-scheduler's does; an event without one (an older
     # or differently configured scheduler) is compared with kgpu's message up to that part.
@@ -123,9 +124,7 @@ def _what_would_help(state: ClusterState, pod: PodInfo, model: Pod) -> list[str]
     spec = model.spec
     tolerant = _without_taints(spec)
     fixes: list[str] = []
-    gpu_nodes = [
-        n.model for n in state.nodes if (n.allocatable_gpus or 0) > 0 or (n.is_gpu and not n.virtual)
-    ]
+    gpu_nodes = [n.model for n in state.nodes if n.gpus.units > 0 or (n.is_gpu and not n.virtual)]
     # untolerated taints on GPU nodes that otherwise match
     taints: dict[Taint, int] = {}
     for node in gpu_nodes:
@@ -142,12 +141,19 @@ def _what_would_help(state: ClusterState, pod: PodInfo, model: Pod) -> list[str]
     dark = [
         n.name
         for n in state.nodes
-        if n.is_gpu and not n.virtual and not n.allocatable_gpus and static_reasons(spec, n.model) is None
+        if n.is_gpu and not n.virtual and not n.gpus.units and not n.gpus.repartitioning
+        and static_reasons(spec, n.model) is None
     ]
     if dark:
         fixes.append(
-            f"# {len(dark)} GPU node(s) match the pod but advertise no nvidia.com/gpu ({', '.join(dark[:3])}): "
+            f"# {len(dark)} GPU node(s) match the pod but advertise no GPUs ({', '.join(dark[:3])}): "
             "fix the device plugin there first (see the device-plugin-* and gpu-node-no-gpus findings)"
+        )
+    busy = [n.name for n in state.nodes if n.gpus.repartitioning and static_reasons(spec, n.model) is None]
+    if busy:
+        fixes.append(
+            f"# {len(busy)} GPU node(s) that match the pod are being repartitioned by the MIG manager "
+            f"({', '.join(busy[:3])}; see mig-config-state): their GPUs come back when it is done"
         )
     # selectors that match no node at all
     all_nodes = [n.model for n in state.nodes]
@@ -170,13 +176,9 @@ def _what_would_help(state: ClusterState, pod: PodInfo, model: Pod) -> list[str]
                         f"# required node affinity {req.key} {req.operator} {list(req.values)} matches no node "
                         f"({_labels_hint(gpu_nodes or all_nodes, req.key)})"
                     )
-    # GPUs: how many it asks and what the nodes have
-    want = spec.gpus
-    most = max((max(n.allocatable_gpus or 0, n.expected_gpus) for n in state.nodes), default=0)
-    if want and want > most and not _tke(pod):
-        fixes.append(
-            f"# it asks {want} nvidia.com/gpu; the largest node has {most}\n{bigger_fix(state, want)}"
-        )
+    # GPUs: how many it asks of each kind, and what the nodes offer
+    if not _tke(pod):
+        fixes.extend(_resource_fixes(state, pod))
     if _tke(pod):
         try:
             m = match_pod_spec(pod.annotations, dict(spec.requests), dict(model.limits))
@@ -187,6 +189,39 @@ def _what_would_help(state: ClusterState, pod: PodInfo, model: Pod) -> list[str]
             )
         except TkeMatchError as exc:
             fixes.append(f"# TKE: {exc} (see the tke-annotation-no-spec finding)")
+    return fixes
+
+
+def _offered(state: ClusterState) -> dict[str, int]:
+    """Each GPU extended resource the nodes offer, with the most one node has."""
+    out: dict[str, int] = {}
+    for n in state.nodes:
+        for r in n.gpus.resources:
+            if r.allocatable and not r.kind.startswith("dra"):
+                out[r.name] = max(out.get(r.name, 0), r.allocatable)
+    return out
+
+
+def _resource_fixes(state: ClusterState, pod: PodInfo) -> list[str]:
+    """For each GPU resource the pod asks: none offered (and what is, with the likely meant one), or more than
+    the largest node has."""
+    fixes = []
+    offered = _offered(state)
+    for resource, want in sorted(pod.gpu_resources.items()):
+        most = offered.get(resource, 0)
+        if resource == GPU:
+            most = max([most] + [n.expected_gpus for n in state.nodes if not n.gpus.kinds or n.gpus.kinds == ("whole",)])
+        if most == 0 and not any(n.is_gpu and not n.virtual and not n.gpus.units for n in state.nodes):
+            shown = ", ".join(f"{r} (up to {c} per node)" for r, c in sorted(offered.items())) or "none"
+            hint = closest_offered(resource, offered)
+            line = f"# no node offers {resource}; the nodes offer: {shown}"
+            if hint:
+                line += f"\n# did you mean {hint}? ask for it instead:\n" + snippet(
+                    {"resources": {"limits": {hint: want}}})
+            fixes.append(line)
+        elif want > most > 0:
+            line = f"# it asks {want} {resource}; the largest node offers {most}"
+            fixes.append(f"{line}\n{bigger_fix(state, want)}" if resource == GPU else line)
     return fixes
 
 
@@ -261,7 +296,7 @@ def _nodeclaim_notes(state: ClusterState) -> list[str]:
 
 
 def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterator[Finding]:
-    pending = [p for p in state.pods if p.pending and p.gpus > 0 and p.model is not None]
+    pending = [p for p in state.pods if p.pending and p.gpu_resources and p.model is not None]
     if not pending:
         return
     placements, notes = simulate_pending(state, profile)
@@ -272,7 +307,7 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
     source = (
         "The --profile pools"
         if profile is not None
-        else ("The snapshot's NodePools" if state.nodepools else "")
+        else (f"{state.noun.capitalize()}'s NodePools" if state.nodepools else "")
     )
     for pod in pending:
         model = pod.model
@@ -284,7 +319,7 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
         fixes: list[str] = []
         unmodelled = _unmodelled(placement)
         if placement.phase == SCHEDULED:
-            said = _compare("", event) if event else "the snapshot has no FailedScheduling event for it"
+            said = _compare("", event, state.noun)
             how = ""
             if placement.victims:
                 how = f" by preempting {len(placement.victims)} pod(s) of lower priority ({', '.join(placement.victims[:3])})"
@@ -309,7 +344,7 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
             itype = where.get("instance_type", "?")
             cap = where.get("capacity_type", "")
             msg = (
-                f'{reason} ({_compare(reason, event)}). {source}: pool "{pool}" can launch a '
+                f'{reason} ({_compare(reason, event, state.noun)}). {source}: pool "{pool}" can launch a '
                 f"{itype} {cap} node for it, so the autoscaler should be adding one"
             )
             if claim_notes:
@@ -324,11 +359,11 @@ def check_pending(state: ClusterState, profile: Profile | None = None) -> Iterat
         # pending pods are not in them; what the autoscaler would do is its own sentence
         _, _, extra = (placement.reason or "").partition("; ")
         base = existing.reason(model)
-        msg = f"{base} ({_compare(base, event)})"
+        msg = f"{base} ({_compare(base, event, state.noun)})"
         if extra:
             msg += f". {source or 'Provisioning'}: {extra.rstrip('.')}"
         elif not source and not _tke(pod):
-            msg += ". No NodePool in the snapshot (and no --profile): nothing will add a node for it"
+            msg += f". No NodePool in {state.noun} (and no --profile): nothing will add a node for it"
         if unmodelled:
             msg += f". Not modelled for it: {unmodelled}"
         fixes.extend(helper.fixes(pod, model))
@@ -412,7 +447,7 @@ class _Existing:
 
 
 def pending_gpu_pods(state: ClusterState) -> list[PodInfo]:
-    return [p for p in state.pods if p.pending and p.gpus > 0]
+    return [p for p in state.pods if p.pending and p.gpu_resources]
 
 
 CHECKS = {CHECK: check_pending}

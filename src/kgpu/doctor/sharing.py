@@ -26,13 +26,13 @@ from typing import Any
 from kgpu.doctor.common import names, snippet
 from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding, obj_ref
 from kgpu.doctor.state import LABEL_NODEPOOL, ClusterState, NodeInfo
+from kgpu.model.gpus import MIG, SHARED
 from kgpu.model.safeyaml import load_document
 from kgpu.model.sharing import (
     LABEL_MIG_STATE,
     LABEL_MIG_STRATEGY,
     LABEL_PLUGIN_CONFIG,
     LABEL_PRODUCT,
-    is_gpu_resource,
 )
 
 ADMISSION_WORDS = "maximum request size for shared resources is 1"
@@ -137,12 +137,6 @@ def _replicas(node: NodeInfo) -> dict[str, tuple[int, str]]:
     return out
 
 
-def _requests(pod: Any) -> dict[str, int]:
-    if pod.model is None:
-        return {}
-    return {k: v for k, v in pod.model.spec.requests if is_gpu_resource(k)}
-
-
 def check_shared_requests(state: ClusterState) -> Iterator[Finding]:
     for pod in state.pods:
         ref = obj_ref("Pod", pod.name, pod.namespace)
@@ -163,7 +157,7 @@ def check_shared_requests(state: ClusterState) -> Iterator[Finding]:
         shared = _replicas(node)
         if not shared:
             continue
-        for resource, count in _requests(pod).items():
+        for resource, count in pod.gpu_resources.items():
             base = resource.removesuffix(".shared")
             if count < 2 or base not in shared:
                 continue
@@ -220,7 +214,7 @@ def check_nodepool_overlay(state: ClusterState) -> Iterator[Finding]:
             continue
         labels = _template_labels(np)
         nodes = [n for n in state.nodes if n.labels.get(LABEL_NODEPOOL) == name]
-        shared_nodes = [n.name for n in nodes if _replicas(n) or any(k.startswith("nvidia.com/mig-") for k in n.model.allocatable)]
+        shared_nodes = [n.name for n in nodes if {SHARED, MIG} & set(n.gpus.kinds)]
         if LABEL_PLUGIN_CONFIG not in labels and "nvidia.com/mig.config" not in labels and not shared_nodes:
             continue
         why = (f"its nodes {names(shared_nodes)} advertise shared or MIG devices" if shared_nodes
@@ -251,7 +245,7 @@ def check_memory_isolation(state: ClusterState) -> Iterator[Finding]:
         shared = _replicas(node)
         if not any(strategy == "time-slicing" for _, strategy in shared.values()):
             continue
-        pods = [p for p in state.pods_by_node.get(node.name, []) if _requests(p)]
+        pods = [p for p in state.pods_by_node.get(node.name, []) if p.gpu_resources]
         if len(pods) < 2:
             continue
         yield Finding(

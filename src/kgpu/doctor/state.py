@@ -23,10 +23,12 @@ import msgspec
 from kgpu.catalog import InstanceType, aws_catalog
 from kgpu.errors import InputError
 from kgpu.model import wire
+from kgpu.model.gpus import NodeGpus, dra_devices, node_gpus
 from kgpu.model.load import DRA_KINDS, STORAGE_KINDS, Objects, Parser, parse_time, spec_info
 from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import first_untolerated, static_reasons
 from kgpu.model.quantity import parse_quantity
+from kgpu.model.sharing import is_gpu_resource
 from kgpu.sim.simulate import DAEMON_TOLERATIONS
 
 SNAPSHOT_KIND = "ClusterSnapshot"
@@ -51,6 +53,11 @@ LABEL_KGPU_DEVICE_PLUGIN = "kgpu.dev/device-plugin"
 
 TKE_PREFIX = "eks.tke.cloud.tencent.com/"
 
+# NVIDIA's DRA driver's kubelet plugin, by its images: the chart nvidia-dra-driver-gpu (nvcr.io/nvidia/
+# k8s-dra-driver-gpu) and its successor dra-driver-nvidia-gpu (registry.k8s.io/dra-driver-nvidia/
+# dra-driver-nvidia-gpu); the DaemonSet is <release>-kubelet-plugin in both charts.
+DRA_DRIVER_IMAGES = ("k8s-dra-driver-gpu", "dra-driver-nvidia-gpu")
+
 
 def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("true", "1", "yes")
@@ -71,6 +78,7 @@ class NodeInfo:
     ready: bool
     os_image: str
     virtual: bool  # TKE super node / virtual kubelet: no DaemonSets run there
+    gpus: NodeGpus = field(default_factory=NodeGpus)  # every GPU the node offers (kgpu.model.gpus)
 
     @property
     def is_gpu(self) -> bool:
@@ -129,6 +137,18 @@ class PodInfo:
     @property
     def is_daemon(self) -> bool:
         return self.owner_kind == "DaemonSet"
+
+    @property
+    def gpu_resources(self) -> dict[str, int]:
+        """The GPU extended resources it asks (whole, shared, MIG), as the scheduler counts them."""
+        if self.model is None:
+            return {GPU: self.gpus} if self.gpus else {}
+        return {k: v for k, v in self.model.spec.requests if v > 0 and is_gpu_resource(k)}
+
+    @property
+    def asks_gpu(self) -> bool:
+        """A GPU by an extended resource, or by a resource claim (DRA)."""
+        return bool(self.gpus or self.gpu_resources) or (self.model is not None and bool(self.model.spec.claim_refs))
 
 
 @dataclass(slots=True)
@@ -193,6 +213,26 @@ class ClusterState:
     pods_by_node: dict[str, list[PodInfo]] = field(default_factory=dict)
     region: str = ""
     dra_nodes: set[str] = field(default_factory=set)  # nodes with a ResourceSlice of NVIDIA's DRA driver
+    _dra: Any = None
+
+    def dra(self) -> Any:
+        """The snapshot's resource.k8s.io objects read once (``kgpu.model.dra.DRAObjects``); None without any.
+        InputError for an object the API server rejects."""
+        if self._dra is None and self.objects.dra:
+            from kgpu.model.dra import read
+
+            self._dra = read(self.objects.dra)
+        return self._dra
+
+    @property
+    def live(self) -> bool:
+        """Read from a live cluster (``kgpu doctor`` without --snapshot), not a file."""
+        return self.source.startswith("cluster ")
+
+    @property
+    def noun(self) -> str:
+        """What the findings speak of: "the cluster" (live) or "the snapshot"."""
+        return "the cluster" if self.live else "the snapshot"
 
     @property
     def gpu_nodes(self) -> list[NodeInfo]:
@@ -207,6 +247,17 @@ class ClusterState:
                 if key not in out or ev.time >= out[key].time:
                     out[key] = ev
         return out
+
+
+def kubelet_plugins(state: ClusterState) -> list[DaemonSetInfo]:
+    """The DaemonSets that run NVIDIA's DRA driver's kubelet plugin."""
+    return [ds for ds in state.daemonsets if "kubelet-plugin" in ds.name
+            and any(name in image for image in ds.images for name in DRA_DRIVER_IMAGES)]
+
+
+def uses_dra_driver(state: ClusterState) -> bool:
+    """Whether the cluster runs NVIDIA's DRA driver for its GPUs: the kubelet plugin, or its ResourceSlices."""
+    return bool(state.dra_nodes) or bool(kubelet_plugins(state))
 
 
 # --- reading -------------------------------------------------------------------------------------------
@@ -521,6 +572,13 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
         state.node_by_name[node.name] = node
         if not state.region and node.labels.get(LABEL_REGION):
             state.region = node.labels[LABEL_REGION]
+    devices = dra_devices(state.dra().slices) if state.dra_nodes else {}
+    for node in state.nodes:
+        node.gpus = node_gpus(node.labels, node.model.allocatable, node.model.capacity, devices.get(node.name, ()))
+        if not node.gpu_reason and (node.gpus.units or node.gpus.registered):
+            shown = ", ".join(f"{r.name}: {r.capacity if r.capacity is not None else r.allocatable}"
+                              for r in node.gpus.resources)
+            node.gpu_reason = f"capacity {shown}"
     _runtime_class_reasons(state)
     by_node = state.pods_by_node
     for pod in state.pods:

@@ -2,10 +2,13 @@
 Allocated resources) and ``kubectl top nodes`` show CPU and memory.
 
 - allocatable: the node's ``status.allocatable`` of each GPU resource (``nvidia.com/gpu``, its ``.shared``
-  form, ``nvidia.com/mig-<profile>``);
+  form, ``nvidia.com/mig-<profile>``), and the devices NVIDIA's DRA driver publishes for it in ResourceSlices
+  (``dra:gpu``, ``dra:mig-<profile>``); with the node's GPU model and the kind of its GPUs (whole, time-slicing
+  or MPS replicas, MIG single or mixed, DRA), from the one inventory ``kgpu.model.gpus`` builds;
 - requested: what the node's pods that are not finished ask, each pod counted as the scheduler counts it
   (the larger of its containers' sum and its largest init container; requests, else limits, which is
-  what a GPU request defaults to);
+  what a GPU request defaults to); DRA devices: those allocated to ResourceClaims that a pod holds
+  (``status.reservedFor``);
 - used: with ``--prometheus URL``, the exporter's ``nvidia_smi_utilization_gpu_ratio`` (dcgm-exporter's
   ``DCGM_FI_DEV_GPU_UTIL`` percent when the first has no series), averaged over the GPUs each node
   reports. A series is a node's by its ``node`` label (the rendered ServiceMonitor's relabeling),
@@ -22,7 +25,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kgpu.errors import InputError
-from kgpu.live.client import NODE, POD, ApiClient
+from kgpu.live.client import NODE, POD, RESOURCECLAIM, RESOURCESLICE, ApiClient, Forbidden, NotServed
+from kgpu.model.gpus import DRA_GPU, GpuResource, dra_devices, node_gpus
 from kgpu.model.quantity import parse_quantity
 from kgpu.model.sharing import is_gpu_resource
 
@@ -53,6 +57,8 @@ def _count(raw: Any, where: str) -> float:
         return float(parse_quantity(raw))
     except InputError:
         raise InputError(f"{raw!r} is not a quantity", where=where) from None
+    except OverflowError:
+        raise InputError(f"{raw!r} is too large for a count of devices", where=where) from None
 
 
 def _gpus(resources: Any, where: str) -> dict[str, float]:
@@ -88,10 +94,45 @@ def _first(labels: dict[str, Any], keys: Iterable[str]) -> str:
     return next((str(labels[k]) for k in keys if isinstance(labels.get(k), str) and labels[k]), "")
 
 
+def _claimed(claims: Iterable[dict[str, Any]], slices: Iterable[Any]) -> dict[str, dict[str, float]]:
+    """DRA devices held by pods, by node and by the inventory's label (dra:gpu, dra:mig-<profile>)."""
+    where: dict[tuple[str, str, str], tuple[str, str]] = {}
+    for node, devices in dra_devices(slices).items():
+        inv = node_gpus({}, {}, None, devices)
+        labels = {(r.kind, r.profile): r.label for r in inv.resources}
+        for d in devices:
+            kind = DRA_GPU if d.type == "gpu" else "dra-mig"
+            if (kind, d.profile) in labels:
+                where[(d.driver, node, d.name)] = (node, labels[(kind, d.profile)])
+    by_pool = {(getattr(s, "driver", ""), getattr(s, "pool", "")): getattr(s, "node_name", "") for s in slices}
+    out: dict[str, dict[str, float]] = {}
+    for claim in claims:
+        status = _dig(claim, "status")
+        if not status.get("reservedFor"):
+            continue
+        results = _dig(status, "allocation", "devices").get("results")
+        for r in results if isinstance(results, list) else ():
+            if not isinstance(r, dict):
+                continue
+            driver, pool, device = str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")
+            hit = where.get((driver, by_pool.get((driver, pool), pool), device))
+            if hit is not None:
+                into = out.setdefault(hit[0], {})
+                into[hit[1]] = into.get(hit[1], 0.0) + 1
+    return out
+
+
+def _key(r: GpuResource) -> str:
+    return r.label if r.kind.startswith("dra") else r.name
+
+
 def summarize(nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
-              util: list[tuple[dict[str, str], float]] | None = None, *, all_nodes: bool = False) -> dict[str, Any]:
-    """The view's data from the objects (and the utilisation series, None: no Prometheus)."""
-    requested: dict[str, dict[str, float]] = {}
+              util: list[tuple[dict[str, str], float]] | None = None, *, all_nodes: bool = False,
+              slices: Iterable[Any] = (), claims: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The view's data from the objects (and the utilisation series, None: no Prometheus); ``slices`` are typed
+    ResourceSlices (``kgpu.model.dra``), ``claims`` the ResourceClaims as the API server serves them."""
+    slices = list(slices)
+    requested: dict[str, dict[str, float]] = _claimed(claims, slices)
     for n, pod in enumerate(pods):
         name = _dig(pod, "spec").get("nodeName")
         phase = _dig(pod, "status").get("phase")
@@ -102,6 +143,7 @@ def summarize(nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
         into = requested.setdefault(name, {})
         for k, v in pod_gpus(pod, where).items():
             into[k] = into.get(k, 0.0) + v
+    devices = dra_devices(slices)
     by_key: dict[str, str] = {}
     rows: list[dict[str, Any]] = []
     for node in nodes:
@@ -110,16 +152,22 @@ def summarize(nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
         labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
         assert isinstance(labels, dict)
         alloc = _gpus(_dig(node, "status", "allocatable"), f"Node/{name}.status.allocatable")
+        inv = node_gpus({str(k): str(v) for k, v in labels.items()}, {k: int(v) for k, v in alloc.items()}, None,
+                        devices.get(name, ()))
+        offered = {_key(r): float(r.allocatable) for r in inv.resources}
+        offered.update(alloc)
         asked = requested.get(name, {})
-        if not alloc and not asked and not all_nodes:
+        if any(offered.values()):  # a resource the kubelet keeps at 0 beside those in use (MIG mixed: nvidia.com/gpu)
+            offered = {k: v for k, v in offered.items() if v or asked.get(k)}
+        if not offered and not asked and not all_nodes:
             continue
         pool, source = pool_of(labels)
         rows.append({
             "node": name, "pool": pool, "poolSource": source,
             "instanceType": _first(labels, INSTANCE_LABELS), "capacityType": _first(labels, CAPACITY_LABELS),
-            "gpuProduct": str(labels.get("nvidia.com/gpu.product") or ""),
-            "resources": {r: {"allocatable": _num(alloc.get(r, 0.0)), "requested": _num(asked.get(r, 0.0))}
-                          for r in sorted({*alloc, *asked})},
+            "gpuProduct": inv.product, "gpuKind": inv.kind, "gpuCount": inv.count,
+            "resources": {r: {"allocatable": _num(offered.get(r, 0.0)), "requested": _num(asked.get(r, 0.0))}
+                          for r in sorted({*offered, *asked})},
             "utilization": None, "gpusReporting": 0,
         })
         by_key[name] = name
@@ -185,3 +233,19 @@ def utilization(query: Query) -> list[tuple[dict[str, str], float]]:
 def read(client: ApiClient, *, page_size: int = 500) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The nodes and pods the view is made of, through the bounded list path."""
     return client.list(NODE, page_size=page_size), client.list(POD, page_size=page_size)
+
+
+def read_dra(client: ApiClient, *, page_size: int = 500) -> tuple[list[Any], list[dict[str, Any]], str]:
+    """ResourceSlices (typed, validated as ``kgpu.model.dra`` reads them) and ResourceClaims, where the cluster
+    serves resource.k8s.io/v1 and the role may list them; else none, and a note saying why."""
+    from kgpu.model.dra import read as read_objects
+
+    try:
+        raw = client.list(RESOURCESLICE, page_size=page_size)
+        claims = client.list(RESOURCECLAIM, page_size=page_size) if raw else []
+    except NotServed:
+        return [], [], ""
+    except Forbidden as exc:
+        return [], [], f"no DRA devices shown: {exc.message}"
+    docs = [(s, f"{RESOURCESLICE.plural}[{i}]") for i, s in enumerate(raw) if isinstance(s, dict)]
+    return read_objects(docs).slices, claims, ""

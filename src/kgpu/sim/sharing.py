@@ -4,9 +4,9 @@ Three views of one node (``kgpu.model.sharing`` has the device plugin's rules):
 
 - the node itself: its allocatable holds what the plugin advertises (``nvidia.com/gpu: N x R``,
   ``nvidia.com/gpu.shared``, ``nvidia.com/mig-<profile>``), and GFD's labels; kube-scheduler places against
-  that. New nodes of a shared pool get it here; existing nodes keep the allocatable their kubelet reports,
-  except that a node whose ``nvidia.com/mig.config.state`` label is not ``success`` has no GPUs to give yet
-  (the MIG manager is still repartitioning, or failed).
+  that. New nodes of a shared pool get it here; existing nodes keep the allocatable their kubelet reports, as
+  kube-scheduler does even where ``nvidia.com/mig.config.state`` is not ``success``: a pod it binds there
+  carries the ``mig-repartition`` warning (the kubelet refuses it while the MIG manager has the plugin paused).
 - Karpenter: the instance type's physical GPUs, unless a NodeOverlay matches (kgpu renders one for each
   shared Karpenter pool unless ``sharing.nodeOverlay: false``); then the overlay's capacity merged over the
   type's (``cloudprovider.InstanceType.ApplyCapacityOverlay``).
@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 from kgpu.catalog.instance import InstanceType
 from kgpu.catalog.mig import mig_gpus
 from kgpu.errors import InputError
+from kgpu.model.gpus import SHARED, NodeGpus, closest_offered, node_gpus
 from kgpu.model.objects import Node
 from kgpu.model.sharing import (
     GPU,
     LABEL_MIG_STATE,
+    LABEL_PLUGIN_CONFIG,
     MIG_PREFIX,
     SHARED_SUFFIX,
     DeviceConfig,
@@ -48,6 +50,7 @@ if TYPE_CHECKING:  # the profile's models are pydantic's: imported where a profi
     from kgpu.model.profile import Pool, Profile
 
 ADMISSION = "shared-gpu-admission"
+REPARTITION = "mig-repartition"
 MIG_READY = "success"
 
 
@@ -191,15 +194,76 @@ def resource_tags(pool: Pool, itype: InstanceType) -> dict[str, str]:
     return {RESOURCE_TAG + k: str(v) for k, v in sorted(overlay_capacity(pool, itype).items())}
 
 
-def existing_node(node: Node) -> Node:
-    """An existing node as the scheduler sees it: no GPUs while its MIG config is not applied."""
-    state = node.labels.get(LABEL_MIG_STATE)
-    if state is None or state == MIG_READY:
-        return node
-    if not any(is_gpu_resource(k) and v for k, v in node.allocatable.items()):
-        return node
-    return Node(node.name, node.labels, without_gpus(node.allocatable), node.taints, node.unschedulable,
-                node.source, node.capacity)
+def existing_node_warnings(placements: Sequence[Any], nodes: Mapping[str, Node], existing: set[str]) -> list[str]:
+    """Warnings for pods kube-scheduler binds to existing nodes that the kubelet will refuse, read from the
+    node's own labels (``kgpu.model.gpus``): a node whose MIG config the MIG manager is still applying (or failed
+    to apply), where the device plugin is stopped, and an MPS node (``failRequestsGreaterThanOne`` is MPS's
+    default) for a container asking more than one replica. kube-scheduler places by the node's allocatable
+    alone, and so does kgpu; the pod keeps its placement and carries the warning."""
+    flagged: dict[str, NodeGpus] = {}
+    for name in existing:
+        node = nodes.get(name)
+        if node is None:
+            continue
+        gpus = node_gpus(node.labels, node.allocatable)
+        if gpus.repartitioning or gpus.mig_failed or (gpus.sharing == "mps" and SHARED in gpus.kinds):
+            flagged[name] = gpus
+    if not flagged:
+        return []
+    lines: list[str] = []
+    for p in placements:
+        inv = flagged.get(p.node) if p.phase == "Scheduled" else None
+        if inv is None or any(w.code == ADMISSION for w in p.warnings):
+            continue
+        gpu = {k: v for k, v in p.pod.spec.requests if is_gpu_resource(k)}
+        if not gpu:
+            continue
+        if inv.repartitioning or inv.mig_failed:
+            code = REPARTITION
+            error = (f"node {p.node}'s MIG config {inv.mig_config or '?'} is {inv.mig_state or 'being applied'} "
+                     + ("(the MIG manager failed to apply it)" if inv.mig_failed else
+                        "(the MIG manager is repartitioning, the device plugin paused)")
+                     + ": kube-scheduler binds by the node's allocatable, and the kubelet rejects the pod "
+                     "(UnexpectedAdmissionError) while the plugin has no such devices")
+        else:
+            code = ADMISSION
+            cfg = DeviceConfig(name=nodes[p.node].labels.get(LABEL_PLUGIN_CONFIG, "default"), strategy="mps",
+                               replicas={r.name.removesuffix(SHARED_SUFFIX): r.replicas for r in inv.resources
+                                         if r.kind == SHARED},
+                               rename=any(r.name.endswith(SHARED_SUFFIX) for r in inv.resources), fail_gt_one=True)
+            found = cfg.admission_error(gpu)
+            if found is None:
+                continue
+            error = found + " (MPS's default; the node's config is not in the input)"
+        p.warnings = (*p.warnings, Unmodelled(code, error))
+        lines.append(f"{p.pod.key} on {p.node}: {error}")
+    return lines
+
+
+def cluster_hints(placements: Sequence[Any], nodes: Sequence[Node]) -> list[str]:
+    """Unschedulable pods asking a GPU resource no existing node offers: what the nodes offer, and the one
+    the pod most likely means (``kgpu.model.gpus.closest_offered``)."""
+    asked = {name for p in placements if p.phase == "Unschedulable"
+             for name, _ in p.pod.spec.requests if is_gpu_resource(name)}
+    if not asked:
+        return []
+    offered: set[str] = set()
+    for n in nodes:
+        offered.update(node_gpus(n.labels, n.allocatable).names())
+    out: list[str] = []
+    seen: set[str] = set()
+    for p in placements:
+        if p.phase != "Unschedulable":
+            continue
+        for name, _ in p.pod.spec.requests:
+            if not is_gpu_resource(name) or name in offered or name in seen:
+                continue
+            seen.add(name)
+            hint = closest_offered(name, offered)
+            line = (f"{p.pod.key} asks {name}, which no node offers (they offer "
+                    f"{', '.join(sorted(offered)) or 'no GPU resource'})")
+            out.append(line + (f": did you mean {hint}?" if hint else ""))
+    return out
 
 
 def shared_profile(profile: Profile) -> bool:

@@ -26,7 +26,8 @@ from kgpu.sim.scheduler.plugins.defaultpreemption import NOT_HELPFUL, Preemption
 from kgpu.sim.scheduler.scheduler import Decision, NodeState, Scheduler
 from kgpu.sim.sharing import (
     admission_warnings,
-    existing_node,
+    cluster_hints,
+    existing_node_warnings,
     overlay_warnings,
     resource_hints,
     shared_nodes_report,
@@ -93,6 +94,9 @@ class SimulationResult:
     new_nodes: list[Any] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    # NVIDIA's DRA GPUs per node and kind (dra:gpu, dra:mig-<profile>): (in use, published); the node view's
+    # GPU bar (kgpu.model.gpus names the kinds)
+    dra_gpus: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
 
     @property
     def unschedulable(self) -> list[Placement]:
@@ -290,7 +294,7 @@ def recreate(pod: Pod) -> Pod | None:
 def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner: Provisioner | None = None) -> SimulationResult:
     workloads = workloads or Objects()
     priority_warnings = resolve_priorities(cluster, workloads)
-    nodes = [existing_node(n) for n in cluster.nodes + workloads.nodes]  # no GPUs until MIG is applied
+    nodes = cluster.nodes + workloads.nodes  # by their allocatable, as kube-scheduler (kgpu.sim.sharing)
     bound = [p for p in cluster.pods if p.node_name and not p.terminated]
     sched = Scheduler(nodes, bound)
     pending: list[Pod] = []
@@ -387,8 +391,15 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
         karpenter = ()
     annotate(result.placements, karpenter)
     _dra_warnings(dra, result)
+    if dra is not None:
+        result.dra_gpus = dra.gpu_usage((d["driver"], d["pool"], d["device"]) for p in result.placements
+                                        for d in p.devices)
     _volume_warnings(vol, result, sched)
     profile = getattr(provisioner, "profile", None)
+    existing = {n.name for n in nodes}
+    result.warnings.extend(existing_node_warnings(result.placements, {n.name: n for n in nodes}, existing))
+    if profile is None or not shared_profile(profile):
+        result.warnings.extend(cluster_hints(result.placements, nodes))
     if profile is not None and shared_profile(profile):
         by_name = {st.node.name: st.node for st in sched.states}
         result.warnings.extend(admission_warnings(result.placements, by_name, profile))
@@ -435,7 +446,8 @@ def _place_with_claims(dra: Any, sched: Scheduler, postfilter: Preemption, pod: 
         # DynamicResources has no PreFilterExtensions: preemption's dry run cannot free devices, and nodes
         # it rejected are UnschedulableAndUnresolvable, never candidates. Other mixes: DefaultPreemption's
         # words over the other filters (kgpu.sim.scheduler.plugins.defaultpreemption).
-        words = (f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}." if out.unresolvable and pod.preemption_policy != "Never" else postfilter.message(pod))
+        # DynamicResources' rejections are UnschedulableAndUnresolvable: not potential nodes for DefaultPreemption
+        words = (f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}." if out.unresolvable and pod.preemption_policy != "Never" else postfilter.message(pod, out.rejected))
         if words:
             reason = f"{reason} {dra_mod.postfilter_words(out)}, {words}"
     placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)

@@ -24,6 +24,11 @@
 // it takes those (see reserve): the real allocator's pool and slice order changes from run to run, and
 // steering among its own outcomes keeps the later pods comparable.
 //
+// A pod that a PreEnqueue plugin rejects (DynamicResources: a claim missing or being deleted) never enters
+// the scheduling queue: {"pod":..., "message": <the plugin's status message>, "not_enqueued": true}.
+// A pod that fits no node gets PostFilter's words in its message, as the real FailedScheduling event does
+// (DynamicResources' deallocation, then DefaultPreemption's dry run).
+//
 // Output: one JSON object per pending pod, one per line: {"pod":"ns/name","node":"...","devices":[...]}
 // with each allocated device as {"claim","request","driver","pool","device","adminAccess"}, or
 // {"pod":"ns/name","message":"0/3 nodes are available: ..."}; an error status of a plugin (a CEL
@@ -92,6 +97,9 @@ type result struct {
 	Alternatives [][]device `json:"alternatives,omitempty"`
 	// the plugin first took other devices, and took the preferred ones when run again (DRA_ORACLE_PREFER)
 	Steered bool `json:"steered,omitempty"`
+	// a PreEnqueue plugin kept the pod out of the scheduling queue: never tried, no FailedScheduling event;
+	// Message is that plugin's status message
+	NotEnqueued bool `json:"not_enqueued,omitempty"`
 }
 
 type inputs struct {
@@ -437,6 +445,11 @@ func schedule(in *inputs) ([]result, error) {
 			return nil, err
 		}
 		r := result{Pod: pod.Namespace + "/" + pod.Name}
+		if msg := preEnqueue(ctx, f, pod); msg != "" {
+			r.Message, r.NotEnqueued = msg, true
+			out = append(out, r)
+			continue
+		}
 		state := framework.NewCycleState()
 		host, msg, failed, errs, err := scheduleOne(ctx, f, snapshot, state, pod)
 		if err != nil {
@@ -688,6 +701,17 @@ func allocated(ctx context.Context, client *fake.Clientset, dra *dynamicresource
 	return out, nil
 }
 
+// preEnqueue runs the PreEnqueue plugins as the scheduling queue does before a pod may enter activeQ: the
+// message of the first that rejects it, "" when none does.
+func preEnqueue(ctx context.Context, f framework.Framework, pod *v1.Pod) string {
+	for _, pl := range f.PreEnqueuePlugins() {
+		if st := pl.PreEnqueue(ctx, pod); !st.IsSuccess() {
+			return st.Message()
+		}
+	}
+	return ""
+}
+
 // scheduleOne mirrors the scheduler's schedulePod / findNodesThatFitPod for one pod, over every node.
 // It returns the node, or the FailedScheduling message (failed: the message is an error status's, and
 // errs every node's distinct error).
@@ -696,7 +720,11 @@ func scheduleOne(ctx context.Context, f framework.Framework, snapshot *internalc
 		return "", "no nodes available to schedule pods", false, nil, nil
 	}
 	diagnosis := framework.Diagnosis{NodeToStatus: framework.NewDefaultNodeToStatus()}
+	// a FitError runs the PostFilter plugins (DynamicResources', DefaultPreemption) and the event carries
+	// their message too, as schedule_one.go's ScheduleOne does
 	fitError := func() string {
+		_, st := f.RunPostFilterPlugins(ctx, state, pod, diagnosis.NodeToStatus)
+		diagnosis.PostFilterMsg = st.Message()
 		e := &framework.FitError{Pod: pod, NumAllNodes: snapshot.NumNodes(), Diagnosis: diagnosis}
 		return e.Error()
 	}

@@ -301,6 +301,8 @@ class Preemption:
         # (spec, priority) -> (bind-log length, node count, message) of the last attempt without candidates
         self._failed: dict[tuple[PodSpecInfo, int], tuple[int, int, str]] = {}
         self._plain: dict[tuple[int, int], str] = {}  # (nodes, potential nodes) -> message without victims
+        # message(): (pod class, priority, nodes rejected unresolvably) -> (bind-log length, node count, words)
+        self._said: dict[tuple[Any, ...], tuple[int, int, str]] = {}
         # (spec, priority) -> node index -> (node version, candidate or None, status reasons)
         self._victims: dict[tuple[PodSpecInfo, int], dict[int, tuple[int, Candidate | None, list[str]]]] = {}
 
@@ -412,16 +414,22 @@ class Preemption:
             out.add(idx)
         return out
 
-    def _dry_run(self, pod: Pod) -> tuple[list[Candidate], Counter[str], str | None]:
+    def _dry_run(self, pod: Pod, unresolvable: frozenset[int] = frozenset()
+                 ) -> tuple[list[Candidate], Counter[str], str | None]:
         """The candidates and statuses, and the message when no node had a pod of lower priority (the usual
-        case, answered from the node counts alone)."""
+        case, answered from the node counts alone). ``unresolvable``: nodes a plugin kgpu runs outside the
+        scheduler's filters (DynamicResources) rejected as UnschedulableAndUnresolvable; never potential."""
         sched = self.sched
         exact = sched.needs_exact(pod)
+        potential: set[int] | None = None
         if exact:
-            exact_set = self._potential_exact(pod)
+            exact_set = self._potential_exact(pod) - unresolvable
             n_potential = len(exact_set)
         else:
             n_potential, res, extra = self._potential(pod.spec)
+            if unresolvable:
+                potential = (self._node_set(res) | extra) - unresolvable
+                n_potential = len(potential)
         statuses: Counter[str] = Counter()
         statuses[NOT_HELPFUL] = len(sched.states) - n_potential
         hits: list[int] = []
@@ -430,6 +438,8 @@ class Preemption:
             lower = self._with_lower(pod.priority)
             if lower and exact:
                 hits = sorted(lower & exact_set)
+            elif lower and potential is not None:
+                hits = sorted(lower & potential)
             elif lower:
                 hits = sorted((lower & self._node_set(res)) | (lower & extra))  # in node order
         statuses[NO_VICTIMS] = n_potential - len(hits)
@@ -486,14 +496,25 @@ class Preemption:
         sched.bind(pod, st)
         return Outcome(st, best.victims)
 
-    def message(self, pod: Pod) -> str:
-        """The words PostFilter would add now, without acting; empty when it would find candidates."""
+    def message(self, pod: Pod, unresolvable: frozenset[int] = frozenset()) -> str:
+        """The words PostFilter would add now, without acting; empty when it would find candidates.
+        ``unresolvable``: nodes rejected as UnschedulableAndUnresolvable by DynamicResources (never
+        potential: "Preemption is not helpful for scheduling" there).
+
+        Kept per class of pod until the cluster changes (a bind or an eviction, a node added), as ``preempt``
+        keeps its failures: thousands of unschedulable pods of a few specs cost a few dry runs."""
         sched = self.sched
         if pod.spec.scheduling_gates or not sched.states:
             return ""
         if pod.preemption_policy == NEVER:
             return f"preemption: {NOT_ELIGIBLE_NEVER}"
-        found, statuses, message = self._dry_run(pod)
-        if found:
-            return ""
-        return message or f"preemption: {unschedulable_message(len(sched.states), +statuses)}"
+        key: tuple[Any, ...] = (pod.spec, pod.priority, unresolvable)
+        if sched.needs_exact(pod):  # the topology filters read the pod's namespace and labels too
+            key += (pod.namespace, tuple(sorted(pod.labels.items())))
+        last = self._said.get(key)
+        if last is not None and last[0] == sched.log_length and last[1] == len(sched.states):
+            return last[2]
+        found, statuses, message = self._dry_run(pod, unresolvable)
+        words = "" if found else (message or f"preemption: {unschedulable_message(len(sched.states), +statuses)}")
+        self._said[key] = (sched.log_length, len(sched.states), words)
+        return words

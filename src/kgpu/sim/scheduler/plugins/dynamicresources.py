@@ -3,12 +3,14 @@
 kube-scheduler 1.34 (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go) gives a pod with
 ``spec.resourceClaims``:
 
-- PreFilter: every claim must exist (a template's claim is named in ``status.resourceClaimStatuses``), not
-  be being deleted, and every device class an unallocated claim asks for must exist. A failure is
+- PreEnqueue: every claim must exist (a template's claim is named in ``status.resourceClaimStatuses``) and not
+  be being deleted; otherwise the pod never enters the scheduling queue, is never tried and gets no
+  FailedScheduling event. kgpu says so in its own words (``not_enqueued``), with the reason: ``pod "ns/name":
+  ResourceClaim not created yet`` (k8s.io/dynamic-resource-allocation/resourceclaim), ``could not find
+  ResourceClaim "ns/name"`` (the scheduler's assume cache), ``resourceclaim "name" is being deleted``.
+- PreFilter: every device class an unallocated claim asks for must exist. A failure is
   UnschedulableAndUnresolvable and its text replaces the per-node histogram: ``0/N nodes are available:
-  <text>.``. Texts: ``pod "ns/name": ResourceClaim not created yet`` (k8s.io/dynamic-resource-allocation/
-  resourceclaim), ``could not find ResourceClaim "ns/name"`` (the scheduler's assume cache),
-  ``resourceclaim "name" is being deleted``, ``request <r>: device class <c> does not exist``.
+  <text>.``: ``request <r>: device class <c> does not exist``.
 - Filter, per node: an allocated claim whose allocation's node selector does not match the node gives
   ``resourceclaim not available on the node``; otherwise the claims still to allocate go through the
   structured allocator, and ``cannot allocate all claims`` when it finds no solution. Both are
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +60,7 @@ from kgpu.model.dra import (
     ResourceSlice,
     Selector,
 )
+from kgpu.model.gpus import slice_devices
 from kgpu.model.objects import CPU, MEMORY, Node, NodeSelector, Pod, Requirement, Term
 from kgpu.model.predicates import filter_reasons, node_selector_matches, unschedulable_message
 from kgpu.sim.scheduler.plugins.cel import CelSyntaxError, Evaluator, Unsupported, readers
@@ -101,6 +104,7 @@ class Verdict:
 
     claims: list[Claim] = field(default_factory=list)
     message: str = ""  # PreFilter's rejection
+    enqueue: bool = False  # the rejection is PreEnqueue's too (a claim missing or being deleted): never tried
 
 
 class DRA:
@@ -173,6 +177,24 @@ class DRA:
                 for cache in (self._node_pools, self._candidates, self._sources):
                     cache.clear()
 
+    def gpu_usage(self, allocated: Iterable[tuple[str, str, str]] = ()) -> dict[str, dict[str, tuple[int, int]]]:
+        """NVIDIA's DRA GPUs per node, by kind (``kgpu.model.gpus``: dra:gpu, dra:mig-<profile>): (in use,
+        published), from the slices published for the node and the devices allocated (the claims' and
+        ``allocated``: (driver, pool, device) of claims placed outside this state, on new nodes)."""
+        used = self._in_use | set(allocated)
+        out: dict[str, dict[str, tuple[int, int]]] = {}
+        for node, pools in self._by_node.items():
+            kinds: dict[str, tuple[int, int]] = {}
+            for group in pools.values():
+                for s in group:
+                    for d in slice_devices(s):
+                        if d.label:
+                            n, total = kinds.get(d.label, (0, 0))
+                            kinds[d.label] = (n + ((s.driver, s.pool, d.name) in used), total + 1)
+            if kinds:
+                out[node] = kinds
+        return out
+
     def _all_selectors(self) -> list[Selector]:
         out = [s for c in self.classes.values() for s in c.selectors]
         specs = [c.spec for c in self.claims.values()] + [t.spec for t in self.templates.values()]
@@ -195,15 +217,15 @@ class DRA:
                 else:
                     made = self._from_template(pod, name, template)
                     if made is None:
-                        return Verdict(message=f'pod "{pod.key}": ResourceClaim not created yet')
+                        return Verdict(message=f'pod "{pod.key}": ResourceClaim not created yet', enqueue=True)
                     key = made.key
             else:
-                return Verdict(message=f'pod "{pod.key}", spec.resourceClaim "{name}": none of the supported fields are set')
+                return Verdict(message=f'pod "{pod.key}", spec.resourceClaim "{name}": none of the supported fields are set', enqueue=True)
             claim = self.claims.get(key)
             if claim is None:
-                return Verdict(message=f'could not find ResourceClaim "{key}"')
+                return Verdict(message=f'could not find ResourceClaim "{key}"', enqueue=True)
             if claim.deleting:
-                return Verdict(message=f'resourceclaim "{claim.name}" is being deleted')
+                return Verdict(message=f'resourceclaim "{claim.name}" is being deleted', enqueue=True)
             claims.append(claim)
         for claim in claims:
             if claim.allocation is not None:
@@ -649,6 +671,7 @@ class Outcome:
     # every node's status is UnschedulableAndUnresolvable (PreFilter's, or DynamicResources' Filter on each):
     # DefaultPreemption finds no candidate and says preemption is not helpful on all of them
     unresolvable: bool = False
+    rejected: frozenset[int] = frozenset()  # nodes (indexes) DynamicResources' Filter rejected: unresolvable
 
 
 def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
@@ -660,6 +683,8 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
     if early is not None:
         return Outcome(reason=early)
     verdict = dra.prefilter(pod)
+    if verdict.enqueue:
+        return Outcome(reason=not_enqueued(verdict.message), prefilter=True, unresolvable=True)
     if verdict.message:
         return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True,
                        unresolvable=True)
@@ -674,6 +699,7 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
     topo = None
     counter: Counter[str] = Counter()
     passing = []
+    rejected: list[int] = []
     allocations: dict[int, list[list[AllocatedDevice]]] = {}
     for st in states:
         why = filter_reasons(spec, st.node, st.requested, st.pod_count, st.ports)
@@ -693,12 +719,13 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
             return Outcome(reason=f'running "{PLUGIN}" filter plugin: {exc}')
         if reason is not None:
             counter[reason] += 1
+            rejected.append(st.index)
             continue
         allocations[st.index] = alloc
         passing.append(st)
     if not passing:
-        dra_failed = counter[NOT_AVAILABLE] + counter[CANNOT_ALLOCATE]
-        return Outcome(reason=unschedulable_message(len(states), counter), unresolvable=dra_failed == len(states))
+        return Outcome(reason=unschedulable_message(len(states), counter), unresolvable=len(rejected) == len(states),
+                       rejected=frozenset(rejected))
     best = sched.best_of(pod, passing)
     return _bound(dra, sched, pod, verdict.claims, best, allocations[best.index])
 
@@ -857,6 +884,15 @@ def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome 
         # the entry stays: the bind makes it stale, and the next turn scores it again
         return _bound(dra, sched, pod, claims, st, alloc)
     return None
+
+
+NOT_ENQUEUED = ("kube-scheduler does not try it: {} (DynamicResources' PreEnqueue keeps the pod out of the scheduling "
+                "queue until that changes, so there is no FailedScheduling event)")
+
+
+def not_enqueued(error: str) -> str:
+    """What becomes of a pod whose claims PreEnqueue refuses: not kube-scheduler's words (it says nothing)."""
+    return NOT_ENQUEUED.format(error)
 
 
 def postfilter_words(outcome: Outcome) -> str:
