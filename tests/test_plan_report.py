@@ -194,7 +194,9 @@ def test_terminal_node_view_groups_alike_nodes_by_pool_within_80_columns():
     legend = view[view.index(next(ln for ln in view if ln.startswith("Bars:"))) :]
     assert legend[0] == "Bars: requests / allocatable; green ≥ 80 %, yellow ≥ 30 %, red < 30 % used"
     assert legend[1].startswith("+ new node, (xN) N alike nodes, od on-demand; n/a")
-    assert legend[2].startswith("prices as of 2026-11-21")
+    assert legend[2] == ""  # the prices' sources are the cost block's, just below
+    cost = lines[lines.index("Cost"):]
+    assert any(ln.strip().startswith("prices: AWS us-west-2 list prices as of 2026-11-21") for ln in cost)
     assert max(len(ln) for ln in view) <= 80
 
 

@@ -99,7 +99,7 @@ def command(
     from kgpu.cli.files import load_objects
     from kgpu.cli.profile_io import load_profile_file
     from kgpu.sim import plan as planner
-    from kgpu.sim.cost import with_monthly
+    from kgpu.sim.cost import price_sources, spot_possible, with_monthly
 
     if profile is None and not compare and Path("kgpu.yaml").is_file():
         profile = "kgpu.yaml"
@@ -142,15 +142,20 @@ def command(
     with Progress(f"planning {prof.metadata.name}: placing pods, provisioning nodes"):
         result = planner.plan(prof, work)
     data = result.as_dict()
-    data["cost"] = with_monthly(data["cost"])  # baseline and with_baseline too
+    no_new_nodes = {"spot": 0.0, "on_demand": 0.0, "all_on_demand": 0.0, "savings": 0.0}
+    data["cost"] = with_monthly({**no_new_nodes, **data["cost"]})  # baseline and with_baseline too
     unpriced_own = _unpriced_static_nodes(prof)
     if unpriced_own:
         data["cost"]["unpriced_baseline_nodes"] = unpriced_own
-    data["profile_file"] = profile  # None: the built-in template
     sim = result.simulation
+    overrides = [f for f in (prof.catalog.file, catalog) if f]
+    data["cost"]["price_sources"] = price_sources(prof, sim.new_nodes, overrides)
+    data["cost"]["spot_possible"] = spot_possible(prof, sim.new_nodes)
+    data["profile_file"] = profile  # None: the built-in template
     view = []
     if report is not None or (output in ("table", "wide") and headers_wanted()):
-        view = nodeview.pools(sim.nodes, sim.new_nodes, nodeview.profile_pools(prof), _baseline_pricer(prof))
+        view = nodeview.pools(sim.nodes, sim.new_nodes, nodeview.profile_pools(prof), _baseline_pricer(prof),
+                              dra_gpus=sim.dra_gpus)
     if report is not None:
         grouped, reasons = placement_rows(data)
         _write_report(report, plan_report(data, view, grouped, reasons, warnings_footer(data["pods"])))
@@ -250,7 +255,7 @@ def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -
         return text
     out = [f"Plan for profile {data['profile']}", "", text, *warnings_footer(data["pods"]), *_new_nodes(data)]
     if view:
-        out += ["", nodeview.render(view)]
+        out += ["", _node_view(view, data)]
     out += _cost(data) + nodeview.shared_cost(data.get("shared_gpus") or [], wide=True)
     return "\n".join(out + _scale_to_zero(data) + _footer(data))
 
@@ -260,7 +265,7 @@ def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) 
         return _placements(data)[0]
     text, reasons = _placements(data)
     out = [f"Plan for profile {data['profile']}", "", text, *warnings_footer(data["pods"])]
-    out += ["", nodeview.render(view)] if view else _new_nodes(data)
+    out += ["", _node_view(view, data)] if view else _new_nodes(data)
     out += _cost(data) + nodeview.shared_cost(data.get("shared_gpus") or []) + _scale_to_zero(data)
     if reasons:
         out.append("")
@@ -325,31 +330,55 @@ def _new_nodes(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _node_view(view: list[nodeview.Pool], data: dict[str, Any]) -> str:
+    """The node view, without its own price line: the cost block under it names every price's source."""
+    return nodeview.render(view, priced="price_sources" not in data.get("cost", {}))
+
+
 def _cost(data: dict[str, Any]) -> list[str]:
-    from kgpu.catalog.prices import caption
+    from kgpu.catalog.prices import caption, source_lines
 
     out: list[str] = []
     cost = data.get("cost", {})
     out.append("")
     out.append("Cost")
     out.append(f"  new nodes        {_both(cost.get('total', 0.0))}")
-    out.append(
-        f"    spot {_money(cost.get('spot', 0.0))}, on-demand {_money(cost.get('on_demand', 0.0))};"
-        f" all on-demand {_money(cost.get('all_on_demand', 0.0))} (spot saves {_money(cost.get('savings', 0.0))})"
-    )
+    out += _spot_line(cost)
     if cost.get("baseline"):
         out.append(f"  baseline nodes   {_both(cost.get('baseline'))}  (node groups, static nodes)")
         out.append(f"  with baseline    {_both(cost.get('with_baseline'))}")
     if cost.get("unpriced_nodes"):
+        out.append(f"  unpriced nodes   {cost['unpriced_nodes']} new node(s) without a price: not in the totals")
+    if cost.get("unpriced_baseline_nodes"):
         out.append(
-            f"  unpriced nodes   {cost['unpriced_nodes']} new node(s) with no price in the catalog: "
+            f"  unpriced nodes   {cost['unpriced_baseline_nodes']} of the profile's own node(s) without a price: "
             "not in the totals"
         )
-    out.append(f"  ({caption()})")
+    sources = cost.get("price_sources")
+    if sources is None:  # a plan's JSON from before price sources
+        out.append(f"  ({caption()})")
+    else:
+        out += [f"  {line}" for line in source_lines(sources)]
     from kgpu.cli import nodeview
 
     out += nodeview.consolidated(data.get("karpenter_consolidated"))
     return out
+
+
+def _spot_line(cost: dict[str, Any]) -> list[str]:
+    """Spot against on-demand for the new nodes; nothing where no pool can be spot (TKE super nodes,
+    static nodes, on-demand-only node groups) or no new node is priced."""
+    if not cost.get("spot_possible", True) or not cost.get("total"):
+        return []
+    spot, on_demand = cost.get("spot", 0.0), cost.get("on_demand", 0.0)
+    if not spot:
+        return [f"    on-demand {_money(on_demand)}; no new node is spot"]
+    savings = cost.get("savings", 0.0)
+    saves = f"spot saves {_money(savings)}" if savings > 0 else "spot saves nothing at these prices"
+    return [
+        f"    spot {_money(spot)}, on-demand {_money(on_demand)};"
+        f" all on-demand {_money(cost.get('all_on_demand', 0.0))} ({saves})"
+    ]
 
 
 def _scale_to_zero(data: dict[str, Any]) -> list[str]:

@@ -205,12 +205,13 @@ def plan_report(
     summary = ", ".join(
         f"{v} {k.replace('_', ' ')}" for k, v in data["summary"].items() if isinstance(v, int)
     )
-    cost_items: list[tuple[str, float | None]] = [
-        ("new nodes", cost.get("total", 0.0)),
-        ("of which spot", cost.get("spot", 0.0)),
-        ("of which on-demand", cost.get("on_demand", 0.0)),
-        ("all on-demand", cost.get("all_on_demand", 0.0)),
-    ]
+    cost_items: list[tuple[str, float | None]] = [("new nodes", cost.get("total", 0.0))]
+    if cost.get("spot_possible", True):  # spot against on-demand means nothing for super nodes, static nodes
+        cost_items += [
+            ("of which spot", cost.get("spot", 0.0)),
+            ("of which on-demand", cost.get("on_demand", 0.0)),
+            ("all on-demand", cost.get("all_on_demand", 0.0)),
+        ]
     if cost.get("baseline"):
         cost_items.append(("baseline nodes", cost.get("baseline")))
     flagged = any(p[5] for p in placements)
@@ -233,7 +234,7 @@ def plan_report(
     shared = any(g.slices for p in view for g in p.groups)
     sections = [
         ("Nodes by pool (requests / allocatable)", node_view_svg(view) + _legend(shared=shared)),
-        ("Cost per hour", cost_svg(cost_items) + caveat + _prices_note()),
+        ("Cost per hour", cost_svg(cost_items) + caveat + _prices_note(cost.get("price_sources"))),
     ]
     if data.get("shared_gpus"):
         sections.append(("Shared GPU cost", shared_cost_html(data["shared_gpus"])))
@@ -250,10 +251,13 @@ def plan_report(
     return _page(f"Plan for profile {data['profile']}", summary, sections)
 
 
-def _prices_note() -> str:
-    from kgpu.catalog.prices import caption
+def _prices_note(sources: Sequence[dict[str, Any]] | None = None) -> str:
+    """Where the prices come from: a plan's own sources (``cost.price_sources``), else the AWS snapshot."""
+    from kgpu.catalog.prices import caption, source_lines
 
-    return f'<p class="muted">{escape(caption())}</p>'
+    if sources is None:
+        return f'<p class="muted">{escape(caption())}</p>'
+    return "".join(f'<p class="muted">{escape(line)}</p>' for line in source_lines(sources))
 
 
 def shared_cost_html(entries: Sequence[dict[str, Any]]) -> str:
