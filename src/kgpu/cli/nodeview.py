@@ -33,9 +33,8 @@ from typing import Any
 
 from kgpu.cli.output import headers_wanted, style, table
 from kgpu.model.gpus import WHOLE, classify, sharing_of
-from kgpu.model.sharing import is_gpu_resource
+from kgpu.model.sharing import GPU, SHARED_SUFFIX, is_gpu_resource
 
-GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 CPU = "cpu"
 MEMORY = "memory"
@@ -78,7 +77,7 @@ class Slice:
     def label(self) -> str:
         """``gpu shared x4``, ``gpu.shared x10`` (renamed: the name says shared), ``mig-1g.5gb``."""
         short = self.resource.removeprefix("nvidia.com/")
-        kind = self.kind.removeprefix("shared ") if short.endswith(".shared") else self.kind
+        kind = self.kind.removeprefix("shared ") if short.endswith(SHARED_SUFFIX) else self.kind
         return f"{short} {kind}".strip()
 
     def within(self, width: int) -> str:
@@ -111,7 +110,7 @@ def slices(allocatable: Mapping[str, int], requested: Mapping[str, int], labels:
         kind = ""
         if replicas > 1:
             kind = f"{'mps' if sharing_of(name, labels) == 'mps' else 'shared'} x{replicas}"
-        if what != WHOLE or name.endswith(".shared"):
+        if what != WHOLE or name.endswith(SHARED_SUFFIX):
             partitioned = True
         if name == GPU and profile:  # MIG single: every MIG device is nvidia.com/gpu
             kind = " ".join(x for x in (f"mig {profile}", kind) if x)

@@ -8,6 +8,7 @@ import click
 
 from kgpu.cli.cluster_flags import access_from, cluster_options
 from kgpu.cli.output import emit, examples, handle_input_errors, output_option, table
+from kgpu.model.sharing import GPU
 
 
 @click.command(
@@ -89,7 +90,7 @@ def render_table(data: dict[str, Any]) -> str:
     if "nodes" in data:
         rows = []
         for n in data["nodes"]:
-            resources = n["resources"] or {"nvidia.com/gpu": {"allocatable": 0, "requested": 0}}
+            resources = n["resources"] or {GPU: {"allocatable": 0, "requested": 0}}
             for i, (r, v) in enumerate(resources.items()):
                 free = v["allocatable"] - v["requested"]
                 gpu = f"{n.get('gpuProduct') or '-'}" + (f" x{n['gpuCount']}" if n.get("gpuCount") else "")
@@ -104,7 +105,7 @@ def render_table(data: dict[str, Any]) -> str:
         parts.append(table(headers, rows) if rows else "no GPU nodes")
     rows = []
     for p in data["pools"]:
-        for i, (r, v) in enumerate((p["resources"] or {"nvidia.com/gpu": {"allocatable": 0, "requested": 0}}).items()):
+        for i, (r, v) in enumerate((p["resources"] or {GPU: {"allocatable": 0, "requested": 0}}).items()):
             first = i == 0
             row = [p["pool"] if first else "", p["source"] or "-" if first else "", p["nodes"] if first else "",
                    ",".join(p["instanceTypes"]) or "-" if first else "", ",".join(p["capacityTypes"]) or "-" if first else "",

@@ -33,6 +33,7 @@ from kgpu.model.sharing import (
     LABEL_MIG_STRATEGY,
     LABEL_PLUGIN_CONFIG,
     LABEL_PRODUCT,
+    SHARED_SUFFIX,
 )
 
 ADMISSION_WORDS = "maximum request size for shared resources is 1"
@@ -158,7 +159,7 @@ def check_shared_requests(state: ClusterState) -> Iterator[Finding]:
         if not shared:
             continue
         for resource, count in pod.gpu_resources.items():
-            base = resource.removesuffix(".shared")
+            base = resource.removesuffix(SHARED_SUFFIX)
             if count < 2 or base not in shared:
                 continue
             replicas, strategy = shared[base]

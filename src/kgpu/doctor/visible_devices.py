@@ -33,11 +33,12 @@ from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding
 from kgpu.doctor.state import ClusterState, PodInfo
 from kgpu.errors import InputError
 from kgpu.model.quantity import parse_quantity
+from kgpu.model.sharing import GPU
 
 CUDA = "CUDA_VISIBLE_DEVICES"
 NVIDIA = "NVIDIA_VISIBLE_DEVICES"
 REDACTED = "<redacted>"  # what kgpu snapshot writes for every env value
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = GPU  # the resource the device plugin advertises (kgpu.model.sharing)
 
 
 def _container_gpus(container: dict[str, Any]) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kgpu.model.profile import AmiFamily, Pool, PoolKind, Profile
+from kgpu.model.sharing import GPU
 
 # Label kgpu puts on pools whose AMI ships the NVIDIA device plugin built in (Bottlerocket NVIDIA), so the
 # DaemonSet's node affinity can keep away from them: two plugins on one node fight over the kubelet socket.
@@ -23,7 +24,7 @@ DEVICE_PLUGIN_LABEL = "kgpu.dev/device-plugin"
 DEVICE_PLUGIN_BUILTIN = "builtin"
 POOL_ANNOTATION = "kgpu.dev/pool"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kgpu"}
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = GPU
 
 # Labels that the node's provisioner sets on every node of a pool (Karpenter: karpenter.sh/nodepool;
 # eksctl: alpha.eksctl.io/nodegroup-name for unmanaged groups, eks.amazonaws.com/nodegroup for managed).

@@ -32,9 +32,8 @@ from kgpu.catalog.dra import device_classes, node_slices
 from kgpu.errors import InputError
 from kgpu.model.objects import Node, Pod
 from kgpu.model.profile import Pool, PoolKind, Profile
-from kgpu.model.sharing import LABEL_MIG_CONFIG
+from kgpu.model.sharing import GPU, LABEL_MIG_CONFIG
 
-GPU = "nvidia.com/gpu"
 SOURCE = "<profile>"
 # karpenter v1.8.0 pkg/controllers/provisioning/scheduling/scheduler.go (Scheduler.add) and events.go
 KARPENTER_DRA_ERROR = "pod has Dynamic Resource Allocation requirements that are not yet supported by Karpenter"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kgpu.catalog import Catalog
-from kgpu.model.objects import CPU, MEMORY, DaemonSet, Node, Pod
+from kgpu.model.objects import CPU, GPU, MEMORY, DaemonSet, Node, Pod
 from kgpu.model.profile import Autoscaler, PoolKind, Profile
 from kgpu.model.quantity import milli_value, parse_quantity, value
 from kgpu.sim.cost import hourly_cost
@@ -99,7 +99,7 @@ class ProfileProvisioner:
             todo += self._provision_claims(claimed, ctx, explanations)
         empty_dra = [n.name for n in ctx.new_nodes if not n.pods and n.pool in {p.name for p in self.profile.dra_pools}]
         for pod in todo:
-            if empty_dra and pod.spec.request("nvidia.com/gpu") and not explanations[pod.key]:
+            if empty_dra and pod.spec.request(GPU) and not explanations[pod.key]:
                 explanations[pod.key].append(
                     f"{', '.join(empty_dra)} launched for it from a gpuAllocation: dra pool (the autoscaler counts the "
                     "instance type's GPUs), but NVIDIA's DRA driver publishes them as ResourceSlices, not as "
@@ -222,7 +222,7 @@ def baseline_nodes(profile: Profile, catalog: Catalog | None = None) -> list[Nod
                         parse_quantity(n.memory, where=f"pools[{pool.name}].nodes[{n.name}].memory")
                     )
                 if n.gpus:
-                    alloc["nvidia.com/gpu"] = n.gpus
+                    alloc[GPU] = n.gpus
                 alloc.setdefault("ephemeral-storage", 100 * 1024**3)
                 if n.instance_type and catalog is not None and (CPU not in alloc or MEMORY not in alloc):
                     for k, v in catalog.get(n.instance_type).allocatable().items():
@@ -249,6 +249,6 @@ def baseline_nodes(profile: Profile, catalog: Catalog | None = None) -> list[Nod
 
     for node in nodes:  # a DRA pool's node advertises no nvidia.com/gpu: its driver publishes the GPUs
         owner = pool_of(profile, node)
-        if owner is not None and owner.gpu_allocation == "dra" and "nvidia.com/gpu" in node.allocatable:
-            node.allocatable = {k: v for k, v in node.allocatable.items() if k != "nvidia.com/gpu"}
+        if owner is not None and owner.gpu_allocation == "dra" and GPU in node.allocatable:
+            node.allocatable = {k: v for k, v in node.allocatable.items() if k != GPU}
     return nodes

@@ -33,6 +33,7 @@ from kgpu.catalog.tke import (
     parse_gpu_types,
     tke_gpu_type,
 )
+from kgpu.model.sharing import GPU
 
 PREFIX = "eks.tke.cloud.tencent.com/"
 GPU_TYPE = PREFIX + "gpu-type"
@@ -40,7 +41,7 @@ GPU_COUNT = PREFIX + "gpu-count"
 CPU = PREFIX + "cpu"
 MEM = PREFIX + "mem"
 EXPLICIT_KEYS = (GPU_COUNT, CPU, MEM)
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = GPU
 
 _WHOLE = re.compile(r"^[0-9]+$")
 _GI = re.compile(r"^([0-9]+)Gi$")

@@ -127,7 +127,7 @@ def split(s: Any, sep: Any, n: Any = None) -> list[str]:
     if by == "":  # Go splits into code points; the last piece keeps the rest
         parts = list(text)
         if most > 0 and len(parts) > most:
-            parts = parts[: most - 1] + ["".join(parts[most - 1 :])]
+            parts = [*parts[: most - 1], "".join(parts[most - 1 :])]
         return parts
     return text.split(by, most - 1 if most > 0 else -1)
 
