@@ -436,3 +436,31 @@ def test_live_findings_speak_of_the_cluster_not_a_snapshot() -> None:
     saved = doctor_report(doc, source="snap.json")
     assert "(the snapshot has no FailedScheduling event for it)" in next(
         f for f in saved.findings if f.check == "pending-gpu-pod").message
+
+
+def test_simulate_warns_of_a_shared_nodepool_without_an_overlay(tmp_path: Path) -> None:
+    """A NodePool whose template selects a time-slicing config and no NodeOverlay: Karpenter sizes its nodes by
+    physical GPUs (a node per GPU pod); simulate --cluster says so, as doctor's nodepool-overlay does."""
+    from click.testing import CliRunner
+
+    from kgpu.cli.main import cli
+    from snapshot_builders import node, nodepool
+
+    np = nodepool("infer", labels={"nvidia.com/device-plugin.config": "ts-4"})
+    cpu = node("ip-10-0-1-5.us-west-2.compute.internal", "m5.xlarge")
+    pods = [pod(f"infer-{i}", "ml", containers=[container("vllm", "vllm/vllm-openai:v0.6.0",
+                                                          requests={"cpu": "1", "nvidia.com/gpu": "1"},
+                                                          limits={"nvidia.com/gpu": "1"})])
+            for i in range(4)]
+    overlay = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "infer-sharing"},
+               "spec": {"requirements": [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["infer"]}],
+                        "capacity": {"nvidia.com/gpu": "4"}}}
+    for items, warned in (([cpu, np, *pods], True), ([cpu, np, overlay, *pods], False)):
+        path = tmp_path / "cluster.json"
+        path.write_text(json.dumps(snapshot(items)), encoding="utf-8")
+        res = CliRunner().invoke(cli, ["simulate", "-c", str(path), "-o", "json"])
+        assert res.exit_code in (0, 1), res.output
+        warnings = json.loads(res.stdout).get("warnings", [])
+        hit = [w for w in warnings if w.startswith("NodePool infer: its template labels select a device-plugin config "
+                                                   "(nvidia.com/device-plugin.config=ts-4)")]
+        assert bool(hit) is warned, warnings

@@ -142,6 +142,18 @@ def command(
 
             prof = with_catalog(prof, None, catalog)
     overlays = _overlays(objects.nodeoverlays + work.nodeoverlays)
+    if nodepools:
+        from kgpu.model.gpus import unsized_shared_nodepools
+
+        for name, label in unsized_shared_nodepools([d for d, _ in nodepools],
+                                                    [d for d, _ in objects.nodeoverlays + work.nodeoverlays]):
+            notes.append(
+                f"NodePool {name}: its template labels select a device-plugin config ({label}); if that config "
+                "shares or partitions the GPUs, each node advertises more than its physical GPUs, which Karpenter "
+                "does not know without a NodeOverlay: it launches a node per GPU pod, and cannot place pods asking "
+                "renamed or MIG resources. Give the pool a NodeOverlay with the capacity its nodes advertise "
+                "(kgpu render writes one for a profile pool with sharing)"
+            )
     if overlays and not any(p.kind == "karpenter" for p in (prof.pools if prof is not None else ())):
         notes.append(f"{len(overlays)} NodeOverlay(s) in the input and no Karpenter NodePool to apply them to")
     elif overlays:

@@ -26,7 +26,7 @@ from typing import Any
 from kgpu.doctor.common import names, snippet
 from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding, obj_ref
 from kgpu.doctor.state import LABEL_NODEPOOL, ClusterState, NodeInfo
-from kgpu.model.gpus import MIG, SHARED
+from kgpu.model.gpus import MIG, SHARED, overlay_scope
 from kgpu.model.safeyaml import load_document
 from kgpu.model.sharing import (
     LABEL_MIG_STATE,
@@ -176,25 +176,6 @@ def check_shared_requests(state: ClusterState) -> Iterator[Finding]:
             )
 
 
-def _overlay_pools(state: ClusterState) -> tuple[set[str], bool]:
-    """NodePools some NodeOverlay names (karpenter.sh/nodepool In), and whether one matches every pool."""
-    named: set[str] = set()
-    every = False
-    for ov in state.nodeoverlays:
-        raw_spec = ov.get("spec")
-        spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
-        reqs = [r for r in spec.get("requirements") or [] if isinstance(r, dict)]
-        if not spec.get("capacity"):
-            continue
-        pool_reqs = [r for r in reqs if r.get("key") == LABEL_NODEPOOL]
-        if not pool_reqs:
-            every = True
-        for r in pool_reqs:
-            if r.get("operator") == "In":
-                named.update(str(v) for v in r.get("values") or [])
-    return named, every
-
-
 def _template_labels(nodepool: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = nodepool.get("spec") or {}
     template = spec.get("template") if isinstance(spec, dict) else {}
@@ -206,7 +187,7 @@ def _template_labels(nodepool: Mapping[str, Any]) -> Mapping[str, Any]:
 def check_nodepool_overlay(state: ClusterState) -> Iterator[Finding]:
     if not state.nodepools:
         return
-    named, every = _overlay_pools(state)
+    named, every = overlay_scope(state.nodeoverlays)
     if every:
         return
     for np in state.nodepools:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kgpu.model.sharing import (
     GPU,
@@ -32,6 +33,7 @@ from kgpu.model.sharing import (
     LABEL_MIG_CONFIG,
     LABEL_MIG_STATE,
     LABEL_MIG_STRATEGY,
+    LABEL_PLUGIN_CONFIG,
     LABEL_PRODUCT,
     LABEL_REPLICAS,
     LABEL_SHARING,
@@ -296,3 +298,52 @@ def closest_offered(resource: str, offered: Iterable[str]) -> str:
         if same:
             return same[0]
     return ""
+
+
+LABEL_NODEPOOL = "karpenter.sh/nodepool"
+
+
+def _dig(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, Mapping) else None
+    return obj
+
+
+def overlay_scope(overlays: Iterable[Mapping[str, Any]]) -> tuple[set[str], bool]:
+    """The NodePools NodeOverlays with capacity name (``karpenter.sh/nodepool In [...]``), and whether one has
+    no such requirement (it may match every pool)."""
+    named: set[str] = set()
+    every = False
+    for ov in overlays:
+        spec = _dig(ov, "spec")
+        if not isinstance(spec, Mapping) or not spec.get("capacity"):
+            continue
+        reqs = [r for r in spec.get("requirements") or [] if isinstance(r, Mapping)]
+        pool_reqs = [r for r in reqs if r.get("key") == LABEL_NODEPOOL]
+        if not pool_reqs:
+            every = True
+        for r in pool_reqs:
+            if r.get("operator") == "In" and isinstance(r.get("values"), list):
+                named.update(str(v) for v in r["values"])
+    return named, every
+
+
+def unsized_shared_nodepools(nodepools: Iterable[Mapping[str, Any]], overlays: Iterable[Mapping[str, Any]]
+                             ) -> list[tuple[str, str]]:
+    """Karpenter NodePools whose template selects a device-plugin config (``nvidia.com/device-plugin.config`` or
+    a MIG config) that no NodeOverlay with capacity covers: (name, the label that selects it). Karpenter sizes
+    their nodes by physical GPUs, so it launches a node per GPU pod where each advertises several."""
+    named, every = overlay_scope(overlays)
+    if every:
+        return []
+    out = []
+    for np in nodepools:
+        name = str(_dig(np, "metadata", "name") or "")
+        labels = _dig(np, "spec", "template", "metadata", "labels")
+        if not name or name in named or not isinstance(labels, Mapping):
+            continue
+        for key in (LABEL_PLUGIN_CONFIG, LABEL_MIG_CONFIG):
+            if key in labels:
+                out.append((name, f"{key}={labels[key]}"))
+                break
+    return out
