@@ -464,3 +464,22 @@ def test_simulate_warns_of_a_shared_nodepool_without_an_overlay(tmp_path: Path) 
         hit = [w for w in warnings if w.startswith("NodePool infer: its template labels select a device-plugin config "
                                                    "(nvidia.com/device-plugin.config=ts-4)")]
         assert bool(hit) is warned, warnings
+
+
+def test_the_dra_driver_under_its_newer_name_is_the_driver() -> None:
+    """Chart dra-driver-nvidia-gpu: DaemonSet dra-driver-nvidia-gpu-kubelet-plugin, image
+    registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu."""
+    doc = dra_only()
+    for item in doc["items"]:
+        if item["kind"] == "DaemonSet" and item["metadata"]["name"].endswith("kubelet-plugin"):
+            item["metadata"]["name"] = "dra-driver-nvidia-gpu-kubelet-plugin"
+            item["metadata"]["namespace"] = "dra-driver-nvidia-gpu"
+            for c in item["spec"]["template"]["spec"]["containers"]:
+                c["image"] = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v25.12.0"
+    healthy = doctor_report(_snapshot(doc))
+    assert [f for f in healthy.findings if f.severity == "error"] == []
+    # without GPU_A's slice, the node is the driver's problem, said by the driver's check and naming its DaemonSet
+    doc["items"] = [i for i in doc["items"] if not (i["kind"] == "ResourceSlice" and i["spec"]["nodeName"] == GPU_A)]
+    found = [f for f in doctor_report(_snapshot(doc)).findings if f.object == f"Node/{GPU_A}" and f.severity == "error"]
+    assert [f.check for f in found] == ["dra-driver-missing"]
+    assert "DaemonSet/dra-driver-nvidia-gpu/dra-driver-nvidia-gpu-kubelet-plugin" in found[0].message
