@@ -79,3 +79,31 @@ def test_valid_overlays_still_parse() -> None:
     assert dict(ov.capacity) == {"nvidia.com/gpu": 4, "hugepages-2Mi": 2**30}
     assert ov.price == "0.5" and ov.weight == 10
     assert parse_overlay(overlay(priceAdjustment="-10%"), "o.yaml").price == "-10%"
+
+
+@pytest.mark.parametrize(("spec", "field", "words"), [BAD[0], BAD[2], BAD[5], BAD[7]],
+                         ids=["list", "negative", "key", "int-price"])
+def test_doctor_gives_the_same_verdict_as_simulate(tmp_path: Path, spec: dict[str, Any], field: str,
+                                                   words: str) -> None:
+    """One reader, one verdict: doctor --snapshot refuses the overlay simulate refuses, naming the same field."""
+    import json
+
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [NODE, overlay(**spec)]}),
+                    encoding="utf-8")
+    line = input_error(["doctor", "--snapshot", str(snap)], "snap.json", words)
+    assert f"NodeOverlay gpu-slices: {field}" in line
+
+
+def test_items_null_is_an_empty_list_for_every_verb(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from kgpu.cli.main import cli
+
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": None}), encoding="utf-8")
+    for args in (["doctor", "--snapshot", str(snap)], ["simulate", "-c", str(snap)]):
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 0, (args, res.output)

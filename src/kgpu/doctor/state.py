@@ -512,6 +512,8 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
         )
     kind = doc.get("kind")
     items = doc.get("items")
+    if items is None and "items" in doc:  # `items: null`: no objects, as the model loader reads it
+        items = []
     if not isinstance(items, list):
         if isinstance(kind, str) and kind:
             raise InputError(
@@ -551,7 +553,10 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
             state.rayclusters.append(item)
         elif ikind == "ConfigMap":
             state.configmaps.append(item)
-        elif ikind == "NodeOverlay":
+        elif ikind == "NodeOverlay":  # validated as simulate validates it: one reader, one verdict
+            from kgpu.sim.provisioners.karpenter.overlay import parse_overlay
+
+            parse_overlay(item, f"{source}: {label}")
             state.nodeoverlays.append(item)
         elif ikind == "ImageCache":
             state.imagecaches.append(item)
