@@ -228,6 +228,22 @@ def test_url_userinfo_is_stripped_up_to_the_last_at_sign(text: str, expected: st
     assert strip_userinfo(text) == expected
 
 
+def test_secrets_in_volume_attributes_and_parameters_of_any_shape_are_redacted() -> None:
+    """A CSI driver's volumeAttributes (SMB's mountOptions), opaque DRA parameters given as a string, a
+    StorageClass's parameters as a list: the values of password=/token= pairs go, the rest stays."""
+    pv = {"kind": "PersistentVolume", "spec": {"csi": {"driver": "smb.csi.k8s.io", "volumeAttributes": {
+        "source": "//fs.ml/share", "mountOptions": "username=bob,password=hunter2-7", "token": "tok-8"}}}}
+    claim = {"kind": "ResourceClaim", "spec": {"devices": {"config": [{"opaque": {
+        "driver": "gpu.nvidia.com", "parameters": "token=s3cr3t-9 mode=exclusive"}}]}}}
+    sc = {"kind": "StorageClass", "provisioner": "ebs.csi.aws.com",
+          "parameters": ["password=hunter2-10", "type=gp3", {"apiKey": "k-11"}]}
+    text = json.dumps([redact(o) for o in (pv, claim, sc)])
+    for secret in ("hunter2-7", "tok-8", "s3cr3t-9", "hunter2-10", "k-11"):
+        assert secret not in text, secret
+    assert pv["spec"]["csi"]["volumeAttributes"]["source"] == "//fs.ml/share"
+    assert "username=bob" in text and "mode=exclusive" in text and "type=gp3" in text
+
+
 @pytest.mark.parametrize("value", [5, "x", None, [1, [2, {"env": 3}]], {"metadata": [], "spec": {"env": {"a": 1}}},
                                    {"kind": "Pod", "spec": "containers"}, {"metadata": {"annotations": ["a"]}}])
 def test_redaction_is_total_over_any_json_shape(value: Any) -> None:

@@ -230,6 +230,16 @@ class _Hostile(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        if self.server.mode == "unauthorized":  # type: ignore[attr-defined]
+            # an error page that quotes the request's headers back, as some proxies' do
+            body = (f"401 Unauthorized: bad credentials; request headers: Authorization: "
+                    f"{self.headers.get('Authorization')}; user u:S3cr3t-pw").encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         body = self.answers.get(self.server.mode)  # type: ignore[attr-defined]
         if body is None:  # drip forever
             self.send_response(200)
@@ -282,6 +292,25 @@ def test_a_hostile_prometheus_leaves_a_note_and_the_view(api: FakeApiServer, tmp
     assert words in res.stderr and "note: no utilisation shown" in res.stderr
     assert "pw" not in res.stderr and "Traceback" not in res.output
     assert res.stdout.startswith("NODE") and "UTIL" not in res.stdout
+
+
+def test_a_401_that_quotes_the_authorization_header_prints_no_credential(api: FakeApiServer, tmp_path: Path) -> None:
+    import base64
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    server.daemon_threads = True
+    server.mode = "unauthorized"  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        res = kgpu(api, tmp_path, "--prometheus", f"http://u:S3cr3t-pw@127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert res.exit_code == 0, res.output
+    assert "401 Unauthorized" in res.stderr and "note: no utilisation shown" in res.stderr
+    secret = base64.b64encode(b"u:S3cr3t-pw").decode()
+    assert "S3cr3t" not in res.stderr and secret not in res.stderr and secret[:12] not in res.stderr
+    assert "<redacted>" in res.stderr
 
 
 def test_a_prometheus_url_that_is_not_http_is_bad_input(api: FakeApiServer, tmp_path: Path) -> None:

@@ -6,7 +6,10 @@ httpx sends) never printed."""
 
 from __future__ import annotations
 
+import base64
+import re
 import time
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -14,6 +17,9 @@ from kgpu.errors import InputError
 from kgpu.live.client import RETRIES, Watchdog, _kind, _message, _read, _short, _size, _TooLarge
 from kgpu.live.kubeconfig import ClusterError, strip_userinfo
 from kgpu.model.safeyaml import load_json
+
+# a header a server's error page may quote back: its value is a credential
+_AUTH = re.compile(r"((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:basic\s+|bearer\s+)?)[^\s\"',;]+", re.I)
 
 MAX_BODY = 64 * 1024 * 1024  # bytes of one query's answer
 MAX_SERIES = 1_000_000
@@ -42,7 +48,27 @@ class PrometheusClient(Watchdog):
         self.close()
 
     def query(self, expr: str) -> list[tuple[dict[str, str], float]]:
-        """An instant vector query: (labels, value) per series; NaN values are left out."""
+        """An instant vector query: (labels, value) per series; NaN values are left out. An error's text never
+        carries the URL's credentials, whatever the server's answer quotes of the request."""
+        try:
+            return self._query(expr)
+        except ClusterError as exc:
+            raise ClusterError(self._scrub(exc.message), where=exc.where, hint=exc.hint) from None
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the URL's user:password, in clear or as the Basic Authorization header's base64."""
+        parts = urlsplit(self.url)
+        secrets = []
+        if parts.password:
+            user, password = unquote(parts.username or ""), unquote(parts.password)
+            pair = f"{user}:{password}"
+            secrets += [base64.b64encode(pair.encode()).decode(), pair, password]
+        for secret in secrets:
+            if secret:
+                text = text.replace(secret, "<redacted>")
+        return _AUTH.sub(r"\1<redacted>", text)
+
+    def _query(self, expr: str) -> list[tuple[dict[str, str], float]]:
         what = f"Prometheus query {expr}"
         attempt = 0
         while True:

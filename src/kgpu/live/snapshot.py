@@ -70,7 +70,14 @@ KEEP_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 SECRET_KEY = re.compile(r"secret|token|passw|credential|api[-_.]?key|private[-_.]?key|auth|cert[-_.]?data", re.I)
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # an object name (DNS-1123 subdomain)
-_PARAMS_ENDINGS = ("params", "Params", "parameters", "Parameters")
+_PARAMS_ENDINGS = ("params", "Params", "parameters", "Parameters", "volumeAttributes")
+# a secret written as key=value or key: value inside a string (a CSI volume attribute, opaque DRA parameters
+# given as a string, a StorageClass parameter in a list)
+_SECRET_PAIR = re.compile(
+    r"((?:secret|token|passw\w*|credential\w*|api[-_.]?key|private[-_.]?key|auth\w*)[\"']?\s*[=:]\s*)"
+    r"(?:\"[^\"]*\"|'[^']*'|[^\s,;&\"'}]+)",
+    re.I,
+)
 _SPECIAL = frozenset({"metadata", "env", "status"})
 
 # (resource, optional: its API may not be served (404), or RBAC may not grant it (403); either skips it
@@ -437,9 +444,34 @@ def redact(obj: Any) -> Any:
                     push(child)
             elif key == "env" and child is not None and "image" in value:
                 value[key] = REDACTED
+            elif kind is str and type(key) is str and key.endswith(_PARAMS_ENDINGS):
+                value[key] = _secret_text(child)
             elif kind is str and "@" in child and "://" in child:  # a URL's user:password
                 value[key] = strip_userinfo(child)
     return obj
+
+
+def _secret_text(text: str) -> str:
+    """A string with the values of its ``password=...``-like pairs (and a URL's user:password) replaced."""
+    if "@" in text and "://" in text:
+        text = strip_userinfo(text)
+    return _SECRET_PAIR.sub(lambda m: m.group(1) + REDACTED, text) if SECRET_KEY.search(text) else text
+
+
+def _params(child: Any) -> None:
+    """A params map, list or value of any shape: every value under a key that names a secret replaced, and
+    every string's ``password=...``-like pairs."""
+    stack = [child]
+    while stack:
+        value = stack.pop()
+        items = list(value.items()) if type(value) is dict else list(enumerate(value)) if type(value) is list else []
+        for name, v in items:
+            if type(name) is str and SECRET_KEY.search(name) and type(v) is not dict and type(v) is not list:
+                value[name] = REDACTED
+            elif type(v) is str:
+                value[name] = _secret_text(v)
+            elif type(v) is dict or type(v) is list:
+                stack.append(v)
 
 
 def _special(holder: dict[str, Any], key: str, child: Any) -> None:
@@ -452,11 +484,8 @@ def _special(holder: dict[str, Any], key: str, child: Any) -> None:
     elif key == "env":
         holder[key] = _env(child)
         return
-    else:  # a params map
-        if type(child) is dict:
-            for name, v in child.items():
-                if SECRET_KEY.search(str(name)) and type(v) is not dict and type(v) is not list:
-                    child[name] = REDACTED
+    else:  # a params map or list (a CSI driver's volumeAttributes, a StorageClass's parameters, opaque config)
+        _params(child)
         push = [child]
     redact(push)
 
