@@ -42,14 +42,13 @@ from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core.exceptions import ConfigError
 
 from kgpu.errors import InputError, quote
+from kgpu.model.names import is_dns1123_label
 from kgpu.model.safeyaml import load_document
 
 IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 MAX_KUBECONFIG_BYTES = 16 * 1024 * 1024
 MAX_EXEC_OUTPUT = 1024 * 1024
-# A namespace is a DNS-1123 label (k8s.io/apimachinery validation.IsDNS1123Label).
-NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
 
 # Keys whose values are file paths, by section (client-go's ResolvePaths).
@@ -133,7 +132,7 @@ def _defined_in(files: list[tuple[Path, dict[str, Any]]], section: str, name: st
 
 
 def check_namespace(namespace: str, where: str) -> str:
-    if len(namespace) > 63 or not NAMESPACE.fullmatch(namespace):
+    if not is_dns1123_label(namespace):  # a namespace is a DNS-1123 label
         raise ClusterError(f"{quote(namespace)} is not a valid namespace name (lowercase letters, digits "
                            "and '-', starting and ending with a letter or digit, at most 63)", where=where)
     return namespace

@@ -21,6 +21,15 @@ from typing import Any
 from kgpu.errors import InputError, quote
 from kgpu.model.fields import list_at as _list
 from kgpu.model.fields import mapping_at as _map
+from kgpu.model.names import (
+    DNS1123_LABEL,
+    DNS1123_LABEL_MAX_LENGTH,
+    DNS1123_SUBDOMAIN,
+    DNS1123_SUBDOMAIN_MAX_LENGTH,
+    is_c_identifier,
+    is_dns1123_subdomain,
+    is_qualified_name,
+)
 from kgpu.model.objects import NodeSelector, Requirement, Term
 from kgpu.model.quantity import MAX_INT64, parse_quantity
 
@@ -47,9 +56,6 @@ _MIN_INT64 = -(2**63)
 EXACT_COUNT = "ExactCount"
 ALL = "All"
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
@@ -244,11 +250,11 @@ def _int(value: Any, where: str) -> int:
 
 
 def _name(value: str, where: str, *, subdomain: bool, limit: int = 0) -> str:
-    most = limit or (253 if subdomain else 63)
-    pattern = _DNS_SUBDOMAIN if subdomain else _DNS_LABEL
+    most = limit or (DNS1123_SUBDOMAIN_MAX_LENGTH if subdomain else DNS1123_LABEL_MAX_LENGTH)
+    pattern = DNS1123_SUBDOMAIN if subdomain else DNS1123_LABEL
     if len(value) > most:
         raise InputError(f"Invalid value: {quote(value)}: must be no more than {most} characters", where=where)
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         what = "a lowercase RFC 1123 subdomain" if subdomain else "a lowercase RFC 1123 label"
         raise InputError(f"Invalid value: {quote(value)}: must be {what}", where=where)
     return value
@@ -282,9 +288,8 @@ def _device_class(name: str, spec: dict[str, Any], where: str, warnings: list[st
     ext = _str(spec.get("extendedResourceName"), f"{where}: spec.extendedResourceName")
     if ext:
         # validateExtendedResourceName: a qualified name outside the kubernetes.io domain, not requests.*
-        prefix, _, base = ext.rpartition("/")
-        if (not prefix or prefix.endswith("kubernetes.io") or not _DNS_SUBDOMAIN.match(prefix)
-                or not re.match(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$", base) or len(base) > 63):
+        prefix = ext.rpartition("/")[0]
+        if not prefix or prefix.endswith("kubernetes.io") or not is_qualified_name(ext):
             raise InputError(f"Invalid value: {quote(ext)}: must be an extended resource name (a domain-prefixed "
                              "name outside kubernetes.io)", where=f"{where}: spec.extendedResourceName")
         warnings.append(f"{where}: spec.extendedResourceName needs the DRAExtendedResource feature gate (alpha, "
@@ -414,9 +419,9 @@ def _check_qualified(name: str, where: str, *, need_domain: bool) -> None:
     domain, sep, ident = name.rpartition("/")
     if need_domain and not sep:
         raise InputError(f"Required value: a fully qualified name must be a domain and a name separated by a slash, got {quote(name)}", where=where)
-    if sep and (not domain or len(domain) > 63 or not _DNS_SUBDOMAIN.match(domain)):
+    if sep and (len(domain) > DRIVER_NAME_MAX or not is_dns1123_subdomain(domain)):
         raise InputError(f"Invalid value: {quote(domain)}: must be a DNS subdomain of at most 63 characters", where=where)
-    if not ident or len(ident) > 32 or not _C_IDENTIFIER.match(ident):
+    if len(ident) > 32 or not is_c_identifier(ident):
         raise InputError(f"Invalid value: {quote(ident)}: must be a C identifier of at most 32 characters", where=where)
 
 

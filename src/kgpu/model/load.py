@@ -23,6 +23,7 @@ import msgspec
 from kgpu.errors import InputError, quote
 from kgpu.model import wire
 from kgpu.model.kinds import unknown_builtin_kind
+from kgpu.model.names import is_dns1123_label, is_label_value, is_qualified_name
 from kgpu.model.objects import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
@@ -822,9 +823,6 @@ def _validate_toleration(t: wire.Toleration, where: str) -> Toleration:
     return Toleration(t.key or "", op or "Equal", t.value or "", effect)
 
 
-_QUALIFIED_NAME = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
 _INT64 = re.compile(r"^[+-]?[0-9]{1,19}$")
 
 
@@ -867,24 +865,19 @@ def _requirements(
                     f"{quote(r.operator)}: not a valid selector operator (one of {', '.join(NODE_SELECTOR_OPERATORS)})",
                     where=f"{at}.operator",
                 )
-            if _bad_label_key(r.key):
+            if not is_qualified_name(r.key):
                 raise InputError(f"{quote(r.key)}: not a valid label key", where=f"{at}.key")
         out.append(Requirement(r.key, r.operator, values))
     return tuple(out)
 
 
-def _bad_label_key(key: str) -> bool:
-    return len(key) > 316 or not _QUALIFIED_NAME.match(key) or len(key.rpartition("/")[2]) > 63
-
-
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 SPREAD_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
 INCLUSION_POLICIES = ("Honor", "Ignore")
 
 
 def _label_value(value: str, where: str) -> None:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if not is_label_value(value):
         raise InputError(
             f"{quote(value)}: a valid label must be an empty string or consist of at most 63 alphanumeric "
             "characters, '-', '_' or '.', and must start and end with an alphanumeric character",
@@ -898,7 +891,7 @@ def _label_selector(sel: wire.LabelSelector | None, where: str) -> LabelSelector
         return None
     reqs = []
     for key, value in sorted((sel.match_labels or {}).items()):
-        if _bad_label_key(key):
+        if not is_qualified_name(key):
             raise InputError(f"{quote(key)}: not a valid label key", where=f"{where}.matchLabels")
         _label_value(value, f"{where}.matchLabels.{key}")
         reqs.append(Requirement(key, "In", (value,)))
@@ -918,7 +911,7 @@ def _label_selector(sel: wire.LabelSelector | None, where: str) -> LabelSelector
                 f"{quote(r.operator)}: not a valid selector operator (one of {', '.join(LABEL_SELECTOR_OPERATORS)})",
                 where=f"{at}.operator",
             )
-        if _bad_label_key(r.key):
+        if not is_qualified_name(r.key):
             raise InputError(f"{quote(r.key)}: not a valid label key", where=f"{at}.key")
         for j, v in enumerate(values):
             _label_value(v, f"{at}.values[{j}]")
@@ -928,7 +921,7 @@ def _label_selector(sel: wire.LabelSelector | None, where: str) -> LabelSelector
 
 def _label_keys(keys: list[str] | None, where: str) -> tuple[str, ...]:
     for i, key in enumerate(keys or ()):
-        if _bad_label_key(key):
+        if not is_qualified_name(key):
             raise InputError(f"{quote(key)}: not a valid label key", where=f"{where}[{i}]")
     return tuple(keys or ())
 
@@ -995,10 +988,10 @@ def _affinity_term(t: wire.PodAffinityTerm, at: str) -> PodAffinityTerm:
     """validatePodAffinityTerm of the API server."""
     if not t.topology_key:
         raise InputError("can not be empty", where=f"{at}.topologyKey")
-    if _bad_label_key(t.topology_key):
+    if not is_qualified_name(t.topology_key):
         raise InputError(f"{quote(t.topology_key)}: not a valid label key", where=f"{at}.topologyKey")
     for i, ns in enumerate(t.namespaces or ()):
-        if not ns or len(ns) > 63 or not _DNS_LABEL.match(ns):
+        if not is_dns1123_label(ns):
             raise InputError(f"{quote(ns)}: not a valid namespace name", where=f"{at}.namespaces[{i}]")
     selector = _label_selector(t.label_selector, f"{at}.labelSelector")
     match = _label_keys(t.match_label_keys, f"{at}.matchLabelKeys")
@@ -1012,9 +1005,6 @@ def _affinity_term(t: wire.PodAffinityTerm, at: str) -> PodAffinityTerm:
         match,
         mismatch,
     )
-
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def _pod_affinity(

@@ -16,12 +16,12 @@ gives the AMI family (``amiSelectorTerms`` alias) and ``kubelet.maxPods`` is not
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from kgpu.errors import InputError, quote
 from kgpu.model.fields import list_at as _list
+from kgpu.model.names import is_label_value, is_qualified_name
 
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
@@ -44,6 +44,9 @@ NORMALIZED_LABELS: dict[str, str] = {
     "beta.kubernetes.io/os": LABEL_OS,
     "beta.kubernetes.io/instance-type": LABEL_INSTANCE_TYPE,
     "failure-domain.beta.kubernetes.io/region": LABEL_REGION,
+    # added by the AWS provider (pkg/operator/operator.go): the EBS CSI driver's topology key, which its
+    # volumes' node affinity names
+    "topology.ebs.csi.aws.com/zone": LABEL_ZONE,
 }
 
 # karpenter.k8s.aws/* labels the AWS provider adds to WellKnownLabels (karpenter-provider-aws labels.go)
@@ -55,6 +58,7 @@ AWS_LABELS: tuple[str, ...] = tuple(
         "instance-hypervisor",
         "instance-encryption-in-transit-supported",
         "instance-category",
+        "instance-capability-flex",
         "instance-family",
         "instance-generation",
         "instance-size",
@@ -72,6 +76,7 @@ AWS_LABELS: tuple[str, ...] = tuple(
         "instance-accelerator-name",
         "instance-accelerator-manufacturer",
         "instance-accelerator-count",
+        "instance-tenancy",
     )
 )
 # Provider labels the packaged catalog has no data for (capacity reservations are the account's; the catalog
@@ -125,10 +130,6 @@ LIMIT_RESOURCES = (
     "vpc.amazonaws.com/pod-eni",
 )
 
-_QUALIFIED = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 def normalize(key: str) -> str:
@@ -155,7 +156,7 @@ def requirement_error(key: str, operator: str, values: list[str], min_values: in
     key = normalize(key)
     if operator not in OPERATORS:
         return f"key {key} has an unsupported operator {operator} not in {', '.join(OPERATORS)}"
-    if len(key) > 316 or not _QUALIFIED.match(key) or len(key.split("/")[0]) > 253:
+    if len(key) > 316 or not is_qualified_name(key):  # the NodePool CRD: maxLength 316
         return f"key {key} is not a qualified name"
     if key == LABEL_NODEPOOL:
         return f'invalid key: "{key}" in requirements, restricted'
@@ -165,7 +166,7 @@ def requirement_error(key: str, operator: str, values: list[str], min_values: in
             f"or a custom label that does not use a restricted domain: [{' '.join(RESTRICTED_DOMAINS)}]"
         )
     for value in values:
-        if len(value) > 63 or not _VALUE.match(value):
+        if not is_label_value(value):
             return f"invalid value {value} for key {key}"
     if operator in ("In", "NotIn") and not values:
         return f"key {key} with operator {operator} must have a value defined"

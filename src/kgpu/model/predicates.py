@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from kgpu.model.names import is_label_value, is_qualified_name
 from kgpu.model.objects import (
     CPU,
     EPHEMERAL,
@@ -106,17 +107,7 @@ def first_untolerated(
 
 # --- node affinity / selector --------------------------------------------------------------------------
 
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _INT64 = re.compile(r"^[+-]?[0-9]+$")
-
-
-def _valid_label_key(key: str) -> bool:
-    prefix, _, name = key.rpartition("/")
-    if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return False
-    return bool(name) and len(name) <= 63 and bool(_QUALIFIED_NAME.match(name))
 
 
 def _parse_int64(text: str) -> int | None:
@@ -128,7 +119,7 @@ def _parse_int64(text: str) -> int | None:
 
 def requirement_error(req: Requirement) -> str | None:
     """Why labels.NewRequirement would reject this expression (the term then matches nothing)."""
-    if not _valid_label_key(req.key):
+    if not is_qualified_name(req.key):
         return f"invalid label key {req.key!r}"
     op, values = req.operator, req.values
     if op in ("In", "NotIn"):
@@ -145,7 +136,7 @@ def requirement_error(req: Requirement) -> str | None:
     else:
         return f"{op!r} is not a valid node selector operator"
     for v in values:
-        if len(v) > 63 or not _LABEL_VALUE.match(v):
+        if not is_label_value(v):
             return f"invalid label value {v!r}"
     return None
 

@@ -29,6 +29,14 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from kgpu.errors import InputError, quote
+from kgpu.model.names import (
+    DNS1123_LABEL_MAX_LENGTH,
+    DNS1123_LABEL_PATTERN,
+    DNS1123_SUBDOMAIN_MAX_LENGTH,
+    DNS1123_SUBDOMAIN_PATTERN,
+    is_label_value,
+    is_qualified_name,
+)
 from kgpu.model.nodepool import limit_key_error, normalize, requirement_error
 from kgpu.model.safeyaml import load_document
 from kgpu.model.sharing import LABEL_MIG_CONFIG, LABEL_PLUGIN_CONFIG
@@ -111,15 +119,11 @@ class AmiFamily(StrEnum):
     CUSTOM = "Custom"
 
 
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
 _POLICY_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:iam::([0-9]{12}|aws):policy/[\w+=,.@/-]+$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 def _check_label_key(key: str) -> str:
-    if not _LABEL_KEY.match(key) or len(key.split("/")[0]) > 253:
+    if not is_qualified_name(key):
         raise ValueError(f"{quote(key)} is not a valid label key")
     return key
 
@@ -137,7 +141,7 @@ class Taint(_Model):
     @field_validator("value")
     @classmethod
     def _value(cls, v: str) -> str:
-        if not _LABEL_VALUE.match(v):
+        if not is_label_value(v):
             raise ValueError(f"{quote(v)} is not a valid taint value")
         return v
 
@@ -467,14 +471,14 @@ class VerifyPods(_Model):
 
     by_request: str | None = Field(
         default=None,
-        max_length=253,
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        max_length=DNS1123_SUBDOMAIN_MAX_LENGTH,
+        pattern=DNS1123_SUBDOMAIN_PATTERN,
         description="the pod that asks for one nvidia.com/gpu; default gpu-verify-<pool>",
     )
     by_selector: str | None = Field(
         default=None,
-        max_length=253,
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        max_length=DNS1123_SUBDOMAIN_MAX_LENGTH,
+        pattern=DNS1123_SUBDOMAIN_PATTERN,
         description="the pod that only selects the pool's nodes (nvidia-smi); default gpu-verify-selector-<pool>",
     )
 
@@ -486,7 +490,7 @@ class VerifyPods(_Model):
 
 
 class Pool(_Model):
-    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    name: str = Field(pattern=DNS1123_LABEL_PATTERN, max_length=DNS1123_LABEL_MAX_LENGTH)
     kind: PoolKind
     instance_types: list[str] = Field(
         default_factory=list, description="explicit list (node groups), or a filter"
@@ -596,8 +600,8 @@ class Pool(_Model):
     )
     node_class_name: str | None = Field(
         default=None,
-        max_length=253,
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        max_length=DNS1123_SUBDOMAIN_MAX_LENGTH,
+        pattern=DNS1123_SUBDOMAIN_PATTERN,
         description="Karpenter: the EC2NodeClass's name (seed 000: nodeclass-gpu); default: the pool's name",
     )
     iam_policy_arns: list[str] = Field(
@@ -652,7 +656,7 @@ class Pool(_Model):
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
             _check_label_key(key)
-            if not _LABEL_VALUE.match(value):
+            if not is_label_value(value):
                 raise ValueError(f"{quote(value)} is not a valid label value (label {quote(key)})")
         return v
 
@@ -750,16 +754,19 @@ class Pool(_Model):
 
         Shorthand: ranges become ``Gt``/``Lt`` on Karpenter's integer labels (``instance-generation`` min 5 ->
         ``Gt 4``; ``instance-gpu-memory`` is MiB, the profile speaks GiB per GPU; a minimum of 0 emits nothing,
-        as the CRD wants non-negative integers); arch defaults to amd64 and os to linux. Native requirements
-        are written as given, after the shorthand fields that also apply (capacity types, instance types,
-        zones). A capacity-type requirement in the native list replaces the default ``capacityTypes``.
+        as the CRD wants non-negative integers); the shorthand's ``arch`` defaults to amd64, and os is linux.
+        A pool without requirements has no arch requirement, as a NodePool without one has none in
+        Karpenter (arm64 types such as g5g are candidates). Native requirements are written as given, after
+        the shorthand fields that also apply (capacity types, instance types, zones). A capacity-type
+        requirement in the native list replaces the default ``capacityTypes``.
         """
         req = self.shorthand
         native = [r.as_k8s() for r in self.native]
         native_keys = {_normalized(r.key) for r in self.native}
         out: list[dict[str, Any]] = []
+        if req is not None:
+            out += _in("kubernetes.io/arch", list(req.arch))
         if self.requirements is None or req is not None:
-            out += _in("kubernetes.io/arch", list(req.arch) if req else ["amd64"])
             out += _in("kubernetes.io/os", ["linux"])
         if "karpenter.sh/capacity-type" not in native_keys or "capacity_types" in self.model_fields_set:
             out += _in("karpenter.sh/capacity-type", [str(c) for c in self.capacity_types])
@@ -889,8 +896,8 @@ class DraDriver(_Model):
     )
     namespace: str = Field(
         default="nvidia-dra-driver-gpu",
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-        max_length=63,
+        pattern=DNS1123_LABEL_PATTERN,
+        max_length=DNS1123_LABEL_MAX_LENGTH,
         description="the Helm release's namespace (the chart refuses default)",
     )
     nvidia_driver_root: str = Field(
@@ -966,7 +973,7 @@ class SpotInterruptions(_Model):
 
 
 class Metadata(_Model):
-    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    name: str = Field(pattern=DNS1123_LABEL_PATTERN)
     description: str = ""
 
 

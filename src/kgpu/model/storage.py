@@ -28,6 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from kgpu.errors import InputError
+from kgpu.model.names import (
+    DNS1123_LABEL_MAX_LENGTH,
+    DNS1123_LABEL_PATTERN,
+    DNS1123_SUBDOMAIN_MAX_LENGTH,
+    DNS1123_SUBDOMAIN_PATTERN,
+)
 from kgpu.model.quantity import parse_quantity
 
 GIB = 1024**3
@@ -51,16 +57,16 @@ class _Model(BaseModel):
 class StorageVolume(_Model):
     """One persistent volume: a PersistentVolumeClaim ``name`` in ``namespace`` of its own StorageClass."""
 
-    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63,
+    name: str = Field(pattern=DNS1123_LABEL_PATTERN, max_length=DNS1123_LABEL_MAX_LENGTH,
                       description="the PersistentVolumeClaim's name (pods mount it by claimName)")
     type: Literal["ebs", "efs", "fsx-lustre"]
-    namespace: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    namespace: str = Field(default="default", pattern=DNS1123_LABEL_PATTERN, max_length=DNS1123_LABEL_MAX_LENGTH)
     size: str = Field(default="100Gi", description="the claim's request; EFS is elastic (the value is nominal); "
                       "FSx for Lustre: 1200Gi or a multiple of 2400Gi")
     access_mode: Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany", "ReadOnlyMany"] | None = Field(
         default=None, description="default: ReadWriteOnce for ebs, ReadWriteMany for efs and fsx-lustre")
     storage_class_name: str | None = Field(
-        default=None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=253,
+        default=None, pattern=DNS1123_SUBDOMAIN_PATTERN, max_length=DNS1123_SUBDOMAIN_MAX_LENGTH,
         description="default: kgpu-<name>")
     reclaim_policy: Literal["Retain", "Delete"] = Field(
         default="Retain", description="Retain keeps datasets and checkpoints when the claim is deleted")

@@ -25,13 +25,13 @@ Bad objects are input errors naming the file, object and field (exit 2).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from kgpu.errors import InputError, quote
 from kgpu.model.fields import list_at as _list
 from kgpu.model.fields import mapping_at as _map
+from kgpu.model.names import is_dns1123_subdomain
 from kgpu.model.objects import ClaimTemplate, NodeSelector, Requirement, Term
 from kgpu.model.predicates import requirement_error
 from kgpu.model.quantity import resource_amount
@@ -45,7 +45,6 @@ DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(slots=True)
@@ -118,7 +117,7 @@ def read(docs: list[tuple[dict[str, Any], str]]) -> StorageObjects:
         namespaced = kind == "PersistentVolumeClaim"
         ns = str(meta.get("namespace") or "default")
         where = f"{source}: {kind} {ns}/{name}" if namespaced else f"{source}: {kind} {name}"
-        if not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
+        if not is_dns1123_subdomain(name):
             raise InputError(f"{quote(name)}: a lowercase RFC 1123 subdomain must consist of lower case "
                              "alphanumeric characters, '-' or '.'", where=f"{where}: metadata.name")
         api = doc.get("apiVersion")

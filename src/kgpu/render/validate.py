@@ -45,6 +45,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from kgpu.model.names import is_dns1123_subdomain
+
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 CRDS: dict[tuple[str, str], tuple[str, str]] = {
@@ -55,7 +57,6 @@ CRDS: dict[tuple[str, str], tuple[str, str]] = {
 }
 EKSCTL = ("eksctl.io/v1alpha5", "ClusterConfig")
 EKSCTL_SCHEMA = "eksctl.io_v1alpha5_clusterconfig.schema.json"
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass
@@ -426,7 +427,7 @@ def _meta_errors(doc: Mapping[str, Any]) -> list[str]:
     if not isinstance(meta, Mapping) or not meta.get("name"):
         return ["metadata.name: required"]
     name = str(meta["name"])
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if not is_dns1123_subdomain(name):
         return [f"metadata.name: {name!r} is not a valid DNS subdomain"]
     return []
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType
 from kgpu.errors import InputError, quote
+from kgpu.model.names import is_qualified_name
 from kgpu.model.nodepool import LABEL_ZONE_ID, WELL_KNOWN_LABELS, is_restricted_node_label, normalize
 from kgpu.model.quantity import resource_amount
 from kgpu.sim.provisioners.karpenter.requirements import PoolRequirement, matches
@@ -135,16 +136,11 @@ def parse_overlay(obj: Mapping[str, Any], where: str = "") -> NodeOverlay:
 _PRICE = re.compile(r"^\d+(\.\d+)?$")
 _KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 MAX_REQUIREMENTS = 100
-# IsQualifiedName, which a Node's capacity names pass (the CRD itself does not check capacity names)
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
 
 def _resource_name(key: str) -> bool:
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return False
-    return len(name) <= 63 and bool(_NAME.match(name))
+    """IsQualifiedName, which a Node's capacity names pass (the CRD itself does not check capacity names)."""
+    return is_qualified_name(key)
 _ADJUSTMENT = re.compile(r"^(([+-]{1}(\d*\.?\d+))|(\+{1}\d*\.?\d+%)|(^(-\d{1,2}(\.\d+)?%)$)|(-100%))$")
 
 
