@@ -43,6 +43,8 @@ def test_labels_g4dn_xlarge(catalog):
         "karpenter.k8s.aws/instance-gpu-memory": "16384",
         "karpenter.k8s.aws/instance-network-bandwidth": "5000",
         "karpenter.k8s.aws/instance-hypervisor": "nitro",
+        "karpenter.k8s.aws/instance-capability-flex": "false",
+        "karpenter.k8s.aws/instance-tenancy": "default",
         "karpenter.k8s.aws/instance-cpu-manufacturer": "intel",
         "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz": "2500",
         "karpenter.k8s.aws/instance-ebs-bandwidth": "3500",

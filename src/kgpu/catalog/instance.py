@@ -10,6 +10,12 @@ The numbers follow the Karpenter AWS provider, read in ``aws/karpenter-provider-
   ``-encryption-in-transit-supported``, packaged as ``data/aws-instance-labels.csv``. As ``computeRequirements``
   sets them: a metal type's hypervisor is the empty string; no ``local-nvme`` label without local NVMe, and
   none of these labels for a type the file does not list (a catalog override).
+- ``instance-capability-flex``: ``true`` when the family (the name before the dot) contains ``-flex``
+  (``c7i-flex``, ``m7i-flex``), else ``false`` (``computeRequirements``).
+- ``instance-tenancy`` (provider v1.10 and later): an instance type offers ``default`` and ``dedicated``
+  tenancy and a claim launches with ``default`` unless its requirements allow only ``dedicated``. The
+  catalog's prices are those of default tenancy, so a type's node is labelled ``default`` and a
+  requirement that allows only ``dedicated`` leaves no type.
 - ``pkg/providers/instancetype/types.go``: ``computeRequirements`` (label values: category and generation
   from the name's ``^[a-z]+ ... [0-9]+`` parts, family and size split at the dot, cpu in vCPUs, memory in MiB,
   GPU name and manufacturer in lower-kebab-case, GPU memory in MiB of one GPU), ``computeCapacity``,
@@ -91,6 +97,9 @@ LABEL_CPU_CLOCK = _AWS + "instance-cpu-sustained-clock-speed-mhz"
 LABEL_EBS_BANDWIDTH = _AWS + "instance-ebs-bandwidth"
 LABEL_LOCAL_NVME = _AWS + "instance-local-nvme"
 LABEL_ENCRYPTION_IN_TRANSIT = _AWS + "instance-encryption-in-transit-supported"
+LABEL_CAPABILITY_FLEX = _AWS + "instance-capability-flex"
+LABEL_TENANCY = _AWS + "instance-tenancy"
+TENANCY_DEFAULT = "default"
 
 RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
 RESOURCE_AMD_GPU = "amd.com/gpu"
@@ -183,6 +192,12 @@ class InstanceType:
         return self.kubelet_max_pods if self.kubelet_max_pods is not None else self.max_pods
 
     @property
+    def capability_flex(self) -> bool:
+        """Whether the type is of a flex family (``c7i-flex.large``): the provider's ``-flex`` test on the
+        part of the name before the dot."""
+        return "-flex" in self.name.split(".", 1)[0]
+
+    @property
     def has_gpu(self) -> bool:
         return self.gpu_count > 0
 
@@ -208,6 +223,8 @@ class InstanceType:
             LABEL_SIZE: self.size,
             LABEL_CPU: str(self.vcpus),
             LABEL_MEMORY: str(self.memory_mib),
+            LABEL_CAPABILITY_FLEX: "true" if self.capability_flex else "false",
+            LABEL_TENANCY: TENANCY_DEFAULT,
             # the deprecated aliases the kubelet and the cloud provider still set on EKS nodes, and that
             # Karpenter translates (NormalizedLabels)
             "beta.kubernetes.io/instance-type": self.name,

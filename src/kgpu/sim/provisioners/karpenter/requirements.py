@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kgpu.model.nodepool import CATALOG_MISSING_LABELS, WELL_KNOWN_LABELS, normalize
+from kgpu.model.nodepool import CATALOG_MISSING_LABELS, NORMALIZED_LABELS, WELL_KNOWN_LABELS, normalize
 
 if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
     from kgpu.model.objects import PodSpecInfo, Term
@@ -58,6 +58,21 @@ def pool_requirements(pool: Pool) -> list[PoolRequirement]:
                 r.get("minValues"),
             )
         )
+    return out
+
+
+def with_aliases(labels: Mapping[str, str]) -> dict[str, str]:
+    """``labels`` with every ``NormalizedLabels`` alias of a label they carry, valued like it.
+
+    Karpenter compares a pod's requirement on an alias (``failure-domain.beta.kubernetes.io/zone``,
+    ``topology.ebs.csi.aws.com/zone``) as one on the stable key, so an offering meets it exactly when its
+    node carries the alias with the stable label's value; and the node does: the kubelet sets the beta
+    labels, the EBS CSI driver's node plugin sets its zone key.
+    """
+    out = dict(labels)
+    for alias, key in NORMALIZED_LABELS.items():
+        if key in labels and alias not in labels:
+            out[alias] = labels[key]
     return out
 
 

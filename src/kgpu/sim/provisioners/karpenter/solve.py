@@ -50,6 +50,7 @@ from kgpu.sim.provisioners.karpenter.requirements import (
     matches,
     pool_requirements,
     well_known,
+    with_aliases,
 )
 from kgpu.sim.provisioners.karpenter.topology import SCHEDULE_ANYWAY, ClaimTopology, required_form
 from kgpu.sim.provisioners.karpenter.topology import any_spread as spread
@@ -172,7 +173,7 @@ class PoolModel:
             for off in offerings:
                 if zones and off.zone not in zones:
                     continue
-                base = t.labels(region, off.zone, off.capacity_type)
+                base = with_aliases(t.labels(region, off.zone, off.capacity_type))
                 if off.zone_id:
                     base[LABEL_ZONE_ID] = off.zone_id
                 if not all(matches(r, base) for r in offering_reqs):
