@@ -24,7 +24,7 @@ from kgpu.catalog import InstanceType, aws_catalog
 from kgpu.errors import InputError
 from kgpu.model import wire
 from kgpu.model.gpus import NodeGpus, dra_devices, node_gpus
-from kgpu.model.load import DRA_KINDS, STORAGE_KINDS, Objects, Parser, parse_time, spec_info
+from kgpu.model.load import DRA_KINDS, STORAGE_KINDS, Objects, Parser, bound_spec, parse_time, spec_info
 from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import first_untolerated, static_reasons
 from kgpu.model.quantity import parse_quantity
@@ -614,6 +614,17 @@ _CONTAINER_FIELDS = ("resources", "ports", "restartPolicy")
 _KEY = msgspec.json.Encoder()
 
 
+_CLAIM_HOLE = "\x01claim-"  # stands for a claim's name in a spec's key; no claim name holds a control character
+
+
+def _claim_back(entry: str, names: list[str]) -> str:
+    """A volume_claims entry ("pvc <name>") with the claim's own name put back."""
+    kind, _, name = entry.partition(" ")
+    if name.startswith(_CLAIM_HOLE):
+        return f"{kind} {names[int(name.removeprefix(_CLAIM_HOLE)) - 1]}"
+    return entry
+
+
 class _PodModels:
     """Scheduling models of pods, decoding each distinct spec once (the loader's work, memoised).
 
@@ -625,6 +636,7 @@ class _PodModels:
         self.parser = parser
         self.source = source
         self.cache: dict[bytes, tuple[PodSpecInfo, tuple[tuple[str, int], ...]]] = {}
+        self.shapes: dict[bytes, tuple[PodSpecInfo, tuple[tuple[str, int], ...]] | None] = {}  # load.bound_spec
 
     def _slow(self, item: dict[str, Any], label: str) -> Pod | None:
         before = len(self.parser.out.pods)
@@ -648,15 +660,22 @@ class _PodModels:
         if not isinstance(priority, int) or isinstance(priority, bool):
             return self._slow(item, label)
         reduced: dict[str, Any] = {k: spec[k] for k in _SPEC_FIELDS if k in spec}
+        claim_names: list[str] = []
         volumes = spec.get("volumes")
         if volumes is not None:  # only those that claim storage: the rest differ per pod and are not read
             if not isinstance(volumes, list):
                 return self._slow(item, label)
-            claims = [
-                v
-                for v in volumes
-                if isinstance(v, dict) and ("persistentVolumeClaim" in v or "ephemeral" in v)
-            ]
+            claims = []
+            for v in volumes:
+                if not isinstance(v, dict) or not ("persistentVolumeClaim" in v or "ephemeral" in v):
+                    continue
+                pvc = v.get("persistentVolumeClaim")
+                if isinstance(pvc, dict) and isinstance(pvc.get("claimName"), str) and pvc["claimName"]:
+                    # a StatefulSet's pods name their own claims (data-web-0, data-web-1): the claim's name
+                    # stands apart from the key, so the pods of one template share one decode
+                    claim_names.append(pvc["claimName"])
+                    v = {**v, "persistentVolumeClaim": {**pvc, "claimName": f"{_CLAIM_HOLE}{len(claim_names)}"}}
+                claims.append(v)
             if claims:
                 reduced["volumes"] = claims
         for group in ("containers", "initContainers"):
@@ -666,11 +685,15 @@ class _PodModels:
             if not isinstance(cs, list) or not all(isinstance(c, dict) for c in cs):
                 return self._slow(item, label)
             reduced[group] = [{k: c[k] for k in _CONTAINER_FIELDS if k in c} for c in cs]
+        if node_name:  # a bound pod: read once per shape, its node put back (load.bound_spec)
+            reduced["nodeName"] = node_name
         try:
             key = _KEY.encode(reduced)
         except (TypeError, msgspec.EncodeError):
             return self._slow(item, label)
         hit = self.cache.get(key)
+        if hit is None and node_name:
+            hit = bound_spec(key, node_name, self.shapes)
         if hit is None:
             try:
                 wire_spec = msgspec.convert(reduced, wire.PodSpec)
@@ -678,7 +701,9 @@ class _PodModels:
                 return self._slow(item, label)  # the loader names the field
             hit = self.cache[key] = spec_info(wire_spec, f"{self.source}: Pod {ns}/{name}: spec")
         info, limits = hit
-        if node_name:
+        if claim_names:
+            info = replace(info, volume_claims=tuple(_claim_back(c, claim_names) for c in info.volume_claims))
+        if node_name and info.node_name != node_name:
             info = replace(info, node_name=node_name)
         phase = status.get("phase")
         pod = Pod(

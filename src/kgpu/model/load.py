@@ -244,6 +244,36 @@ def _read_shape(shape: bytes, replaced: int) -> tuple[PodSpecInfo, Resources] | 
     return (info, limits) if 1 + fields_holes == replaced else None
 
 
+def bound_spec(key: bytes, node: str, shapes: dict[bytes, tuple[PodSpecInfo, Resources] | None]
+               ) -> tuple[PodSpecInfo, Resources] | None:
+    """The ``spec_info`` of a bound pod's spec JSON ``key`` that names its node ``node``: a bound pod's spec names
+    its node (``nodeName``; a DaemonSet's pod also in its node affinity's ``matchFields``), so no two are the
+    same bytes. The spec is read once per *shape* (``shapes`` keeps them), the node name replaced by _HOLE, and
+    each pod gets it with its own node put back. Only when the name stands nowhere else in the spec (every
+    replacement must land in ``nodeName`` or a ``matchFields`` value, strings kgpu reads as they are): a name
+    that is also, say, a resource name or a selector value could be read differently as _HOLE. None otherwise
+    (the caller then reads the spec whole, errors included)."""
+    if not node or b"\\u0000" in key:
+        return None
+    token = msgspec.json.encode(node)
+    shape = key.replace(token, _HOLE_JSON)
+    if shape not in shapes:
+        shapes[shape] = _read_shape(shape, key.count(token))
+    entry = shapes[shape]
+    if entry is None:
+        return None
+    info, limits = entry
+    affinity = info.affinity
+    if affinity is not None and any(r.values == (_HOLE,) for t in affinity.terms for r in t.match_fields):
+        affinity = NodeSelector(tuple(
+            Term(t.match_expressions, tuple(
+                Requirement(r.key, r.operator, (node,)) if r.values == (_HOLE,) else r for r in t.match_fields
+            ))
+            for t in affinity.terms
+        ))
+    return replace(info, node_name=node, affinity=affinity), limits
+
+
 def _field_path(exc: msgspec.ValidationError) -> tuple[str, str]:
     """Split msgspec's 'Expected `int`, got `str` - at `$.spec.replicas`' into (field, message)."""
     text = str(exc)
@@ -548,36 +578,12 @@ class Parser:
         self._finish_pod(meta, name, cached, raw.status, label)
 
     def _bound_spec(self, key: bytes) -> tuple[PodSpecInfo, Resources] | None:
-        """A bound pod's spec names its node (``nodeName``; a DaemonSet's pod also in its node affinity's
-        ``matchFields``), so no two are the same bytes: the spec is read once per *shape*, the node name
-        replaced by _HOLE, and each pod gets it with its own node put back. Only when the name stands
-        nowhere else in the spec (every replacement must land in ``nodeName`` or a ``matchFields`` value,
-        strings kgpu reads as they are): a name that is also, say, a resource name or a selector value
-        could be read differently as _HOLE. None otherwise (the caller then reads the spec whole, errors
-        included)."""
+        """A bound pod's spec read once per shape (``bound_spec``); None: read it whole."""
         try:
             node = _NODE_NAME.decode(key).node_name
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             return None
-        if not node or b"\\u0000" in key:
-            return None
-        token = msgspec.json.encode(node)
-        shape = key.replace(token, _HOLE_JSON)
-        if shape not in self._shape_cache:
-            self._shape_cache[shape] = _read_shape(shape, key.count(token))
-        entry = self._shape_cache[shape]
-        if entry is None:
-            return None
-        info, limits = entry
-        affinity = info.affinity
-        if affinity is not None and any(r.values == (_HOLE,) for t in affinity.terms for r in t.match_fields):
-            affinity = NodeSelector(tuple(
-                Term(t.match_expressions, tuple(
-                    Requirement(r.key, r.operator, (node,)) if r.values == (_HOLE,) else r for r in t.match_fields
-                ))
-                for t in affinity.terms
-            ))
-        return replace(info, node_name=node, affinity=affinity), limits
+        return bound_spec(key, node, self._shape_cache) if node else None
 
     def _add_pod(self, obj: wire.Pod, label: str) -> None:
         meta = obj.metadata
