@@ -280,8 +280,78 @@ def load_json(data: str | bytes, source: str) -> Any:
         raise InputError(f"invalid JSON: {exc}", where=source) from None
     except UnicodeDecodeError as exc:  # msgspec checks strings' UTF-8 as it decodes them
         raise InputError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", where=source) from None
-    check_depth(value, source)
+    if not (isinstance(data, bytes) and len(data) >= _SCAN_BYTES and _shallow(data)):
+        check_depth(value, source)  # exact, and the one that words the error
     return value
+
+
+_SCAN_BYTES = 4 * 2**20  # documents this large are first scanned as bytes (_shallow)
+_SCAN_CHUNK = 16 * 2**20
+
+
+def _shallow(data: bytes) -> bool:
+    """Whether valid JSON ``data`` (msgspec decoded it) is nested at most MAX_DEPTH deep and holds no run of more
+    than MAX_INT_DIGITS digits, found on the bytes with numpy: the brackets outside strings counted in order,
+    strings found by their quotes that no odd run of backslashes escapes. Several times faster than walking the
+    decoded value (a 420 MB snapshot: under a second against 5-8 s). False means "not shown": the walk then
+    decides and words it (a long digit run inside a string is no integer)."""
+    import numpy as np
+
+    arr = np.frombuffer(data, dtype=np.uint8)
+    depth = 0
+    in_string = False
+    for start in range(0, len(arr), _SCAN_CHUNK):
+        # digits: each window reaches MAX_INT_DIGITS into the next chunk, so every long run is inside one
+        window = arr[start : start + _SCAN_CHUNK + MAX_INT_DIGITS]
+        if _long_digit_run(window):
+            return False
+        a = arr[start : start + _SCAN_CHUNK]
+        quotes = np.flatnonzero(a == 34)
+        if len(quotes):
+            before = arr[np.maximum(quotes + start - 1, 0)] == 92
+            before[quotes + start == 0] = False
+            if before.any():  # drop each quote an odd run of backslashes escapes
+                odd = [q for q in quotes[before].tolist() if _backslashes(arr, q + start) % 2 == 1]
+                if odd:
+                    quotes = np.setdiff1d(quotes, np.asarray(odd, dtype=quotes.dtype), assume_unique=True)
+        brackets = np.flatnonzero((a == 91) | (a == 123) | (a == 93) | (a == 125))
+        if len(brackets):
+            # a bracket is inside a string when an odd number of quotes came before it (this chunk's and
+            # the earlier chunks', whose parity is ``in_string``)
+            outside = ((np.searchsorted(quotes, brackets) + in_string) & 1) == 0
+            kept = a[brackets[outside]]
+            steps = np.where((kept == 91) | (kept == 123), np.int32(1), np.int32(-1))
+            levels = np.cumsum(steps, dtype=np.int32)
+            if len(levels):
+                if depth + int(levels.max()) > MAX_DEPTH:
+                    return False
+                depth += int(levels[-1])
+        in_string ^= bool(len(quotes) & 1)
+    return True
+
+
+_BLOCK = (MAX_INT_DIGITS + 1) // 2  # a run of more than MAX_INT_DIGITS digits fills some aligned block this long
+
+
+def _long_digit_run(window: Any) -> bool:
+    """Whether ``window`` holds a run of more than MAX_INT_DIGITS digits: aligned blocks first (cheap), the
+    runs measured only where a block is all digits."""
+    import numpy as np
+
+    digits = (window >= 48) & (window <= 57)
+    whole = len(window) // _BLOCK * _BLOCK
+    if not digits[:whole].reshape(-1, _BLOCK).all(axis=1).any() and not digits[whole:].all():
+        return False
+    edges = np.flatnonzero(np.diff(digits.view(np.int8), prepend=np.int8(0), append=np.int8(0)))
+    return bool(len(edges)) and int((edges[1::2] - edges[0::2]).max()) > MAX_INT_DIGITS
+
+
+def _backslashes(arr: Any, at: int) -> int:
+    """How many backslashes stand just before position ``at``."""
+    n = 0
+    while at - n - 1 >= 0 and arr[at - n - 1] == 92:
+        n += 1
+    return n
 
 
 def check_depth(value: Any, source: str) -> None:
