@@ -567,7 +567,9 @@ class PodFilter:
     spread: list[tuple[str, dict[str, int], int, int, int, DomainArray]]
     affinity: tuple[tuple[Term, ...], Counter[tuple[str, str]], bool] | None  # terms, counts, first-pod pass
     anti: list[tuple[str, Counter[str], DomainArray]]  # key, counts by value, the same by value id
-    blocked: list[tuple[str, str]]
+    # existing pods' anti-affinity terms the pod matches: their topology key and their live counts by (key,
+    # value) (read where they are, as ``spread`` and ``anti`` read theirs: no per-pod copy of every domain)
+    blocked: list[tuple[str, Counter[tuple[str, str]]]]
 
     def reason(self, node: Node) -> str | None:
         labels = node.labels
@@ -592,8 +594,9 @@ class PodFilter:
             value = labels.get(key)
             if value is not None and anti.get(value, 0) > 0:
                 return ERR_POD_ANTI_AFFINITY
-        for key, value in self.blocked:
-            if labels.get(key) == value:
+        for key, pairs in self.blocked:
+            value = labels.get(key)
+            if value is not None and pairs.get((key, value), 0) > 0:
                 return ERR_EXISTING_ANTI_AFFINITY
         return None
 
@@ -628,8 +631,8 @@ class PodFilter:
             ids = dom.ids(key)
             fail((view.array(dom) > 0)[ids], 4)
         blocked: dict[str, list[str]] = {}
-        for key, value in self.blocked:
-            blocked.setdefault(key, []).append(value)
+        for key, pairs in self.blocked:
+            blocked.setdefault(key, []).extend(v for (k, v), c in pairs.items() if k == key and c > 0)
         for key, values in blocked.items():
             ids = dom.ids(key)
             fail(dom.flags(key, values)[ids], 5)
@@ -840,10 +843,7 @@ class Topology:
             if nc.seen < len(states):
                 nc.catch_up(states, self._index)
             anti.append((t.topology_key, nc.counts, nc.view))
-        blocked: list[tuple[str, str]] = []
-        for t, pairs in self.existing_anti.items():
-            if t.matches(pod):
-                blocked.extend(p for p, n in pairs.items() if n > 0)
+        blocked = [(t.topology_key, pairs) for t, pairs in self.existing_anti.items() if t.matches(pod)]
         return PodFilter(spread, affinity, anti, blocked)
 
     # --- Score ---------------------------------------------------------------------------------------------
