@@ -10,7 +10,15 @@ import msgspec
 import pytest
 
 from kgpu.errors import InputError
-from kgpu.model.safeyaml import _SCAN_BYTES, _SCAN_CHUNK, MAX_DEPTH, MAX_INT_DIGITS, _shallow, check_depth, load_json
+from kgpu.model.safeyaml import (
+    _SCAN_BYTES,
+    _SCAN_CHUNK,
+    MAX_DEPTH,
+    MAX_INT_DIGITS,
+    _shallow,
+    check_depth,
+    load_json,
+)
 
 PAD = b" " * (_SCAN_BYTES + 1)
 
