@@ -440,3 +440,16 @@ def test_attribute_names_are_checked_even_after_alike_device_names() -> None:
     bad["spec"]["devices"][0]["attributes"]["gpu-0"] = {"string": "x"}
     with pytest.raises(InputError, match=r"attributes\[gpu-0\].*C identifier"):
         run([*nodes("n1", "n2"), good, bad], [])
+
+
+def test_a_pod_whose_claims_are_all_not_needed_has_nothing_to_deallocate() -> None:
+    """Every claim of the pod intentionally not created (its status names none): PreFilter finds no claim, so
+    DynamicResources' PostFilter says "no new claims to deallocate" when another filter rejects every node (as
+    the real plugin does; the whole-message DRA differential found kgpu saying "still not schedulable")."""
+    cl = [*nodes("n1", "n2"), gpu_slice("n1", 1), template(), gpu_class()]
+    p = claim_pod("p", node_selector={"pool": "none"})
+    p["status"] = {"phase": "Pending", "resourceClaimStatuses": [{"name": "gpu"}]}
+    out = run(cl, [p])
+    assert out["p"].reason == (
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")

@@ -672,6 +672,7 @@ class Outcome:
     # DefaultPreemption finds no candidate and says preemption is not helpful on all of them
     unresolvable: bool = False
     rejected: frozenset[int] = frozenset()  # nodes (indexes) DynamicResources' Filter rejected: unresolvable
+    no_claims: bool = False  # PreFilter found no claim to allocate (each one not needed): nothing to deallocate
 
 
 def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
@@ -725,7 +726,7 @@ def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
         passing.append(st)
     if not passing:
         return Outcome(reason=unschedulable_message(len(states), counter), unresolvable=len(rejected) == len(states),
-                       rejected=frozenset(rejected))
+                       rejected=frozenset(rejected), no_claims=not verdict.claims)
     best = sched.best_of(pod, passing)
     return _bound(dra, sched, pod, verdict.claims, best, allocations[best.index])
 
@@ -896,5 +897,6 @@ def not_enqueued(error: str) -> str:
 
 
 def postfilter_words(outcome: Outcome) -> str:
-    """DynamicResources' PostFilter status for a pod with claims that did not fit."""
-    return NO_CLAIMS if outcome.prefilter else STILL_NOT
+    """DynamicResources' PostFilter status for a pod with claims that did not fit: nothing to deallocate when
+    PreFilter rejected it or found no claim to allocate (every one not needed), else "still not schedulable"."""
+    return NO_CLAIMS if outcome.prefilter or outcome.no_claims else STILL_NOT
