@@ -35,7 +35,6 @@ from kgpu.doctor.findings import ERROR, WARNING, Finding
 from kgpu.doctor.state import LABEL_NODEPOOL, ClusterState, DaemonSetInfo, NodeInfo, PodInfo, kubelet_plugins
 from kgpu.model.load import Objects
 
-KUBELET_PLUGIN_IMAGE = "k8s-dra-driver-gpu"
 CHART = "nvidia-dra-driver-gpu"
 INSTALL = (
     f"helm repo add nvidia https://helm.ngc.nvidia.com/nvidia && helm upgrade --install {CHART} nvidia/{CHART} "
@@ -52,10 +51,6 @@ def _dra(state: ClusterState) -> Any:
 
 def _claims_pods(state: ClusterState) -> list[PodInfo]:
     return [p for p in state.pods if p.model is not None and p.model.spec.claim_refs and not p.terminated]
-
-
-def _kubelet_plugins(state: ClusterState) -> list[DaemonSetInfo]:
-    return kubelet_plugins(state)
 
 
 def _nvidia_classes_used(objs: Any) -> bool:
@@ -158,7 +153,7 @@ def _template(namespace: str, name: str) -> dict[str, Any]:
 
 
 def _plugin_state(state: ClusterState) -> str:
-    plugins = _kubelet_plugins(state)
+    plugins = kubelet_plugins(state)
     if not plugins:
         return f"no {CHART}-kubelet-plugin DaemonSet"
     return "; ".join(f"{ds.ref}: {ds.status.get('numberReady', 0)} of {ds.status.get('desiredNumberScheduled', 0)} ready"
@@ -206,7 +201,7 @@ def _closest(name: str, known: list[str]) -> str:
 
 def check_driver_missing(state: ClusterState) -> Iterator[Finding]:
     objs = _dra(state)
-    plugins = _kubelet_plugins(state)
+    plugins = kubelet_plugins(state)
     if objs is None and not plugins:
         return
     in_use = bool(plugins) or (objs is not None and (_nvidia_classes_used(objs) or _slice_nodes(objs)))

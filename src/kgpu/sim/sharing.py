@@ -243,26 +243,24 @@ def existing_node_warnings(placements: Sequence[Any], nodes: Mapping[str, Node],
 def cluster_hints(placements: Sequence[Any], nodes: Sequence[Node]) -> list[str]:
     """Unschedulable pods asking a GPU resource no existing node offers: what the nodes offer, and the one
     the pod most likely means (``kgpu.model.gpus.closest_offered``)."""
-    asked = {name for p in placements if p.phase == "Unschedulable"
-             for name, _ in p.pod.spec.requests if is_gpu_resource(name)}
-    if not asked:
+    first: dict[str, str] = {}  # each GPU resource unschedulable pods ask -> the first pod asking it
+    for p in placements:
+        if p.phase == "Unschedulable":
+            for name, _ in p.pod.spec.requests:
+                if is_gpu_resource(name):
+                    first.setdefault(name, p.pod.key)
+    if not first:
         return []
     offered: set[str] = set()
     for n in nodes:
         offered.update(node_gpus(n.labels, n.allocatable).names())
-    out: list[str] = []
-    seen: set[str] = set()
-    for p in placements:
-        if p.phase != "Unschedulable":
-            continue
-        for name, _ in p.pod.spec.requests:
-            if not is_gpu_resource(name) or name in offered or name in seen:
-                continue
-            seen.add(name)
+    shown = ", ".join(sorted(offered)) or "no GPU resource"
+    out = []
+    for name, pod in first.items():
+        if name not in offered:
             hint = closest_offered(name, offered)
-            line = (f"{p.pod.key} asks {name}, which no node offers (they offer "
-                    f"{', '.join(sorted(offered)) or 'no GPU resource'})")
-            out.append(line + (f": did you mean {hint}?" if hint else ""))
+            out.append(f"{pod} asks {name}, which no node offers (they offer {shown})"
+                       + (f": did you mean {hint}?" if hint else ""))
     return out
 
 
