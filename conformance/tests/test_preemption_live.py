@@ -137,26 +137,33 @@ def _cleanup(c: LocalCluster, ns: str, nodes: list[dict[str, Any]]) -> None:
     c.wait_for("the nodes to go", lambda: not c.get("/api/v1/nodes")["items"])
 
 
+# What the default profile's score plugins read of a node here: NodeResourcesFit (LeastAllocated) and
+# BalancedAllocation weigh cpu and memory only, TaintToleration counts PreferNoSchedule taints only (a
+# NoSchedule taint filters, it does not score); an extended resource such as nvidia.com/gpu is not scored.
+_SCORED = ("cpu", "memory")
+
+
 def _same_load(a: str, b: str, nodes: dict[str, dict[str, Any]], before: dict[str, Any]) -> bool:
-    """Nodes every score plugin rates the same for any pod: equal allocatable and taints, and running pods
-    with the same requests (the scenario's nodes differ in nothing else kube-scheduler scores)."""
+    """Nodes every score plugin rates the same for any pod: equal scored allocatable (cpu, memory) and
+    PreferNoSchedule taints, and running pods with the same cpu and memory requests (the scenario's nodes
+    differ in nothing else kube-scheduler scores)."""
     if a not in nodes or b not in nodes:
         return False
 
     def load(name: str) -> list[tuple[tuple[str, str], ...]]:
         return sorted(
-            tuple(sorted(c.get("resources", {}).get("requests", {}).items()))
+            tuple(sorted((k, v) for k, v in c.get("resources", {}).get("requests", {}).items() if k in _SCORED))
             for p in before.values()
             if p["spec"].get("nodeName") == name
             for c in p["spec"]["containers"]
         )
 
-    na, nb = nodes[a], nodes[b]
-    return (
-        na["status"]["allocatable"] == nb["status"]["allocatable"]
-        and na["spec"].get("taints", []) == nb["spec"].get("taints", [])
-        and load(a) == load(b)
-    )
+    def scored(node: dict[str, Any]) -> tuple[Any, ...]:
+        alloc = node["status"]["allocatable"]
+        soft = sorted(str(t) for t in node["spec"].get("taints") or [] if t.get("effect") == "PreferNoSchedule")
+        return tuple(alloc.get(k) for k in _SCORED), tuple(soft)
+
+    return scored(nodes[a]) == scored(nodes[b]) and load(a) == load(b)
 
 
 def _compare(
