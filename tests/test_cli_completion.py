@@ -123,3 +123,89 @@ def test_krew_shim_without_kgpu_says_how_to_install(tmp_path: Path):
     assert res.returncode == 2
     # kgpu is not on PyPI: the line names the release's wheel, for this version
     assert f"pipx install https://github.com/kgpu/kgpu/releases/download/v{__version__}/kgpu-{__version__}-py3-none-any.whl" in res.stderr
+
+
+# --- contexts and namespaces from the kubeconfig ----------------------------------------------------------------
+
+KUBECONFIG = {
+    "apiVersion": "v1", "kind": "Config", "current-context": "dev",
+    "clusters": [{"name": "eks-prod", "cluster": {"server": "https://ABCD.gr7.us-west-2.eks.amazonaws.com"}}],
+    "users": [{"name": "admin", "user": {"token": "t0ken"}}],
+    "contexts": [
+        {"name": "dev", "context": {"cluster": "eks-prod", "user": "admin", "namespace": "ml"}},
+        {"name": "arn:aws:eks:us-west-2:111122223333:cluster/prod", "context": {"cluster": "eks-prod", "user": "admin"}},
+        {"name": "staging", "context": {"cluster": "eks-prod", "user": "admin", "namespace": "serving"}},
+    ],
+}
+
+
+def _complete_env(words: str, cword: int, **env: str) -> list[str]:
+    full = {**os.environ, "_KGPU_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword),
+            "PYTHONPATH": str(ROOT / "src"), **env}
+    out = subprocess.run([sys.executable, "-m", "kgpu.cli.main"], env=full, capture_output=True, text=True, check=True)
+    assert not out.stderr
+    return [ln for ln in out.stdout.splitlines() if ln]  # bash's script reads an empty line as none
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(KUBECONFIG))
+    return path
+
+
+def test_context_completes_from_the_kubeconfig_after_the_verb_or_before_it(kubeconfig: Path):
+    env = {"KUBECONFIG": str(kubeconfig)}
+    assert _complete_env("kgpu doctor --context ", 3, **env) == [
+        "plain,arn:aws:eks:us-west-2:111122223333:cluster/prod", "plain,dev", "plain,staging"]
+    assert _complete_env("kgpu --context st", 2, **env) == ["plain,staging"]
+    # --kubeconfig typed first wins over KUBECONFIG, as kubectl reads it
+    other = kubeconfig.parent / "other"
+    other.write_text(yaml.safe_dump({**KUBECONFIG, "contexts": [{"name": "lab", "context": {"cluster": "eks-prod"}}]}))
+    assert _complete_env(f"kgpu --kubeconfig {other} top --context ", 5, **env) == ["plain,lab"]
+    assert _complete_env(f"kgpu snapshot --kubeconfig {other} --context ", 5, **env) == ["plain,lab"]
+
+
+def test_namespace_completes_the_namespaces_the_contexts_name(kubeconfig: Path):
+    """Offline only: the contexts' namespaces and default, never a list from the API server."""
+    assert _complete_env("kgpu doctor -n ", 3, KUBECONFIG=str(kubeconfig)) == [
+        "plain,default", "plain,ml", "plain,serving"]
+    assert _complete_env("kgpu -n s", 2, KUBECONFIG=str(kubeconfig)) == ["plain,serving"]
+
+
+def test_broken_or_missing_kubeconfig_completes_nothing(tmp_path: Path):
+    bad = tmp_path / "config"
+    bad.write_text("contexts: [[[\n")
+    assert _complete_env("kgpu doctor --context ", 3, KUBECONFIG=str(bad)) == []
+    assert _complete_env("kgpu doctor --context ", 3, KUBECONFIG=str(tmp_path / "none"), HOME=str(tmp_path)) == []
+    lines, directive = kubectl_candidates_env(["doctor", "--context", ""], str(bad))
+    assert lines == [] and directive == NO_FILE_COMP
+
+
+def kubectl_candidates_env(words: list[str], config: str) -> tuple[list[str], int]:
+    old = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = config
+    try:
+        return kubectl_candidates(words)
+    finally:
+        if old is None:
+            del os.environ["KUBECONFIG"]
+        else:
+            os.environ["KUBECONFIG"] = old
+
+
+def test_kubectl_gpu_completes_contexts(kubeconfig: Path):
+    lines, directive = kubectl_candidates_env(["doctor", "--context", "d"], str(kubeconfig))
+    assert lines == ["dev\tnamespace ml"] and directive == NO_FILE_COMP
+    lines, _ = kubectl_candidates_env(["--context", ""], str(kubeconfig))
+    assert [ln.split("\t")[0] for ln in lines] == ["arn:aws:eks:us-west-2:111122223333:cluster/prod", "dev", "staging"]
+
+
+def test_completion_does_not_import_the_entry_point():
+    """No import circle between the entry point and the completion verb: both import the root command."""
+    import grimp
+
+    graph = grimp.build_graph("kgpu")
+    assert graph.find_shortest_chain(importer="kgpu.cli.completion_cmd", imported="kgpu.cli.main") is None
+    assert graph.find_shortest_chain(importer="kgpu.cli.root", imported="kgpu.cli.main") is None
+    assert graph.find_shortest_chain(importer="kgpu.cli.main", imported="kgpu.cli.root") is not None

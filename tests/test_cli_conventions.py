@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -309,3 +310,126 @@ def test_yaml_rows_shared_elsewhere_keep_pythons_anchors():
         data, Dumper=yaml.SafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True
     )
     assert "&id001" in expected and output.to_yaml(data) == expected
+
+
+# --- global flags before the verb, "did you mean", rough edges ------------------------------------------------
+
+KGPU = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "kgpu"
+KUBECONFIG = {
+    "apiVersion": "v1", "kind": "Config", "current-context": "dev",
+    "clusters": [{"name": "dev", "cluster": {"server": "https://127.0.0.1:1"}}],
+    "users": [{"name": "dev", "user": {"token": "t0ken"}}],
+    "contexts": [{"name": "dev", "context": {"cluster": "dev", "user": "dev", "namespace": "ml"}},
+                 {"name": "prod", "context": {"cluster": "dev", "user": "dev", "namespace": "serving"}}],
+}
+
+
+@pytest.fixture()
+def kubeconfig(tmp_path: Path) -> str:
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(KUBECONFIG))
+    return str(path)
+
+
+def kgpu(*args: str) -> subprocess.CompletedProcess[str]:
+    """The installed entry point, as a shell runs it."""
+    return subprocess.run([str(KGPU), *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_cluster_flags_before_the_verb_reach_it(kubeconfig: str):
+    """kubectl's global flags: `kgpu --kubeconfig F --context C -n NS doctor` is `kgpu doctor --kubeconfig F ...`;
+    each value reaches the verb (the errors kubectl's resolution gives for them say so)."""
+    res = run("--kubeconfig", "/nonexistent/config", "doctor")
+    assert res.exit_code == 2 and "/nonexistent/config: no such kubeconfig file" in res.output
+    res = run("--kubeconfig", kubeconfig, "--context", "staging", "top")
+    assert res.exit_code == 2 and "context 'staging' not found (contexts: dev, prod)" in res.output
+    res = run("--kubeconfig", kubeconfig, "-n", "Not_A_Namespace", "snapshot")
+    assert res.exit_code == 2 and "-n/--namespace: 'Not_A_Namespace' is not a valid namespace name" in res.output
+    res = run(f"--kubeconfig={kubeconfig}", "--request-timeout", "0", "doctor")
+    assert res.exit_code == 2 and "--request-timeout" in res.output
+    # given after the verb too, the later one wins (kubectl's rule): the bad namespace is never checked
+    res = run("--kubeconfig", kubeconfig, "-n", "Not_A_Namespace", "doctor", "-n", "ml", "--request-timeout", "2")
+    assert res.exit_code == 2 and "Not_A_Namespace" not in res.output and "cannot reach https://127.0.0.1:1" in res.output
+
+
+def test_cluster_flags_before_a_verb_that_takes_none_are_refused():
+    res = run("-n", "ml", "plan")
+    assert res.exit_code == 2
+    assert " plan` takes no -n/--namespace: it does not read a cluster" in res.output
+    res = run("--context", "prod", "tke", "match", "--gpu-type", "T4", "--gpus", "1")
+    assert res.exit_code == 2 and " tke` takes no --context" in res.output
+    res = kgpu("-n", "ml", "plan")
+    assert res.returncode == 2 and "`kgpu plan` takes no -n/--namespace" in res.stderr
+
+
+def test_cluster_flags_before_the_verb_in_the_installed_kgpu(kubeconfig: str):
+    res = kgpu("--kubeconfig", kubeconfig, "--context", "staging", "doctor")
+    assert res.returncode == 2 and "context 'staging' not found" in res.stderr and "Traceback" not in res.stderr
+    res = kgpu("-n", "Not_A_Namespace", "--kubeconfig", kubeconfig, "doctor")
+    assert res.returncode == 2 and "'Not_A_Namespace' is not a valid namespace name" in res.stderr
+    assert kgpu("-n", "ml", "doctor", "--help").stdout.startswith("Usage: kgpu doctor")
+
+
+def test_exporter_flags_still_start_the_exporter_not_a_verb():
+    """A DaemonSet written for dcgm-exporter passes `-n` (--no-hostname, no value): that is the exporter's, not
+    kubectl's -n, because no verb follows."""
+    from kgpu.cli.main import _global_prefix
+
+    assert _global_prefix(["-n", "ml", "doctor"]) and _global_prefix(["--context=prod", "--namespace", "ml", "top"])
+    assert not _global_prefix(["-n"]) and not _global_prefix(["-n", "-f", "/etc/dcgm/counters.csv"])
+    assert not _global_prefix(["--web.listen-address", ":9400"])
+    assert not _global_prefix(["-n", "ml", "--web.listen-address", ":9400"])
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("rendr", "render"), ("simualte", "simulate"), ("doctr", "doctor"),
+                                              ("snap", "snapshot"), ("catalgo", "catalog")])
+def test_mistyped_verb_gets_did_you_mean(typed: str, meant: str):
+    res = run(typed)
+    assert res.exit_code == 2
+    assert f"Error: No such command '{typed}'. Did you mean '{meant}'?" in res.output
+
+
+def test_did_you_mean_in_the_installed_kgpu_and_nothing_when_nothing_is_close():
+    res = kgpu("rendr")
+    assert res.returncode == 2 and "No such command 'rendr'. Did you mean 'render'?" in res.stderr
+    res = kgpu("zzzz")
+    assert res.returncode == 2 and "No such command 'zzzz'." in res.stderr and "Did you mean" not in res.stderr
+
+
+def test_tke_match_checks_every_file(tmp_path: Path):
+    def pod(name: str, gpu_type: str) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default",
+                             "annotations": {"eks.tke.cloud.tencent.com/gpu-type": gpu_type}},
+                "spec": {"containers": [{"name": "c", "image": "x",
+                                         "resources": {"limits": {"nvidia.com/gpu": 1, "cpu": "4", "memory": "16Gi"}}}]}}
+
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(yaml.safe_dump(pod("infer", "T4")))
+    b.write_text(yaml.safe_dump(pod("train", "V100")))
+    data = json.loads(run("tke", "match", "-f", str(a), "-f", str(b), "-o", "json").stdout)
+    assert [r["object"] for r in data] == [f"{a}: Pod default/infer", f"{b}: Pod default/train"]
+    assert [r["gpu_type"] for r in data] == ["T4", "V100"]
+    res = run("tke", "match", "-f", "-", "-f", "-")
+    assert res.exit_code == 2 and "standard input can be read once" in res.output
+
+
+def test_run_help_says_nothing_users_cannot_use():
+    text = run("run", "-h").output.lower()
+    assert "seed" not in text and "vector-add" in text
+
+
+def test_profile_error_names_the_other_errors(tmp_path: Path):
+    prof = tmp_path / "kgpu.yaml"
+    prof.write_text(
+        "apiVersion: kgpu.dev/v1alpha1\nkind: ClusterProfile\nmetadata: {name: x}\nprovider: eks\n"
+        "cluster: {name: a, region: us-west-2}\npools:\n- name: gpu\n  kind: karpenter\n  weigth: 10\n"
+        "  tains: []\n  lables: {}\n  capacityType: [spot]\n"
+    )
+    res = run("plan", "-f", str(prof))
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    line = res.output
+    for field in ("autoscaler: required field missing", "pools[0].weigth: unknown field",
+                  "pools[0].tains: unknown field", "pools[0].lables: unknown field"):
+        assert field in line, line
+    assert "and 1 more)" in line  # the fifth is counted

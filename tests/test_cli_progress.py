@@ -55,7 +55,7 @@ def test_compare_on_a_terminal_shows_each_template_and_keeps_json_clean():
     code, out, err = run_with_tty_stderr(
         ["plan", "-w", WORK, "--compare", "-o", "json"], {"KGPU_PROGRESS_DELAY": "0", "TERM": "xterm"}
     )
-    assert code == 1  # some template cannot run the GPU pods
+    assert code == 0  # some templates cannot run the GPU pods, others can
     data = json.loads(out)  # nothing but the JSON on stdout
     assert [r["template"] for r in data["compare"]][:2] == ["eks-karpenter", "eks-eksctl"]
     assert "planning the workloads on template" in err and "/5) (" in err

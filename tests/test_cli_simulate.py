@@ -21,7 +21,7 @@ def test_examples_all_placed_json_contract(examples):
     res = invoke("simulate", "--cluster", str(examples / "cluster"), "--workload", str(examples / "workloads"), "-o", "json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
-    assert set(data) == {"pods", "summary"}
+    assert set(data) == {"pods", "summary", "workload_cost"}
     assert data["summary"] == {"scheduled": 14, "unschedulable": 0, "with_warnings": 0}
     for pod in data["pods"]:
         assert set(pod) == {"namespace", "name", "phase", "node", "reason", "warnings"}

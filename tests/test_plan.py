@@ -86,10 +86,11 @@ def test_cli_bad_profile_exits_two_naming_the_field(tmp_path: Path) -> None:
     assert "pools[0].requirements.gpuNames[0]" in res.output and "a10g" in res.output
 
 
-def test_cli_compare_table_exits_1_when_some_template_cannot_run_a_pod() -> None:
-    """The examples need GPUs the on-prem and TKE templates lack: a result at error level, exit 1."""
+def test_cli_compare_exits_0_when_some_template_runs_every_pod() -> None:
+    """The examples need GPUs the on-prem and TKE templates lack, but eks-karpenter runs them all: the
+    comparison has an answer, exit 0 (1 only when no template runs every pod)."""
     res = CliRunner().invoke(cli, ["plan", "--compare"])
-    assert res.exit_code == 1, res.output
+    assert res.exit_code == 0, res.output
     assert "eks-eksctl" in res.output and "tke-supernode" in res.output
 
 

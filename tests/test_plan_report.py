@@ -156,7 +156,7 @@ def test_compare_report_has_a_bar_per_comparable_template_only(tmp_path: Path):
     """Templates that cannot run every pod get no bar (their $0 would read as cheapest) but say why."""
     path = tmp_path / "compare.html"
     res = CliRunner().invoke(cli, ["plan", "-w", WORK, "--compare", "--report", str(path)])
-    assert res.exit_code == 1  # some template cannot run the GPU pods
+    assert res.exit_code == 0  # some templates cannot run the GPU pods, eks-karpenter and eks-eksctl can
     html = path.read_text()
     assert html.count('<rect class="bar cost"') == 2  # eks-karpenter and eks-eksctl run everything
     assert "no bar: cannot run 12 pod(s)" in html  # onprem: three GPUs for fifteen GPU pods

@@ -6,6 +6,10 @@ named ``kubectl_complete-<plugin>`` with the words typed after ``kubectl gpu`` (
 under the cursor) and reading Cobra's protocol back: one candidate per line, ``value<TAB>description``,
 then ``:<directive>``. Directive 4 (ShellCompDirectiveNoFileComp) when kgpu offers candidates, 0 (the
 shell's own file completion) for options that take a path, such as ``-f``.
+
+Both complete the root command (``kgpu.cli.root``), not the entry point that runs it, so the entry point may
+hand ``kubectl_complete-gpu`` calls here without an import circle. Contexts and namespaces come from the
+kubeconfig (``kgpu.cli.cluster_flags``), offline.
 """
 
 from __future__ import annotations
@@ -34,12 +38,13 @@ DEFAULT_COMP = 0
 def command(shell: str) -> None:
     """Print the shell completion script for bash, zsh or fish.
 
-    Verbs, options, choices (templates, targets, output formats) and file paths after -f complete.
+    Verbs, options, choices (templates, targets, output formats), file paths after -f, and --context
+    and -n from your kubeconfig complete.
     For `kubectl gpu <TAB>`, kubectl 1.26+ runs `kubectl_complete-gpu`, installed beside `kubectl-gpu`.
     """
     from click.shell_completion import get_completion_class
 
-    from kgpu.cli.main import cli
+    from kgpu.cli.root import cli
 
     cls = get_completion_class(shell)
     assert cls is not None  # click ships all three
@@ -50,7 +55,7 @@ def kubectl_candidates(words: list[str]) -> tuple[list[str], int]:
     """Cobra-protocol lines and directive for the words after ``kubectl gpu`` (last: the incomplete word)."""
     from click.shell_completion import ShellComplete
 
-    from kgpu.cli.main import cli
+    from kgpu.cli.root import cli
 
     args, incomplete = (words[:-1], words[-1]) if words else ([], "")
     items = ShellComplete(cli, {}, "kubectl gpu", COMPLETE_VAR).get_completions(args, incomplete)

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from kgpu.cli import nodeview
+from kgpu.cli.cost_view import by_option, section, workload_cost
 from kgpu.cli.output import (
     PATH,
     ExitCode,
@@ -18,11 +19,21 @@ from kgpu.cli.output import (
     headers_wanted,
     output_option,
     phase,
-    style,
     summary_line,
     table,
     warning_codes,
     warnings_footer,
+)
+from kgpu.cli.plan_compare import (
+    caption,
+    compare_rows,
+    name_of,
+    profile_row,
+    profile_workload_paths,
+    render_compare,
+    runs_somewhere,
+    unpriced_static_nodes,
+    workloads_text,
 )
 from kgpu.cli.progress import Progress
 from kgpu.cli.report import compare_report, plan_report
@@ -33,23 +44,24 @@ from kgpu.cli.report import compare_report, plan_report
     epilog=examples(
         ("the built-in EKS + Karpenter profile and the example GPU workloads", "kgpu plan"),
         (
-            "your profile and your workloads, every pod on its own line",
-            "kgpu plan -f kgpu.yaml -w k8s/ -o wide",
+            "your profile and your workloads, every pod on its own line, cost per namespace",
+            "kgpu plan -f kgpu.yaml -w k8s/ -o wide --by namespace",
         ),
         (
-            "the same workloads on every built-in template, cheapest first",
-            "kgpu plan -w train.yaml --compare",
+            "two profiles of yours on the same workloads, cheapest first",
+            "kgpu plan -f a.yaml -f b.yaml -w k8s/ --compare",
         ),
     ),
 )
 @click.option(
     "--profile",
     "-f",
-    "profile",
+    "profiles",
     metavar="PATH",
     type=PATH,
-    default=None,
-    help="Cluster profile. Default: ./kgpu.yaml when it exists (as render), else the built-in eks-karpenter template.",
+    multiple=True,
+    help="Cluster profile. Default: ./kgpu.yaml when it exists (as render), else the built-in eks-karpenter "
+    "template. Several only with --compare.",
 )
 @click.option(
     "--workload",
@@ -64,9 +76,10 @@ from kgpu.cli.report import compare_report, plan_report
 @click.option(
     "--compare",
     is_flag=True,
-    help="Plan the same workloads on every built-in template, side by side: those that run every pod and "
-    "are fully priced first, cheapest first; then those with nodes kgpu cannot price; then those where "
-    "some pod cannot run; then any that could not be planned.",
+    help="Plan the same workloads on several profiles, side by side: the -f profiles (one -f: it and every "
+    "built-in template; none: every built-in template). Those that run every pod and are fully priced "
+    "first, cheapest first; then those with nodes kgpu cannot price; then those where some pod cannot run; "
+    "then any that could not be planned.",
 )
 @click.option(
     "--report",
@@ -76,97 +89,141 @@ from kgpu.cli.report import compare_report, plan_report
     default=None,
     help="Also write one self-contained HTML page (no network): node view and cost as SVG, placements.",
 )
+@by_option
 @catalog_option
 @output_option("table", "wide", "json", "yaml", "name")
 @handle_input_errors
 def command(
-    profile: str | None,
+    profiles: tuple[str, ...],
     workload: tuple[str, ...],
     compare: bool,
     report: Path | None,
+    by: str,
     output: str,
     catalog: str | None,
 ) -> None:
     """Place the workloads on the profile's capacity, provision what is missing, and price it.
 
     Shows where each workload lands, the new nodes with their hourly prices, the cost (spot against
-    on-demand), and warnings: GPU pools without a taint, workloads that cannot run anywhere and why,
-    empty GPU nodes that stay up.
+    on-demand) and each workload's share of it, and warnings: GPU pools without a taint, workloads that
+    cannot run anywhere and why, empty GPU nodes that stay up.
 
-    Exit status: 0 every pod runs, 1 some pod cannot run anywhere (with --compare: on some template),
-    2 bad input.
+    Exit status: 0 every pod runs, 1 some pod cannot run anywhere (with --compare: on none of the
+    profiles compared), 2 bad input.
     """
-    from kgpu.cli.files import load_objects
     from kgpu.cli.profile_io import load_profile_file
     from kgpu.sim import plan as planner
-    from kgpu.sim.cost import price_sources, spot_possible, with_monthly
 
-    if profile is None and not compare and Path("kgpu.yaml").is_file():
+    if compare:
+        _compare(list(profiles), list(workload), report, output, catalog)
+    if len(profiles) > 1:
+        raise click.UsageError("give one -f PATH, or several with --compare to compare them")
+    profile = profiles[0] if profiles else None
+    if profile is None and Path("kgpu.yaml").is_file():
         profile = "kgpu.yaml"
     prof = load_profile_file(profile, catalog)
-    if not compare and output in ("table", "wide"):
+    if output in ("table", "wide"):
         used = (
             f"{profile} ({prof.metadata.name})" if profile else f"the built-in template {prof.metadata.name}"
         )
         click.echo(f"profile: {used}", err=True)
-    paths = list(workload)
-    if not paths and profile and prof.workloads:
-        base = Path(profile).parent
-        paths = [str(base / p) for p in prof.workloads]
-    work = load_objects(paths) if paths else None
-    if work is None and profile is None and not compare:
-        from kgpu.model.examples import example_workloads
-
-        # No profile at all: the showcase, every non-TKE guide's examples on the built-in profile (it carries
-        # the GPU labels they all select). A profile file plans its own guide's examples (kgpu.sim.plan).
-        work = example_workloads()
-    if compare:
-        from kgpu.model.profile import TEMPLATES
-
-        raw: list[dict[str, Any]] = []
-        with Progress("planning") as progress:
-            for n, name in enumerate(TEMPLATES, 1):
-                progress.step(f"planning the workloads on template {name} ({n}/{len(TEMPLATES)})")
-                raw += planner.compare(work, (name,))
-        rows = compare_rows(raw)
-        if report is not None:
-            _write_report(report, compare_report(rows))
-        emit(
-            {"compare": rows},
-            output,
-            render_compare,
-            names=lambda d: [f"template/{r['template']}" for r in d["compare"]],
-        )
-        failing = any(r.get("unschedulable") for r in rows)
-        raise SystemExit(ExitCode.FINDINGS if failing else ExitCode.OK)
+    work = _workloads(list(workload), profile, prof)
     with Progress(f"planning {prof.metadata.name}: placing pods, provisioning nodes"):
         result = planner.plan(prof, work)
-    data = result.as_dict()
-    no_new_nodes = {"spot": 0.0, "on_demand": 0.0, "all_on_demand": 0.0, "savings": 0.0}
-    data["cost"] = with_monthly({**no_new_nodes, **data["cost"]})  # baseline and with_baseline too
-    unpriced_own = _unpriced_static_nodes(prof)
-    if unpriced_own:
-        data["cost"]["unpriced_baseline_nodes"] = unpriced_own
+    data = plan_data(result, prof, profile, catalog)
     sim = result.simulation
-    overrides = [f for f in (prof.catalog.file, catalog) if f]
-    data["cost"]["price_sources"] = price_sources(prof, sim.new_nodes, overrides)
-    data["cost"]["spot_possible"] = spot_possible(prof, sim.new_nodes)
-    data["profile_file"] = profile  # None: the built-in template
     view = []
     if report is not None or (output in ("table", "wide") and headers_wanted()):
         view = nodeview.pools(sim.nodes, sim.new_nodes, nodeview.profile_pools(prof), _baseline_pricer(prof),
                               dra_gpus=sim.dra_gpus)
     if report is not None:
         grouped, reasons = placement_rows(data)
-        _write_report(report, plan_report(data, view, grouped, reasons, warnings_footer(data["pods"])))
+        _write_report(report, plan_report(data, view, grouped, reasons, warnings_footer(data["pods"]), by=by))
     emit(
         data,
         output,
-        lambda d: render_table(d, view),
-        wide=lambda d: render_wide(d, view),
+        lambda d: render_table(d, view, by),
+        wide=lambda d: render_wide(d, view, by),
         names=lambda d: [f"pod/{p['name']}" for p in d["pods"]],
     )
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
+
+
+def _workloads(paths: list[str], profile: str | None, prof: Any) -> Any:
+    """The workloads to plan: -w, else the profile's `workloads`, else (no profile file) every non-TKE
+    guide's examples on the built-in profile; None: the examples of the profile's guide (kgpu.sim.plan)."""
+    from kgpu.cli.files import load_objects
+
+    if not paths and profile and prof.workloads:
+        paths = profile_workload_paths(profile, prof)
+    if paths:
+        return load_objects(paths)
+    if profile is None:
+        from kgpu.model.examples import example_workloads
+
+        # The showcase: every non-TKE guide's examples on the built-in profile (it carries the GPU labels
+        # they all select). A profile file plans its own guide's examples (kgpu.sim.plan).
+        return example_workloads()
+    return None
+
+
+def plan_data(result: Any, prof: Any, profile: str | None, catalog: str | None) -> dict[str, Any]:
+    """The plan's JSON: the result, its cost with the sources of its prices, and the cost per workload."""
+    from kgpu.sim.cost import price_sources, spot_possible, with_monthly
+    from kgpu.sim.provisioners.pools import catalog_for
+
+    data: dict[str, Any] = result.as_dict()
+    no_new_nodes = {"spot": 0.0, "on_demand": 0.0, "all_on_demand": 0.0, "savings": 0.0}
+    data["cost"] = with_monthly({**no_new_nodes, **data["cost"]})  # baseline and with_baseline too
+    unpriced_own = unpriced_static_nodes(prof)
+    if unpriced_own:
+        data["cost"]["unpriced_baseline_nodes"] = unpriced_own
+    sim = result.simulation
+    overrides = [f for f in (prof.catalog.file, catalog) if f]
+    data["cost"]["price_sources"] = price_sources(prof, sim.new_nodes, overrides)
+    data["cost"]["spot_possible"] = spot_possible(prof, sim.new_nodes)
+    data["workload_cost"] = workload_cost(sim, _baseline_pricer(prof), result.owned, prof, catalog_for(prof))
+    data["profile_file"] = profile  # None: the built-in template
+    return data
+
+
+def _compare(profiles: list[str], workload: list[str], report: Path | None, output: str,
+             catalog: str | None) -> None:
+    """--compare (kgpu.cli.plan_compare): plan every profile compared, print the rows, exit."""
+    from kgpu.cli.files import load_objects
+    from kgpu.cli.profile_io import load_profile_file
+    from kgpu.model.examples import profile_examples
+    from kgpu.model.profile import TEMPLATES
+    from kgpu.sim import plan as planner
+
+    loaded = [(path, load_profile_file(path, catalog)) for path in profiles]  # bad input first: exit 2
+    paths = list(workload)
+    first_path, first = loaded[0] if loaded else (None, None)
+    if not paths and first is not None and first_path is not None and first.workloads:
+        paths = profile_workload_paths(first_path, first)
+    work = load_objects(paths) if paths else (profile_examples(first) if first is not None else None)
+    described = workloads_text(paths, bool(workload), first_path)
+    templates = TEMPLATES if len(loaded) < 2 else ()
+    raw: list[dict[str, Any]] = []
+    steps = len(loaded) + len(templates)
+    with Progress("planning") as progress:
+        for n, (path, prof) in enumerate(loaded, 1):
+            progress.step(f"planning the workloads on {path} ({n}/{steps})")
+            raw.append(profile_row(path, prof, work))
+        for n, name in enumerate(templates, len(loaded) + 1):
+            progress.step(f"planning the workloads on template {name} ({n}/{steps})")
+            raw += planner.compare(work, (name,))
+    rows = compare_rows(raw)
+    compared = caption([p for p, _ in loaded], described)
+    if report is not None:
+        _write_report(report, compare_report(rows, compared))
+    emit(
+        {"compared": compared, "workloads": described, "compare": rows},
+        output,
+        render_compare,
+        names=lambda d: [name_of(r) for r in d["compare"]],
+    )
+    raise SystemExit(ExitCode.OK if runs_somewhere(rows) else ExitCode.FINDINGS)
 
 
 def _baseline_pricer(prof: Any) -> nodeview.PriceOf:
@@ -231,7 +288,7 @@ def _where(pod: dict[str, Any]) -> str:
     return pod["node"] or pod.get("pool") or "-"
 
 
-def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
+def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None, by: str = "workload") -> str:
     """Every pod on its own line, with its node's name, pool, instance type, capacity type and zone."""
     flagged = any(p.get("warnings") for p in data["pods"])
     rows = [
@@ -257,16 +314,18 @@ def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -
     if view:
         out += ["", _node_view(view, data)]
     out += _cost(data) + nodeview.shared_cost(data.get("shared_gpus") or [], wide=True)
+    out += section(data.get("workload_cost"), by, wide=True)
     return "\n".join(out + _scale_to_zero(data) + _footer(data))
 
 
-def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
+def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None, by: str = "workload") -> str:
     if not headers_wanted():
         return _placements(data)[0]
     text, reasons = _placements(data)
     out = [f"Plan for profile {data['profile']}", "", text, *warnings_footer(data["pods"])]
     out += ["", _node_view(view, data)] if view else _new_nodes(data)
-    out += _cost(data) + nodeview.shared_cost(data.get("shared_gpus") or []) + _scale_to_zero(data)
+    out += _cost(data) + nodeview.shared_cost(data.get("shared_gpus") or [])
+    out += section(data.get("workload_cost"), by) + _scale_to_zero(data)
     if reasons:
         out.append("")
         out.append("Why pods cannot run")
@@ -405,102 +464,3 @@ def _footer(data: dict[str, Any]) -> list[str]:
     out.append("")
     out.append(summary_line(data["summary"]))
     return out
-
-
-# --compare's order: the rank of a row's status, then its cost (the help says so)
-STATUS_ORDER = ("ok", "unpriced", "cannot-run", "skipped")
-
-
-def _unpriced_static_nodes(prof: Any) -> int:
-    """The profile's own nodes without a price (static nodes with no hourlyPrice): the baseline leaves them
-    out, so a total over them is not the cluster's cost."""
-    from kgpu.model.profile import PoolKind
-
-    return sum(1 for p in prof.pools if p.kind == PoolKind.STATIC for n in p.nodes if n.hourly_price is None)
-
-
-def compare_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every template's row with its ``status`` and monthly cost, in the order the help promises.
-
-    ``status``: ``ok`` (every pod runs, every node priced), ``unpriced`` (some node, new or the template's
-    own, has no price: its total is a floor, not a cost), ``cannot-run`` (some pod cannot run: its cost is
-    for less than the workloads), ``skipped`` (the template could not be planned). Only ``ok`` rows are
-    comparable; ``comparable_cost`` (new nodes + baseline) is null for the others.
-    """
-    from kgpu.catalog.prices import monthly
-    from kgpu.model.profile import builtin_profile
-
-    out = []
-    for r in rows:
-        row = dict(r)
-        if "skipped" in row:
-            row["status"] = "skipped"
-            row["comparable_cost"] = None
-            out.append(row)
-            continue
-        try:
-            own = _unpriced_static_nodes(builtin_profile(row["template"]))
-        except Exception:  # a template that loads for plan loads here; nothing to add otherwise
-            own = 0
-        row["unpriced_nodes"] = int(row.get("unpriced_nodes") or 0) + own
-        total = round(row["hourly_cost"] + row["baseline_cost"], 4)
-        row["total_cost"] = total
-        row["total_cost_monthly"] = monthly(total)
-        if row["unschedulable"]:
-            row["status"] = "cannot-run"
-        elif row["unpriced_nodes"]:
-            row["status"] = "unpriced"
-        else:
-            row["status"] = "ok"
-        row["comparable_cost"] = total if row["status"] == "ok" else None
-        out.append(row)
-    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
-    return sorted(out, key=lambda r: (rank[r["status"]], r.get("total_cost") or 0.0, r["template"]))
-
-
-def _status_text(r: dict[str, Any]) -> str:
-    if r["status"] == "cannot-run":
-        return f"cannot run {r['unschedulable']} pod(s)"
-    if r["status"] == "unpriced":
-        return f"{r['unpriced_nodes']} node(s) without a price"
-    return str(r["status"])
-
-
-def render_compare(data: dict[str, Any]) -> str:
-    from kgpu.catalog.prices import caption
-
-    rows: list[dict[str, Any]] = data["compare"]
-    body = []
-    notes = []
-    for r in rows:
-        if r["status"] == "skipped":
-            notes.append(f"{r['template']}: skipped: {r['skipped']}")
-            continue
-        body.append(
-            (
-                r["template"],
-                style(_status_text(r), fg=None if r["status"] == "ok" else "red" if r["status"] == "cannot-run" else "yellow"),
-                r["scheduled"],
-                r["new_nodes"],
-                _money(r["hourly_cost"]),
-                _money(r["baseline_cost"]),
-                _money(r["all_on_demand"]),
-            )
-        )
-    text = table(
-        ("TEMPLATE", "STATUS", "RUNNING", "NEW NODES", "NEW NODES COST", "BASELINE", "ALL ON-DEMAND"),
-        body,
-        title="Same workloads on every built-in template (comparable first, cheapest first)",
-    )
-    if not headers_wanted():
-        return text
-    planned = [r for r in rows if r["status"] != "skipped"]
-    bars = nodeview.cost_bars(
-        [(r["template"], r["total_cost"]) for r in planned],
-        notes={r["template"]: _status_text(r) for r in planned if r["status"] != "ok"},
-    )
-    text += "\n\nCost per hour: new nodes + baseline (per month at 730 h)\n" + "\n".join(bars)
-    text += f"\n({caption()})"
-    if notes:
-        text += "\n\n" + "\n".join(notes)
-    return text

@@ -4,6 +4,7 @@ No scripts, no fonts, no stylesheets or images from anywhere: inline CSS and inl
 offline, attaches to a ticket and renders the same in any browser. The charts are the terminal's: the node
 view (a bar per node group for GPU, CPU and memory, grouped by pool, and on shared or MIG nodes a bar per
 device resource with its idle slices) and cost bars; the cost split of shared GPUs (per config, and per pod);
+the cost per workload (or namespace) with the idle part;
 then the placement table, grouped by workload as in the terminal, and the warnings.
 """
 
@@ -197,10 +198,12 @@ def plan_report(
     placements: Sequence[Sequence[str]],
     reasons: dict[str, int],
     unmodelled: Sequence[str] = (),
+    *,
+    by: str = "workload",
 ) -> str:
     """The page for one plan: ``data`` is the plan's JSON, ``placements`` the grouped rows of the table
     (the last field: warning codes), ``unmodelled`` the table's footer on them (a blank line, a title, a
-    line per code)."""
+    line per code); ``by``: the cost table per workload or per namespace."""
     cost = data.get("cost", {})
     summary = ", ".join(
         f"{v} {k.replace('_', ' ')}" for k, v in data["summary"].items() if isinstance(v, int)
@@ -238,6 +241,9 @@ def plan_report(
     ]
     if data.get("shared_gpus"):
         sections.append(("Shared GPU cost", shared_cost_html(data["shared_gpus"])))
+    if data.get("workload_cost"):
+        title = "Cost per workload" + (" (by namespace)" if by == "namespace" else "")
+        sections.append((title, workload_cost_html(data["workload_cost"], by)))
     sections.append(("Placements", _table(headers, rows, css="placements")))
     if reasons:
         items = "".join(f"<li>[{n}] {escape(r)}</li>" for r, n in reasons.items())
@@ -272,6 +278,19 @@ def shared_cost_html(entries: Sequence[dict[str, Any]]) -> str:
     )
 
 
+def workload_cost_html(data: dict[str, Any], by: str = "workload") -> str:
+    """The cost per workload (or namespace) as a table: every row, then idle and the priced nodes' total
+    (``kgpu.cli.cost_view`` draws the same rows in the terminal)."""
+    from kgpu.cli.cost_view import RULE, headers, rows
+
+    unpriced = data["nodes"].get("unpriced", 0)
+    note = f" {unpriced} node(s) without a price: their pods pay nothing here." if unpriced else ""
+    return (
+        f'<p class="muted">{escape(RULE[:1].upper() + RULE[1:])}; workloads plus idle are the priced nodes\' '
+        f"cost.{escape(note)}</p>" + _table(headers(by, wide=True), rows(data, by, None), css="workload-cost")
+    )
+
+
 def _legend(*, shared: bool = False) -> str:
     return (
         '<p class="muted">Bars: requests / allocatable; '
@@ -282,15 +301,18 @@ def _legend(*, shared: bool = False) -> str:
     )
 
 
-def compare_report(rows: Sequence[dict[str, Any]]) -> str:
-    """``rows`` as ``plan_cmd.compare_rows`` orders them, each with its ``status``: only ``ok`` rows get a
-    bar; the others say why not (cannot run some pod, nodes without a price)."""
+def compare_report(rows: Sequence[dict[str, Any]], compared: str = "") -> str:
+    """``rows`` as ``plan_compare.compare_rows`` orders them, each with its ``status``: only ``ok`` rows get
+    a bar; the others say why not (cannot run some pod, nodes without a price). ``compared``: what is
+    compared on what (the page's title)."""
+    from kgpu.cli.plan_compare import label
+
     priced = [r for r in rows if "skipped" not in r]
-    items = [(r["template"], round(r["hourly_cost"] + r["baseline_cost"], 4)) for r in priced]
-    notes = {r["template"]: _status(r) for r in priced if r.get("status", "ok") != "ok"}
+    items = [(label(r), round(r["hourly_cost"] + r["baseline_cost"], 4)) for r in priced]
+    notes = {label(r): _status(r) for r in priced if r.get("status", "ok") != "ok"}
     table_rows = [
         (
-            r["template"],
+            label(r),
             (_status(r), "#212121" if r.get("status", "ok") == "ok" else "#c62828"),
             r["scheduled"],
             (r["unschedulable"], "#c62828" if r["unschedulable"] else "#212121"),
@@ -304,10 +326,10 @@ def compare_report(rows: Sequence[dict[str, Any]]) -> str:
     sections = [
         ("Cost per hour: new nodes + baseline", cost_svg(items, notes) + _prices_note()),
         (
-            "Templates",
+            "Templates" if all("template" in r for r in rows) else "Profiles",
             _table(
                 (
-                    "TEMPLATE",
+                    "TEMPLATE" if all("template" in r for r in rows) else "PROFILE",
                     "STATUS",
                     "RUNNING",
                     "CANNOT RUN",
@@ -321,7 +343,8 @@ def compare_report(rows: Sequence[dict[str, Any]]) -> str:
             ),
         ),
     ]
-    skipped = [f"{r['template']}: {r['skipped']}" for r in rows if "skipped" in r]
+    skipped = [f"{label(r)}: {r['skipped']}" for r in rows if "skipped" in r]
     if skipped:
         sections.append(("Skipped", "<ul>" + "".join(f"<li>{escape(s)}</li>" for s in skipped) + "</ul>"))
-    return _page("Same workloads on every built-in template", f"{len(priced)} template(s)", sections)
+    title = compared[:1].upper() + compared[1:] if compared else "Same workloads on every built-in template"
+    return _page(title, f"{len(priced)} profile(s) planned", sections)

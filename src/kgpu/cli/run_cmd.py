@@ -26,8 +26,7 @@ from kgpu.errors import InputError
     context_settings={"ignore_unknown_options": False},
     epilog=examples(
         ("CUDA vector-add on one GPU (prints 'Test PASSED')", "kgpu run"),
-        ("ten vector-add pods at once, as seed 001 does, on the profile's GPU pool",
-         "kgpu run --count 10 -f kgpu.yaml"),
+        ("ten vector-add pods at once, on the profile's GPU pool", "kgpu run --count 10 -f kgpu.yaml"),
         ("your own image on a T4 or V100, kept for inspection", "kgpu run --image my/img:1 --gpu-type T4,V100 --keep -- python check.py"),
     ),
 )

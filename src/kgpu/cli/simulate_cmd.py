@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kgpu.cli import nodeview
+from kgpu.cli.cost_view import by_option, section, workload_cost
 from kgpu.cli.output import (
     PATH,
     ExitCode,
@@ -79,11 +80,13 @@ REGION_LABEL = "topology.kubernetes.io/region"
     type=PATH,
     help="A cluster profile (kgpu.yaml): its pools provision nodes for pods that fit nowhere.",
 )
+@by_option
 @catalog_option
 @output_option("table", "wide", "json", "yaml", "name")
 @handle_input_errors
 def command(
-    cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | None, output: str, catalog: str | None
+    cluster: tuple[str, ...], workload: tuple[str, ...], profile: str | None, by: str, output: str,
+    catalog: str | None,
 ) -> None:
     """Place pods on a cluster the way kube-scheduler would.
 
@@ -175,28 +178,29 @@ def command(
         for name, why in sorted(getattr(part, "overlay_errors", {}).items()):
             result.warnings.append(f"NodeOverlay {name} left out, as Karpenter leaves it out: {why}")
     data = result.as_dict()
+    # existing nodes priced as the node view prices them: the AWS catalog, with the profile's override rows
+    price_of: nodeview.PriceOf = nodeview.catalog_price
+    gpus_from = getattr(provisioner, "catalog", None)  # instance types' GPUs, for the cost split
+    if prof is not None and prof.catalog.instance_types:
+        from kgpu.sim.provisioners.pools import catalog_for
+
+        gpus_from = merged = catalog_for(prof)
+        price_of = lambda t, c, labels: nodeview.catalog_price(t, c, labels, merged)  # noqa: E731
+    if gpus_from is None:
+        from kgpu.catalog import aws_catalog
+
+        gpus_from = aws_catalog()
+    data["workload_cost"] = workload_cost(result, price_of, {**objects.owned, **work.owned}, prof, gpus_from)
     view = None
     if output in ("table", "wide") and headers_wanted():
         pool_of = nodeview.profile_pools(prof) if prof is not None else {}
-        if prof is not None and prof.catalog.instance_types:
-            from kgpu.sim.provisioners.pools import catalog_for
-
-            merged = catalog_for(prof)
-            view = nodeview.pools(
-                result.nodes,
-                result.new_nodes,
-                pool_of,
-                lambda t, c, labels: nodeview.catalog_price(t, c, labels, merged),
-                dra_gpus=result.dra_gpus,
-            )
-        else:
-            view = nodeview.pools(result.nodes, result.new_nodes, pool_of, dra_gpus=result.dra_gpus)
+        view = nodeview.pools(result.nodes, result.new_nodes, pool_of, price_of, dra_gpus=result.dra_gpus)
     owners = [p.pod.owner_name for p in result.placements]
     emit(
         data,
         output,
-        lambda d: render_table(d, view, owners),
-        wide=lambda d: render_wide(d, view),
+        lambda d: render_table(d, view, owners, by),
+        wide=lambda d: render_wide(d, view, by),
         names=pod_names,
     )
     if output in ("table", "wide"):
@@ -233,7 +237,7 @@ def pod_names(data: dict[str, Any]) -> list[str]:
     return [f"pod/{p['name']}" for p in data["pods"]]
 
 
-def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -> str:
+def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None, by: str = "workload") -> str:
     """One row per pod with the provisioned node's pool, instance type, capacity type and zone (and its
     warnings, when some pod has any)."""
     flagged = any(p.get("warnings") for p in data["pods"])
@@ -262,6 +266,7 @@ def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None) -
         out += warnings_footer(data["pods"])
         out += ["", nodeview.render(view)] if view else []
         out += nodeview.shared_cost(data.get("shared_gpus") or [], wide=True)
+        out += section(data.get("workload_cost"), by, wide=True)
         out += ["", summary_line(data["summary"])]
     return "\n".join(out)
 
@@ -276,7 +281,8 @@ def _group_name(pod: dict[str, Any], owner: str = "") -> str:
     return base if idx.isdigit() else name
 
 
-def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None, owners: Sequence[str] = ()) -> str:
+def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None, owners: Sequence[str] = (),
+                 by: str = "workload") -> str:
     """Pods grouped when alike (same controller, phase, node, reason and warnings), then the reasons in
     full, and what the warning codes mean. ``owners``: each pod's controller name ("" for none), in the
     order of ``data["pods"]``.
@@ -323,6 +329,7 @@ def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None, 
         out += ["", nodeview.render(view)]
     out += nodeview.shared_cost(data.get("shared_gpus") or [])
     out += nodeview.consolidated(data.get("karpenter_consolidated"))
+    out += section(data.get("workload_cost"), by)
     out.append("")
     out.append(summary_line(data["summary"]))
     return "\n".join(out)

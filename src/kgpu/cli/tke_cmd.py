@@ -43,11 +43,11 @@ def command() -> None:
 @click.option(
     "--file",
     "-f",
-    "file",
+    "files",
     metavar="PATH",
     type=PATH,
-    default=None,
-    help="Pod or workload manifests (YAML/JSON, several documents, '-' for stdin).",
+    multiple=True,
+    help="Pod or workload manifests (YAML/JSON, several documents, '-' for stdin); repeat for more files.",
 )
 @click.option(
     "--gpu-type",
@@ -70,7 +70,7 @@ def command() -> None:
 @output_option("table", "json", "yaml")
 @handle_input_errors
 def match(
-    file: str | None,
+    files: tuple[str, ...],
     gpu_type: str | None,
     gpus: int | None,
     cpu: str | None,
@@ -93,16 +93,23 @@ def match(
     flags_given = (
         gpu_type is not None or gpus is not None or cpu is not None or memory is not None or explicit
     )
-    if file and flags_given:
+    if files and flags_given:
         raise click.UsageError("give either -f PATH or --gpu-type/--gpus/--cpu/--memory, not both")
-    if file:
-        inputs = list(_from_file(file))
-        if not inputs:
-            raise InputError(
-                "no Pod or pod template found",
-                where=file,
-                hint="kinds: Pod, " + ", ".join(WORKLOAD_KINDS) + ", CronJob",
-            )
+    if files.count("-") > 1:
+        raise click.UsageError("-f -: standard input can be read once")
+    if files:
+        inputs: list[Input] = []
+        for file in files:  # every file, in order; each must hold a pod template
+            read = list(_from_file(file))
+            if not read:
+                raise InputError(
+                    "no Pod or pod template found",
+                    where=file,
+                    hint="kinds: Pod, " + ", ".join(WORKLOAD_KINDS) + ", CronJob",
+                )
+            if len(files) > 1:  # the same object may be in two files: say which
+                read = [(f"{file}: {label}", a, r, lim, img) for label, a, r, lim, img in read]
+            inputs += read
     elif gpu_type is not None:
         inputs = [_from_flags(gpu_type, gpus, cpu, memory, explicit)]
     else:

@@ -1152,11 +1152,14 @@ def _explained(exc: ValidationError) -> list[tuple[Any, str]]:
 
 
 def format_validation_error(exc: ValidationError, source: str) -> InputError:
-    """The first error (:func:`_explained`'s order) as one line with its field path; the others counted."""
+    """The first error (:func:`_explained`'s order) as one line with its field path; the next three named
+    after it with theirs, any beyond counted."""
     explained = _explained(exc)
     first, message = explained[0]
     path = _loc(tuple(first["loc"]))
-    more = f" (and {len(explained) - 1} more)" if len(explained) > 1 else ""
+    others = [f"{_loc(tuple(e['loc'])) or 'the profile'}: {text}" for e, text in explained[1:4]]
+    rest = len(explained) - 1 - len(others)
+    more = f" (and {'; '.join(others)}{f'; and {rest} more' if rest else ''})" if others else ""
     where = f"{source}: {path}" if path else source
     return InputError(message + more, where=where)
 

@@ -28,6 +28,8 @@ class PlanResult:
     simulation: SimulationResult
     warnings: list[str] = field(default_factory=list)
     baseline_hourly: float = 0.0
+    # the controllers of the workloads read (Objects.owned), for cost per workload (kgpu.sim.workload_cost)
+    owned: dict[tuple[str, str, str], tuple[str, str, str]] = field(default_factory=dict)
 
     @property
     def unschedulable(self) -> int:
@@ -170,7 +172,7 @@ def plan(
     warnings = profile_warnings(profile) + list(prov.warnings) + list(result.warnings)
     warnings += scale_to_zero_warnings(result) + workload_warnings(result) + tke_price_warnings(profile, result)
     warnings += spot_interruption_warnings(profile, result)
-    return PlanResult(profile.metadata.name, result, warnings, baseline)
+    return PlanResult(profile.metadata.name, result, warnings, baseline, {**cluster.owned, **work.owned})
 
 
 def _with_storage(profile: Profile, cluster: Objects, work: Objects) -> Objects:
