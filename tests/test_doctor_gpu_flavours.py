@@ -376,8 +376,8 @@ def test_top_counts_every_kind_of_gpu(flavour: str, node: str, kind: str, produc
                                       resources: dict[str, tuple[int, int]]) -> None:
     data = _top(FLAVOURS[flavour]())
     row = next(r for r in data["nodes"] if r["node"] == node)
-    assert row["gpuKind"] == kind
-    assert row["gpuProduct"] == product
+    assert row["gpu_kind"] == kind
+    assert row["gpu_product"] == product
     got = {r: (v["allocatable"], v["requested"]) for r, v in row["resources"].items()}
     assert got == resources
 

@@ -41,6 +41,7 @@ def gpu_node(name: str, itype: str, labels: dict[str, str], gpus: int, *, addres
     for key in ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type"):
         n["metadata"]["labels"][key] = itype
     n["status"]["allocatable"].update(extra or {})
+    n["status"]["capacity"].update(extra or {})  # the kubelet's capacity holds what the plugin registered too
     n["status"]["addresses"] = [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}]
     return n
 
@@ -103,14 +104,14 @@ def test_gpus_per_node_and_pool(api: FakeApiServer, tmp_path: Path) -> None:
     assert nodes["gpu-c"]["resources"] == {"nvidia.com/gpu": {"allocatable": 1, "requested": 0}}
     # the nvidia.com/gpu the kubelet keeps at 0 on a MIG mixed node is not a row
     assert nodes["gpu-m"]["resources"] == {"nvidia.com/mig-1g.5gb": {"allocatable": 14, "requested": 2}}
-    assert nodes["gpu-m"]["gpuKind"] == "mig mixed" and nodes["gpu-a"]["gpuKind"] == "whole"
-    assert (nodes["gpu-a"]["pool"], nodes["gpu-a"]["poolSource"], nodes["gpu-a"]["instanceType"]) == (
+    assert nodes["gpu-m"]["gpu_kind"] == "mig mixed" and nodes["gpu-a"]["gpu_kind"] == "whole"
+    assert (nodes["gpu-a"]["pool"], nodes["gpu-a"]["pool_source"], nodes["gpu-a"]["instance_type"]) == (
         "gpu-train", "karpenter", "p3.8xlarge")
     pools = {p["pool"]: p for p in data["pools"]}
-    assert pools["gpu-train"]["nodes"] == 2 and pools["gpu-train"]["capacityTypes"] == ["spot"]
-    assert pools["gpu-train"]["instanceTypes"] == ["g5.12xlarge", "p3.8xlarge"]
+    assert pools["gpu-train"]["nodes"] == 2 and pools["gpu-train"]["capacity_types"] == ["spot"]
+    assert pools["gpu-train"]["instance_types"] == ["g5.12xlarge", "p3.8xlarge"]
     assert pools["gpu-train"]["resources"]["nvidia.com/gpu"] == {"allocatable": 8, "requested": 5}
-    assert pools["ng-infer"]["source"] == "eksctl" and pools["ng-infer"]["nodeNames"] == ["gpu-c", "gpu-m"]
+    assert pools["ng-infer"]["source"] == "eksctl" and pools["ng-infer"]["node_names"] == ["gpu-c", "gpu-m"]
     assert pools["ng-infer"]["resources"]["nvidia.com/mig-1g.5gb"] == {"allocatable": 14, "requested": 2}
     assert data["prometheus"] is False and all(n["utilization"] is None for n in data["nodes"])
     # Read-only, and paged.
@@ -122,14 +123,24 @@ def test_table_and_pools_only(api: FakeApiServer, tmp_path: Path) -> None:
     res = kgpu(api, tmp_path)
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert lines[0].split() == ["NODE", "POOL", "INSTANCE-TYPE", "GPU", "KIND", "RESOURCE", "ALLOC", "REQ", "FREE"]
+    assert lines[0] == f"GPU nodes of cluster {api.url} (GPUS: requested / allocatable)"
+    assert lines[1].split() == ["NODE", "POOL", "GPU", "KIND", "GPUS", "$/H", "STATUS"]
+    # p3.8xlarge spot in us-west-2: the catalog's spot median; p4d.24xlarge on-demand
+    from kgpu.catalog import aws_catalog
+
+    spot = aws_catalog().pricing("p3.8xlarge", "us-west-2").spot
+    p4d = aws_catalog().pricing("p4d.24xlarge", "us-west-2").on_demand
     assert next(ln for ln in lines if ln.startswith("gpu-a")).split() == [
-        "gpu-a", "gpu-train", "p3.8xlarge", "Tesla-V100-SXM2-16GB", "x4", "whole", "gpu", "4", "4", "0"]
-    assert any(ln.split()[-6:] == ["mig", "mixed", "mig-1g.5gb", "14", "2", "12"] for ln in lines), lines
+        "gpu-a", "gpu-train", "V100-SXM2-16GB×4", "whole", "██████████", "4/4", f"${spot:.3f}", "Ready"]
+    # the MIG node: its line, then one per MIG profile, the node's name on each
+    mig = [ln.split() for ln in lines if ln.startswith("gpu-m")]
+    # GFD's labels (the builder's, of a p3) name the GPUs, not the instance type
+    assert mig[0][2:] == ["V100-SXM2-16GB×4", "mig", "█░░░░░░░░░", "2/14", f"${p4d:.3f}", "Ready"]
+    assert mig[1][2:] == ["1g.5gb", "mig", "█░░░░░░░░░", "2/14", "-", "-"]
     res = kgpu(api, tmp_path, "--pools", "--no-headers")
     assert res.exit_code == 0, res.output
     rows = [ln.split() for ln in res.stdout.splitlines() if ln.strip()]
-    assert rows[0] == ["gpu-train", "karpenter", "2", "g5.12xlarge,p3.8xlarge", "spot", "gpu", "8", "5"]
+    assert rows[0][:3] == ["gpu-train", "karpenter", "2"] and rows[0][4] == "5/8"
     assert not any(r[0] == "gpu-a" for r in rows)
 
 
@@ -203,14 +214,15 @@ def test_utilisation_from_a_real_prometheus(api: FakeApiServer, tmp_path: Path) 
         data = json.loads(res.stdout)
         nodes = {n["node"]: n for n in data["nodes"]}
         assert data["prometheus"] is True
-        assert nodes["gpu-a"]["utilization"] == pytest.approx(0.45) and nodes["gpu-a"]["gpusReporting"] == 4
-        assert nodes["gpu-b"]["utilization"] == pytest.approx(0.8) and nodes["gpu-b"]["gpusReporting"] == 4
+        assert nodes["gpu-a"]["utilization"] == pytest.approx(0.45) and nodes["gpu-a"]["gpus_reporting"] == 4
+        assert nodes["gpu-b"]["utilization"] == pytest.approx(0.8) and nodes["gpu-b"]["gpus_reporting"] == 4
         assert nodes["gpu-c"]["utilization"] is None  # no exporter there
         pool = next(p for p in data["pools"] if p["pool"] == "gpu-train")
         assert pool["utilization"] == pytest.approx(0.625, abs=1e-4)
         table = kgpu(api, tmp_path, "--prometheus", base)
         row = next(ln for ln in table.stdout.splitlines() if ln.startswith("gpu-b"))
-        assert row.split()[-1] == "80%" and "UTIL" in table.stdout.splitlines()[0]
+        header = table.stdout.splitlines()[1].split()
+        assert "UTIL" in header and row.split()[header.index("UTIL") + 1] == "80%"  # the bar is two words
     finally:
         proc.terminate()
         try:
@@ -291,7 +303,7 @@ def test_a_hostile_prometheus_leaves_a_note_and_the_view(api: FakeApiServer, tmp
     assert res.exit_code == 0, res.output
     assert words in res.stderr and "note: no utilisation shown" in res.stderr
     assert "pw" not in res.stderr and "Traceback" not in res.output
-    assert res.stdout.startswith("NODE") and "UTIL" not in res.stdout
+    assert res.stdout.startswith("GPU nodes of cluster") and "UTIL" not in res.stdout
 
 
 def test_a_401_that_quotes_the_authorization_header_prints_no_credential(api: FakeApiServer, tmp_path: Path) -> None:
