@@ -483,3 +483,11 @@ def test_the_dra_driver_under_its_newer_name_is_the_driver() -> None:
     found = [f for f in doctor_report(_snapshot(doc)).findings if f.object == f"Node/{GPU_A}" and f.severity == "error"]
     assert [f.check for f in found] == ["dra-driver-missing"]
     assert "DaemonSet/dra-driver-nvidia-gpu/dra-driver-nvidia-gpu-kubelet-plugin" in found[0].message
+
+
+@pytest.mark.parametrize("flavour", ["dra", "dra-beside-device-plugin"])
+def test_a_dra_node_with_all_its_gpus_published_is_not_missing_any(flavour: str) -> None:
+    """The p3.8xlarge's 4 V100 are ResourceSlice devices of NVIDIA's DRA driver, not nvidia.com/gpu: the
+    node has every GPU its instance type has."""
+    report = doctor_report(_snapshot(FLAVOURS[flavour]()))
+    assert [f.message for f in report.findings if f.check == "gpu-node-missing-gpus"] == []

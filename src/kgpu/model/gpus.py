@@ -163,9 +163,10 @@ class NodeGpus:
         return self.mig_state == "failed"
 
     def whole_equivalent(self) -> int | None:
-        """Physical GPUs the device plugin's resources stand for, where that is known (whole and shared
-        replicas); None when MIG slices are advertised (a GPU's slices depend on its layout)."""
-        total = 0
+        """Physical GPUs the node's resources stand for, where that is known: whole and shared replicas of the
+        device plugin, and the GPUs NVIDIA's DRA driver publishes (full and MIG parents, ``count``); None when
+        the device plugin advertises MIG slices (a GPU's slices depend on its layout)."""
+        total = self.count if self.dra else 0
         for r in self.resources:
             if r.kind == MIG:
                 return None
