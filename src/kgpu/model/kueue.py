@@ -154,7 +154,7 @@ def _read_other(out: KueueObjects, o: Obj) -> None:
     elif kind == "AdmissionCheck":
         out.admission_checks[o.name] = read_admission_check(o)
     elif kind == "WorkloadPriorityClass":
-        out.workload_priority_classes[o.name] = _value(o, -(2**31))
+        out.workload_priority_classes[o.name] = _value(o, 2**31 - 1)
     elif kind == "PriorityClass":
         # HighestUserDefinablePriority is 10^9; only the two system classes go above it.
         system = o.name in ("system-cluster-critical", "system-node-critical")
