@@ -133,12 +133,12 @@ def test_containerd_1_host_with_an_nvidia_only_drop_in_fails() -> None:
     assert "importing /etc/containerd/conf.d/99-nvidia.toml replaces whole plugin sections" in check.detail
     assert "sandbox_image = 'registry.aliyuncs.com/google_containers/pause:3.9'" in check.detail
     assert "registry.config_path = '/etc/containerd/certs.d'" in check.detail
-    assert "read as containerd 1.x (1.6.20~ds1-1+deb12u3, dpkg)" in check.detail
+    assert "read as containerd 1.6.20 (1.6.20~ds1-1+deb12u3, dpkg)" in check.detail
     assert "bootstrap-gpu-host.sh" in check.fix and "nvidia-ctk runtime configure" in check.fix
 
 
 def test_containerd_version_flag(monkeypatch: pytest.MonkeyPatch) -> None:
-    """--containerd-version 2.1 reads the same host as containerd 2.x does (a merge: passes); a version
+    """--containerd-version 2.1 reads the same host as containerd 2.1 does (a merge: passes); a version
     that is not 1.x or 2.x is a usage error (exit 2)."""
     from kgpu.cli.nodecheck_cmd import command
 
@@ -149,7 +149,7 @@ def test_containerd_version_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     two = runner.invoke(command, ["--root", root, "--containerd-version", "2.1", "-o", "json"])
     assert two.exit_code == 0, two.output
     checks = {c["name"]: c for c in json.loads(two.output)["checks"]}
-    assert checks["containerd runtime"]["detail"].endswith("read as containerd 2.x (--containerd-version)")
+    assert checks["containerd runtime"]["detail"].endswith("read as containerd 2.1 (--containerd-version)")
     bad = runner.invoke(command, ["--root", root, "--containerd-version", "3.0"])
     assert bad.exit_code == 2 and "'3.0' is not a containerd version" in bad.output
 
@@ -172,13 +172,26 @@ def test_parse_containerd_version(line: str, version: str | None) -> None:
     assert nodecheck.parse_containerd_version(line) == version
 
 
-def test_containerd_2_refuses_a_higher_version_drop_in(tmp_path: Path) -> None:
-    """containerd 2.x does not start with a version 3 drop-in under a version 2 config.toml."""
+@pytest.mark.parametrize(
+    ("release", "status"), [("2.0", PASS), ("2.3.4", FAIL), ("2.3.5", PASS), ("2.4.2", PASS)]
+)
+def test_only_containerd_2_3_0_to_2_3_4_refuse_a_higher_version_drop_in(
+    tmp_path: Path, release: str, status: str
+) -> None:
+    """A version 3 drop-in under a version 2 config.toml that sets nothing of its own: 2.0-2.2 read it (the
+    merged config is version 3, and there is nothing of version 2 to lose), 2.3.0-2.3.4 do not start
+    ("drop-in config version 3 higher than root config version 2"), 2.3.5 and later read it."""
     (tmp_path / "etc/containerd/conf.d").mkdir(parents=True)
     (tmp_path / "etc/containerd/config.toml").write_text(
         'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
     )
     (tmp_path / "etc/containerd/conf.d/99-nvidia.toml").write_text(onprem.containerd_dropin(3))
-    check = nodecheck.check_containerd(tmp_path, version=nodecheck.containerd_version(tmp_path, "2.0"))
-    assert check.status == FAIL
-    assert "drop-in config version 3 higher than root config version 2" in check.detail
+    (tmp_path / "usr/bin").mkdir(parents=True)
+    (tmp_path / "usr/bin/nvidia-container-runtime").write_text("#!/bin/sh\n")
+    check = nodecheck.check_containerd(tmp_path, version=nodecheck.containerd_version(tmp_path, release))
+    assert check.status == status, check.detail
+    if status == FAIL:
+        assert (
+            "containerd 2.3.0-2.3.4 does not start: drop-in config version 3 higher than root config version 2"
+            in check.detail
+        )

@@ -1,8 +1,11 @@
 """The on-prem host bootstrap `kgpu render --target onprem` writes: a bash script (checked by bash -n and
 shellcheck, and run for real in a directory with stub commands) and its cloud-init variant; node-check
 passes on exactly what it writes. On containerd 1.x the script and node-check are checked against Debian's
-real containerd package (`containerd config dump` reads the files as the daemon would, no daemon needed);
-containerd 2.x, which Debian does not package, is a `containerd --version` stub."""
+real containerd package (`containerd config dump` reads the files as the daemon would, no daemon needed).
+containerd 2.x, which Debian does not package, is a `containerd --version` stub here; what the script writes
+for it is checked against the real 2.1.4, 2.3.4 and 2.4.2 dumps of the same host shapes
+(tests/fixtures/containerd/, tests/test_containerd_configs.py) and against those releases themselves in
+`make conformance` (conformance/tests/test_containerd_configs.py)."""
 
 from __future__ import annotations
 
@@ -126,7 +129,7 @@ def test_script_configures_containerd_once_and_node_check_passes(
 
 def test_script_keeps_an_existing_config_and_adds_the_import(tmp_path: Path, script: Path) -> None:
     """containerd 2.x with a version 2 config.toml: the import is added and the drop-in is the version 2
-    one (2.x refuses a drop-in whose version is higher than config.toml's)."""
+    one (a version 3 one would make 2.0-2.2 ignore the host's version 2 settings, and stop 2.3.0-2.3.4)."""
     root, env, _ = host(tmp_path)
     config = root / "etc/containerd/config.toml"
     config.parent.mkdir(parents=True)
@@ -137,6 +140,99 @@ def test_script_keeps_an_existing_config_and_adds_the_import(tmp_path: Path, scr
     assert run(script, env).returncode == 0
     assert config.read_text() == onprem.IMPORTS_LINE + "\n" + original
     assert (root / onprem.CONTAINERD_DROPIN.lstrip("/")).read_text() == onprem.containerd_dropin(2)
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "containerd"
+
+
+def version_line(release: str) -> str:
+    return (
+        f"containerd github.com/containerd/containerd/v2 v{release} 0123456789abcdef0123456789abcdef01234567"
+    )
+
+
+@pytest.mark.parametrize(
+    ("shape", "release", "version"),
+    [
+        ("v2-hand-written", "2.1.4", 2),
+        ("v2-config-default", "2.3.4", 2),
+        ("v3-config-default", "2.1.4", 3),
+        ("v4-config-default", "2.4.2", 4),
+        ("v4-untouched", "2.4.2", 4),
+        ("v4-untouched", "2.3.4", 4),
+    ],
+)
+def test_script_writes_the_drop_in_at_config_tomls_version(
+    tmp_path: Path, script: Path, shape: str, release: str, version: int
+) -> None:
+    """Each host shape of tests/fixtures/containerd (config.toml already importing conf.d, as containerd
+    2.4's own default config does): config.toml is left as it is, the drop-in is the rendered one at its
+    version, containerd restarts once, and node-check, told the release, passes."""
+    root, env, log = host(tmp_path, containerd=version_line(release))
+    config = root / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    original = (FIXTURES / shape / "config.toml").read_text()
+    config.write_text(original)
+    result = run(script, env)
+    assert result.returncode == 0, result.stderr
+    assert config.read_text() == original
+    assert (root / onprem.CONTAINERD_DROPIN.lstrip("/")).read_text() == onprem.containerd_dropin(version)
+    assert log.read_text() == "restart containerd\n"
+    check = nodecheck.check_containerd(root, version=nodecheck.containerd_version(root, release))
+    assert check.status == PASS, check.detail
+
+
+def test_script_takes_over_the_empty_imports_of_config_default(tmp_path: Path, script: Path) -> None:
+    """`containerd config default` of 1.x, 2.0 and 2.1 writes `imports = []`: the script puts its imports
+    there instead of stopping at a second imports line."""
+    root, env, _ = host(tmp_path)
+    config = root / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('version = 2\nimports = []\noom_score = 0\n\n[plugins."io.containerd.grpc.v1.cri"]\n')
+    result = run(script, env)
+    assert result.returncode == 0, result.stderr
+    assert config.read_text() == (
+        f'version = 2\n{onprem.IMPORTS_LINE}\noom_score = 0\n\n[plugins."io.containerd.grpc.v1.cri"]\n'
+    )
+    assert tomllib.loads(config.read_text())["imports"] == ["/etc/containerd/conf.d/*.toml"]
+
+
+@pytest.mark.parametrize(("release", "version"), [("2.1.4", 3), ("2.4.2", 4)])
+def test_script_writes_a_fresh_config_at_the_releases_own_version(
+    tmp_path: Path, script: Path, release: str, version: int
+) -> None:
+    """No config.toml: the version `containerd config default` of that release writes (3 before 2.3, 4
+    from 2.3), and the drop-in at the same version."""
+    root, env, _ = host(tmp_path, containerd=version_line(release))
+    assert run(script, env).returncode == 0
+    config = (root / "etc/containerd/config.toml").read_text()
+    assert config == f"version = {version}\n{onprem.IMPORTS_LINE}\n"
+    assert (root / onprem.CONTAINERD_DROPIN.lstrip("/")).read_text() == onprem.containerd_dropin(version)
+
+
+def test_script_refuses_a_version_4_config_under_containerd_2_1(tmp_path: Path, script: Path) -> None:
+    """containerd 2.0-2.2 do not read config version 4 (2.1.4: "expected containerd config version equal to
+    or less than `3`, got `4`"): the script says so and changes nothing."""
+    root, env, log = host(tmp_path, containerd=version_line("2.1.4"))
+    config = root / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text((FIXTURES / "v4-untouched" / "config.toml").read_text())
+    result = run(script, env)
+    assert result.returncode == 1
+    assert "config version 4, which containerd 2.1 does not read (2.3 and later do)" in result.stderr
+    assert not (root / onprem.CONTAINERD_DROPIN.lstrip("/")).exists() and not log.exists()
+
+
+def test_config_version_is_the_top_level_key(tmp_path: Path, script: Path) -> None:
+    """A `version` key inside a table is not the file's version: a file with none is version 1, which
+    the script does not configure on containerd 2.x."""
+    root, env, _ = host(tmp_path)
+    config = root / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('disabled_plugins = ["cri"]\n\n[plugins.x]\n  version = 3\n')
+    result = run(script, env)
+    assert result.returncode == 1
+    assert "config version 1: containerd 2.x with kgpu needs version = 2, 3 or 4" in result.stderr
 
 
 def test_script_refuses_an_imports_line_it_cannot_extend(tmp_path: Path, script: Path) -> None:
@@ -277,7 +373,7 @@ def test_script_on_containerd_1_keeps_the_hosts_cri_settings(tmp_path: Path, scr
     version = debian_containerd()
     check = nodecheck.check_containerd(root, version=version)
     assert check.status == PASS, check.detail
-    assert f"containerd 1.x ({version.source})" in check.detail
+    assert f"read as containerd 1.6.20 ({version.source})" in check.detail
     (root / "var/lib/kubelet").mkdir(parents=True)
     (root / "var/lib/kubelet/config.yaml").write_text("cgroupDriver: systemd\n")
     assert nodecheck.check_cgroup(root, version=version).status == PASS
@@ -312,7 +408,7 @@ def test_nvidia_only_drop_in_wipes_cri_settings_on_containerd_1(tmp_path: Path) 
     assert two.status == PASS, two.detail
     unknown = nodecheck.check_containerd(root, version=nodecheck.containerd_version(root))
     assert unknown.status == WARN
-    assert "correct for containerd 2.x but not 1.x" in unknown.detail
+    assert "correct for containerd 2.x but not containerd 1.x" in unknown.detail
 
 
 def test_version_3_drop_in_does_nothing_on_containerd_1(tmp_path: Path) -> None:

@@ -6,36 +6,38 @@ passing the fix, taken from seed 002's instructions. Only ``fail`` makes the com
 device-plugin socket (the plugin is deployed after the node is prepared) and persistence mode off are
 warnings.
 
-containerd's configuration is read as the installed containerd reads it (:func:`load_containerd`): 1.x
-replaces a plugin's whole section with an imported file's, 2.x merges them, so the same files can be right
-for one and wipe the host's CRI settings on the other. Which containerd runs comes from
-:func:`containerd_version`; the only command node-check ever runs is ``containerd --version``, and only on
-the host itself (root ``/``), never a binary under a mounted root.
+containerd's configuration is read as the installed containerd reads it
+(:mod:`kgpu.exporter.containerd_config`): 1.x replaces a plugin's whole section with an imported file's; 2.0-2.2
+merge the files as written and migrate version 2 settings only when the last file that sets a version says
+2; 2.3 migrates each file first, and 2.3.0-2.3.4 refuse a drop-in whose version is higher than
+config.toml's. The same files can be right for one release and drop the host's CRI settings, or stop
+containerd, on another. Which containerd runs comes from :func:`containerd_version`, down to the patch
+release where it is known; where it is not, every reading it allows is made and a verdict that differs
+between them is a warning naming the releases. The only command node-check ever runs is
+``containerd --version``, and only on the host itself (root ``/``), never a binary under a mounted root.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import shutil
 import subprocess
-import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from kgpu.errors import InputError, quote
+from kgpu.exporter import containerd_config as cc
+from kgpu.exporter.containerd_config import Malformed, Reading
 from kgpu.exporter.nvml import Nvml, NvmlUnavailable, as_text
-from kgpu.model.safeyaml import MAX_BYTES, load_json, read_limited
+from kgpu.model.safeyaml import MAX_BYTES, load_json
 from kgpu.render import onprem
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 MIN_DRIVER = (384, 81)  # k8s-device-plugin's stated minimum ("NVIDIA drivers ~= 384.81")
 RUNTIME_BINARY = "nvidia-container-runtime"
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
-CRI_V2 = "io.containerd.grpc.v1.cri"  # config version 2: the CRI plugin (containerd 1.x; 2.x migrates it)
-CRI_V3 = "io.containerd.cri.v1.runtime"  # config version 3: the CRI runtime plugin (containerd 2.x)
 BIN_DIRS = ("usr/bin", "usr/local/bin", "usr/sbin", "bin", "usr/local/nvidia/toolkit")
 
 FIX_DRIVER = """Install the NVIDIA driver for this GPU and load it (nvidia-smi must list the GPUs), e.g.
@@ -48,16 +50,25 @@ FIX_TOOLKIT = """Install nvidia-container-toolkit (>= 1.7.0):
   yum-config-manager --enable nvidia-container-toolkit-experimental
   yum install -y nvidia-container-toolkit"""
 
-FIX_CONTAINERD = (
-    f"""containerd 2.x: write {onprem.CONTAINERD_DROPIN} exactly as `kgpu render --target onprem` renders it
-(its bootstrap-gpu-host.sh does every step of this, idempotently):
+
+def fix_containerd(config_version: int = 3) -> str:
+    """How to make nvidia containerd's default runtime, with the drop-in for a config.toml at
+    ``config_version`` (2, 3 or 4; the version 3 one for anything else)."""
+    version = config_version if config_version in (2, 3, 4) else 3
+    dropin = "".join(
+        f"  {line}\n" if line else "\n" for line in onprem.containerd_dropin(version).splitlines()
+    )
+    return (
+        f"""containerd 2.x: write {onprem.CONTAINERD_DROPIN} at the version of /etc/containerd/config.toml
+(version {version} here) exactly as `kgpu render --target onprem` renders it (its bootstrap-gpu-host.sh
+does every step of this, idempotently):
 """
-    + "".join(f"  {line}\n" if line else "\n" for line in onprem.containerd_dropin().splitlines())
-    + f"""and import it from /etc/containerd/config.toml (top level, before any table):
+        + dropin
+        + f"""and import it from /etc/containerd/config.toml (top level, before any table):
   {onprem.IMPORTS_LINE}
-(a config.toml that says version = 2 needs the same drop-in in version 2 terms, version = 2 and
- [plugins."io.containerd.grpc.v1.cri".containerd...]: containerd 2.x refuses a drop-in whose version is
- higher than config.toml's.)
+(A drop-in at config.toml's own version is read right by every containerd 2.x. Under a version 2
+ config.toml a version 3 drop-in makes containerd 2.0-2.2 ignore the host's version 2 CRI settings (sandbox
+ image, registry config_path, runc SystemdCgroup) without a word, and containerd 2.3.0-2.3.4 refuse to start.)
 containerd 1.x replaces a whole plugin section on import, so a drop-in with only the nvidia runtime wipes
 the host's CRI settings (sandbox image, registry config_path, runc options): run the rendered
 bootstrap-gpu-host.sh (it writes the whole CRI section from `containerd config dump`, nvidia added), or
@@ -65,7 +76,10 @@ edit config.toml in place with
   nvidia-ctk runtime configure --runtime=containerd --set-as-default
 Then:
   systemctl restart containerd"""
-)
+    )
+
+
+FIX_CONTAINERD = fix_containerd(3)
 
 FIX_CGROUP = """Make the nvidia runtime use the kubelet's cgroup driver: in the [...runtimes.nvidia.options] table
   SystemdCgroup = true     # kubelet cgroupDriver: systemd (kubeadm's default)
@@ -194,244 +208,57 @@ def check_toolkit(root: Path) -> Check:
     return Check("nvidia-container-toolkit", PASS, f"{shown}")
 
 
-class Malformed(Exception):
-    """A runtime config file that cannot be read or does not have the expected shape."""
-
-
-def _read(root: Path, path: str) -> str:
-    """A config file as text; unreadable, not UTF-8 or too large is Malformed, never an exception."""
-    full = _under(root, path)
-    try:
-        with open(full, "rb") as fh:
-            data = read_limited(fh)
-    except OSError as exc:
-        raise Malformed(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_BYTES:
-        raise Malformed(f"{path}: larger than {MAX_BYTES // 2**20} MiB")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Malformed(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-
-
-def _toml(root: Path, path: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(_read(root, path))
-    except tomllib.TOMLDecodeError as exc:
-        raise Malformed(f"{path} is not valid TOML: {exc}") from None
-    except RecursionError:
-        raise Malformed(f"{path} is not valid TOML: nested too deep") from None
-
-
-def _table(value: Any, what: str) -> dict[str, Any]:
-    """A TOML table / JSON object, or Malformed naming the key; a missing one is empty."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise Malformed(f"{what} must be a table, got {type(value).__name__} {quote(value)}")
-    return value
-
-
-def _merge_2x(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """containerd 2.x's import merge (mergo with override, containerd#9982): tables merge key by key at
-    every depth, lists gain the items they lack, other values are replaced."""
-    out = dict(base)
-    for key, value in extra.items():
-        old = out.get(key)
-        if isinstance(value, dict) and isinstance(old, dict):
-            out[key] = _merge_2x(old, value)
-        elif isinstance(value, list) and isinstance(old, list):
-            out[key] = old + [v for v in value if v not in old]
-        else:
-            out[key] = value
-    return out
-
-
-def _leaves(table: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    out: dict[tuple[str, ...], Any] = {}
-    for key, value in table.items():
-        if isinstance(value, dict):
-            out.update(_leaves(value, (*prefix, key)))
-        else:
-            out[(*prefix, key)] = value
-    return out
-
-
-def _merge_1x(base: dict[str, Any], extra: dict[str, Any], lost: list[str]) -> dict[str, Any]:
-    """containerd 1.x's import merge: as 2.x outside ``plugins``, but each plugin's section in the imported
-    file replaces the earlier one whole (``to.Plugins[k] = v`` in services/server/config/config.go up to
-    1.7; containerd#5837). Settings of an earlier section that the new one does not have go to ``lost``."""
-    out = _merge_2x(
-        {k: v for k, v in base.items() if k != "plugins"}, {k: v for k, v in extra.items() if k != "plugins"}
-    )
-    plugins = base.get("plugins")
-    new = extra.get("plugins")
-    if isinstance(plugins, dict) and isinstance(new, dict):
-        merged = dict(plugins)
-        for plugin_id, section in new.items():
-            old = merged.get(plugin_id)
-            if isinstance(old, dict) and isinstance(section, dict):
-                kept = _leaves(section)
-                for path, value in _leaves(old).items():
-                    if path not in kept:
-                        lost.append(f'plugins."{plugin_id}".{".".join(path)} = {quote(value)}')
-            merged[plugin_id] = section
-        out["plugins"] = merged
-    elif "plugins" in extra or "plugins" in base:
-        out["plugins"] = new if "plugins" in extra else plugins
-    return out
-
-
-def _version(config: dict[str, Any], path: str) -> int:
-    """A config's ``version``; containerd reads a file without one as version 1."""
-    raw = config.get("version", 1)
-    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= 100:
-        raise Malformed(f"{path}: version must be 1, 2 or 3, got {quote(raw)}")
-    return raw
-
-
-def _migrate_to_v3(config: dict[str, Any]) -> dict[str, Any]:
-    """The part of containerd 2.x's version 2 -> 3 migration that the checks read: the CRI plugin's
-    ``containerd`` table (default runtime, runtimes) moves to ``io.containerd.cri.v1.runtime``
-    (containerd v2.0 docs/PLUGINS.md and docs/cri/config.md)."""
-    plugins = config.get("plugins")
-    if not isinstance(plugins, dict):
-        return config
-    cri = plugins.get(CRI_V2)
-    if not isinstance(cri, dict) or not isinstance(cri.get("containerd"), dict):
-        return config
-    found = plugins.get(CRI_V3)
-    runtime: dict[str, Any] = dict(found) if isinstance(found, dict) else {}
-    ctrd = runtime.get("containerd")
-    runtime["containerd"] = _merge_2x(ctrd if isinstance(ctrd, dict) else {}, cri["containerd"])
-    rest = {k: v for k, v in cri.items() if k != "containerd"}
-    return {**config, "plugins": {**plugins, CRI_V2: rest, CRI_V3: runtime}}
-
-
-@dataclass
-class Loaded:
-    """config.toml with its imports, read as one containerd major version reads them."""
-
-    config: dict[str, Any]
-    major: int
-    files: list[str] = field(default_factory=list)
-    lost: list[str] = field(default_factory=list)  # 1.x: settings an import's section replaced away
-    replaced_by: str = ""  # 1.x: the import that replaced them
-    ignored: list[str] = field(default_factory=list)  # 1.x: version 3 files (1.x has no such plugins)
-
-
-def load_containerd(root: Path, path: str = "/etc/containerd/config.toml", major: int = 2) -> Loaded:
-    """config.toml and its ``imports`` (recursively, each file once, in containerd's order: the file, then
-    what it imports, globs sorted), paths taken under root, merged as containerd ``major`` merges them.
-
-    Raises Malformed for a file that cannot be read or parsed, ``imports`` that are not a list of paths, or
-    (2.x) a drop-in whose version is higher than config.toml's, which containerd 2.x refuses to start with."""
-    pending = [path]
-    seen: set[str] = set()
-    loaded = Loaded({}, major)
-    root_version = 0
-    while pending:
-        current, pending = pending[0], pending[1:]
-        if current in seen:
-            continue
-        seen.add(current)
-        config = _toml(root, current)
-        version = _version(config, current)
-        root_version = root_version or version
-        if major >= 2:
-            if version > root_version:
-                raise Malformed(
-                    f"{current}: drop-in config version {version} higher than root config version "
-                    f"{root_version} (containerd 2.x does not start)"
-                )
-            if version < 3:
-                config = _migrate_to_v3(config)
-            loaded.config = _merge_2x(loaded.config, config)
-        else:
-            if version >= 3:
-                loaded.ignored.append(current)
-            lost: list[str] = []
-            loaded.config = _merge_1x(loaded.config, config, lost)
-            if lost:
-                loaded.lost += lost
-                loaded.replaced_by = current
-        loaded.files.append(current)
-        imports = config.get("imports") or []
-        if not isinstance(imports, list) or not all(isinstance(p, str) for p in imports):
-            raise Malformed(f"{current}: imports must be a list of paths, got {quote(imports)}")
-        for pattern in imports:
-            full = pattern if os.path.isabs(pattern) else os.path.join(os.path.dirname(current), pattern)
-            for match in sorted(glob.glob(glob.escape(str(root)) + "/" + full.lstrip("/"))):
-                shown = "/" + os.path.relpath(match, root)
-                if not os.path.isfile(match):
-                    raise Malformed(
-                        f"{current}: imports {quote(pattern)} matches {shown}, which is not a file"
-                    )
-                pending.append(shown)
-    return loaded
-
-
-def load_containerd_config(
-    root: Path, path: str = "/etc/containerd/config.toml", major: int = 2
-) -> dict[str, Any]:
-    """The merged configuration of :func:`load_containerd`."""
-    return load_containerd(root, path, major).config
-
-
-def containerd_runtime(
-    config: dict[str, Any], major: int = 2
-) -> tuple[str | None, dict[str, Any] | None, str]:
-    """(default_runtime_name, runtimes.nvidia, plugin id) of the merged config; Malformed for a config
-    whose keys have the wrong types. containerd 1.x only has the version 2 CRI plugin."""
-    plugins = _table(config.get("plugins"), "plugins")
-    ids = [CRI_V3, CRI_V2] if major >= 2 else [CRI_V2]
-    for plugin_id in ids:
-        cri = plugins.get(plugin_id)
-        if not isinstance(cri, dict) or (plugin_id == CRI_V2 and major >= 2 and "containerd" not in cri):
-            continue
-        ctrd = _table(cri.get("containerd"), f'plugins."{plugin_id}".containerd')
-        runtimes = _table(ctrd.get("runtimes"), f'plugins."{plugin_id}".containerd.runtimes')
-        nvidia = runtimes.get("nvidia")
-        if nvidia is not None:
-            nvidia = _table(nvidia, "runtimes.nvidia")
-            _table(nvidia.get("options"), "runtimes.nvidia.options")
-        default = ctrd.get("default_runtime_name")
-        if default is not None and not isinstance(default, str):
-            raise Malformed(f"default_runtime_name must be a string, got {quote(default)}")
-        return default, nvidia, plugin_id
-    return None, None, ids[0]
-
-
 # --- containerd's version -----------------------------------------------------------------------------
 
-_VERSION_LINE = re.compile(r"^containerd\s+\S+\s+v?(\d+)\.(\d+)\S*")
+_VERSION_LINE = re.compile(r"^containerd\s+\S+\s+(v?\d+\.\d+\S*)")
+_RELEASE = re.compile(r"^(?:\d+:)?v?(\d+)(?:\.(\d+))?(?:\.(\d+))?")  # an optional Debian epoch
 _SCAN_LIMIT = 512 * 2**20  # bytes of a containerd binary read to find its module path
 
 
 @dataclass(frozen=True)
 class ContainerdVersion:
-    """The major version of the host's containerd (None: not found) and where it was found."""
+    """The host's containerd release as far as it is known (None: not found) and where it was found."""
 
     major: int | None
     source: str
+    minor: int | None = None
+    patch: int | None = None
+
+    def text(self) -> str:
+        parts = [p for p in (self.major, self.minor, self.patch) if p is not None]
+        return ".".join(map(str, parts)) + (".x" if len(parts) == 1 else "")
 
     def describe(self) -> str:
-        return f"containerd {self.major}.x ({self.source})" if self.major else "containerd version unknown"
+        return f"containerd {self.text()} ({self.source})" if self.major else "containerd version unknown"
+
+    def readings(self, config_version: int = 0) -> list[Reading]:
+        return cc.readings(self.major, self.minor, self.patch, config_version)
+
+
+def parse_release(version: str, source: str) -> ContainerdVersion:
+    """A ContainerdVersion from a release string: ``2.1.4``, ``v2.1.4``, ``2.1``, Debian's
+    ``1.6.20~ds1-1+deb12u3`` or ``1:2.1.3-1``, ``2.1.4+unknown`` (a build without release flags)."""
+    match = _RELEASE.match(version.strip())
+    if not match:
+        return ContainerdVersion(None, source)
+    major, minor, patch = (int(g) if g is not None else None for g in match.groups())
+    return ContainerdVersion(major, source, minor, patch if minor is not None else None)
 
 
 def parse_containerd_version(text: str) -> str | None:
     """``major.minor`` from ``containerd --version``'s first line (Debian's ``containerd
     github.com/containerd/containerd 1.6.20~ds1 ...``, Docker's ``containerd containerd.io 1.7.27 ...``,
     2.x's ``containerd github.com/containerd/containerd/v2 v2.1.4 ...``)."""
+    release = _release_of(text)
+    if release is None:
+        return None
+    parsed = parse_release(release, "")
+    return f"{parsed.major}.{parsed.minor}" if parsed.minor is not None else None
+
+
+def _release_of(text: str) -> str | None:
     match = _VERSION_LINE.match(text.strip().splitlines()[0] if text.strip() else "")
-    return f"{match[1]}.{match[2]}" if match else None
-
-
-def _major(version: str) -> int | None:
-    head = version.strip().lstrip("v").split(".", 1)[0]
-    if ":" in head:  # a Debian epoch
-        head = head.split(":", 1)[1]
-    return int(head) if head.isdigit() else None
+    return match[1] if match else None
 
 
 def _from_dpkg(root: Path) -> str | None:
@@ -487,11 +314,12 @@ def _from_binary(root: Path) -> int | None:
 
 
 def containerd_version(root: Path, override: str | None = None) -> ContainerdVersion:
-    """Which containerd the host runs, because 1.x and 2.x read imported files differently: the override
+    """Which containerd the host runs, because its releases read imported files differently: the override
     (``--containerd-version``); on the host itself (root ``/``) ``containerd --version``; dpkg's status
-    file; the module path inside the containerd binary; a config.toml at version 3, which only 2.x reads."""
+    file; the module path inside the containerd binary (major only); a config.toml at version 3 (2.x) or 4
+    (2.3 and later)."""
     if override:
-        return ContainerdVersion(_major(override), "--containerd-version")
+        return parse_release(override, "--containerd-version")
     if str(root) == "/":
         binary = shutil.which("containerd")
         if binary:
@@ -501,27 +329,39 @@ def containerd_version(root: Path, override: str | None = None) -> ContainerdVer
                 ).stdout
             except (OSError, subprocess.SubprocessError):
                 out = ""
-            version = parse_containerd_version(out)
-            if version:
-                return ContainerdVersion(_major(version), f"{version}, containerd --version")
+            release = _release_of(out)
+            if release and parse_release(release, "").minor is not None:
+                return parse_release(release, f"{release}, containerd --version")
     package = _from_dpkg(root)
-    if package and _major(package):
-        return ContainerdVersion(_major(package), f"{package}, dpkg")
+    if package and parse_release(package, "").major:
+        return parse_release(package, f"{package}, dpkg")
     major = _from_binary(root)
     if major:
         return ContainerdVersion(major, "the containerd binary's module path")
     try:
-        if _version(_toml(root, CONTAINERD_CONFIG), CONTAINERD_CONFIG) >= 3:
-            return ContainerdVersion(2, f"{CONTAINERD_CONFIG} is config version 3")
+        version = cc.config_version(root, CONTAINERD_CONFIG)
     except Malformed:
-        pass
+        version = 0
+    if version >= 3:
+        return ContainerdVersion(2, f"{CONTAINERD_CONFIG} is config version {version}")
     return ContainerdVersion(None, "")
 
 
-def _runtime_problems(root: Path, path: str, major: int) -> tuple[list[str], str]:
-    """What is wrong with the nvidia runtime as containerd ``major`` reads the files, and its binary."""
-    loaded = load_containerd(root, path, major)
-    default, nvidia, plugin_id = containerd_runtime(loaded.config, major)
+_FIRST = (".sandbox_image = ", ".registry.", ".SystemdCgroup = ", ".default_runtime_name = ", ".runtimes.")
+
+
+def _shown(settings: list[str]) -> str:
+    """Five settings, the ones a GPU node most depends on first (a full config dump has dozens)."""
+    ranked = sorted(settings, key=lambda s: next((i for i, k in enumerate(_FIRST) if k in s), len(_FIRST)))
+    return "; ".join(ranked[:5]) + (f"; and {len(ranked) - 5} more" if len(ranked) > 5 else "")
+
+
+def _runtime_problems(root: Path, path: str, reading: Reading) -> tuple[list[str], str]:
+    """What is wrong with the nvidia runtime as ``reading`` loads the files, and its binary."""
+    loaded = cc.load(root, path, reading)
+    if loaded.refused:
+        return [f"{reading.label} does not start: {loaded.refused}"], ""
+    default, nvidia, plugin_id = cc.runtime_config(loaded.config, reading)
     problems = []
     binary = ""
     if nvidia is None:
@@ -541,54 +381,66 @@ def _runtime_problems(root: Path, path: str, major: int) -> tuple[list[str], str
         problems.append("default_runtime_name is unset (containerd's default: 'runc'), not 'nvidia'")
     elif default != "nvidia":
         problems.append(f"default_runtime_name is {quote(default)}, not 'nvidia'")
-    if loaded.ignored:
+    if loaded.ignored and reading.major == 1:
         problems.append(
             f"containerd 1.x does not read config version 3 ({', '.join(loaded.ignored)}): "
             "its io.containerd.cri.v1.* sections do nothing"
         )
-    if loaded.lost:
-        shown = "; ".join(loaded.lost[:5]) + (
-            f"; and {len(loaded.lost) - 5} more" if len(loaded.lost) > 5 else ""
-        )
+    elif loaded.ignored:
         problems.append(
-            f"importing {loaded.replaced_by} replaces whole plugin sections (containerd 1.x), which drops "
-            f"settings of earlier files: {shown}"
+            f"{reading.label} does not read config version {reading.max_version + 1} "
+            f"({', '.join(loaded.ignored)}): it starts only because a later file says version "
+            f"{reading.max_version} or less, and reads every file as that version"
         )
+    if loaded.lost:
+        problems.append(f"{loaded.lost_why}: {_shown(loaded.lost)}")
     return problems, binary
+
+
+def _releases(readings: list[Reading], of: list[Reading]) -> str:
+    """Readings by name; every 2.x reading among the candidates is "containerd 2.x"."""
+    two = [r for r in of if r.major == 2]
+    if len(two) > 1 and all(r in readings for r in two):
+        rest = [r.label for r in readings if r.major != 2]
+        return ", ".join([*rest, "containerd 2.x"])
+    return ", ".join(r.label for r in readings)
 
 
 def check_containerd(
     root: Path, path: str = CONTAINERD_CONFIG, version: ContainerdVersion | None = None
 ) -> Check:
-    """The nvidia runtime as the host's containerd reads config.toml and its imports. With the version
-    unknown both readings are made: the same verdict is given as is; a config that only 2.x reads right is
-    a warning that names what 1.x would lose."""
+    """The nvidia runtime as the host's containerd reads config.toml and its imports. Where the release is
+    not known exactly, every reading it allows is made: one verdict for all is given as is; files that some
+    releases read right and others do not are a warning naming both, and what goes wrong."""
     name = "containerd runtime"
     version = version if version is not None else containerd_version(root)
-    majors = [version.major] if version.major in (1, 2) else [1, 2]
-    results: dict[int, tuple[list[str], str]] = {}
-    for major in majors:
-        try:
-            results[major] = _runtime_problems(root, path, major)
-        except Malformed as exc:
-            return Check(
-                name, FAIL, str(exc) if str(exc).startswith(path) else f"{path}: {exc}", FIX_CONTAINERD
-            )
-    first, binary = results[majors[0]]
-    if len(majors) == 2 and bool(first) != bool(results[2][0]):
-        bad = 1 if first else 2
+    try:
+        config_version = cc.config_version(root, path)
+        candidates = version.readings(config_version)
+        results = {r: _runtime_problems(root, path, r) for r in candidates}
+    except Malformed as exc:
+        detail = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
+        return Check(name, FAIL, detail, FIX_CONTAINERD)
+    fix = fix_containerd(config_version)
+    bad = [r for r in candidates if results[r][0]]
+    good = [r for r in candidates if not results[r][0]]
+    where = f"; read as {version.describe()}" if version.major else ""
+    if bad and good:
+        unknown = (
+            f"{version.describe()} does not say which"
+            if version.major
+            else "containerd's version was not found (no containerd binary or dpkg status under the root)"
+        )
         return Check(
             name,
             WARN,
-            f"{path}: correct for containerd {3 - bad}.x but not {bad}.x ({'; '.join(results[bad][0])}); "
-            "containerd's version was not found (no containerd binary or dpkg status under the root): "
-            "say which with --containerd-version",
-            FIX_CONTAINERD,
+            f"{path}: correct for {_releases(good, candidates)} but not {_releases(bad, candidates)} "
+            f"({'; '.join(results[bad[0]][0])}); {unknown}: say which with --containerd-version",
+            fix,
         )
-    where = f"; read as {version.describe()}" if version.major else ""
-    if first:
-        return Check(name, FAIL, f"{path}: " + "; ".join(first) + where, FIX_CONTAINERD)
-    return Check(name, PASS, f"{path}: default runtime nvidia -> {binary}{where}")
+    if bad:
+        return Check(name, FAIL, f"{path}: " + "; ".join(results[bad[0]][0]) + where, fix)
+    return Check(name, PASS, f"{path}: default runtime nvidia -> {results[good[0]][1]}{where}")
 
 
 def kubelet_cgroup_driver(root: Path) -> str | None:
@@ -610,14 +462,20 @@ def kubelet_cgroup_driver(root: Path) -> str | None:
 def check_cgroup(
     root: Path, path: str = CONTAINERD_CONFIG, version: ContainerdVersion | None = None
 ) -> Check:
-    """The nvidia runtime's SystemdCgroup against the kubelet's cgroup driver."""
+    """The nvidia runtime's SystemdCgroup against the kubelet's cgroup driver, as the first reading the
+    host's containerd may make loads the files."""
     name = "containerd cgroup driver"
     version = version if version is not None else containerd_version(root)
-    major = version.major if version.major in (1, 2) else 1
     try:
-        _, nvidia, _ = containerd_runtime(load_containerd_config(root, path, major), major)
+        reading = version.readings(cc.config_version(root, path))[0]
+        loaded = cc.load(root, path, reading)
+        _, nvidia, _ = cc.runtime_config(loaded.config, reading)
     except Malformed:
         return Check(name, WARN, f"{path}: cannot be read (see containerd runtime)", FIX_CGROUP)
+    if loaded.refused:
+        return Check(
+            name, WARN, f"{path}: {reading.label} does not start (see containerd runtime)", FIX_CGROUP
+        )
     if nvidia is None:
         return Check(name, WARN, f"{path}: no nvidia runtime to check", FIX_CGROUP)
     raw = (nvidia.get("options") or {}).get("SystemdCgroup")
@@ -655,11 +513,11 @@ def check_docker(root: Path, path: str = "/etc/docker/daemon.json") -> Check:
     name = "docker runtime"
     try:
         try:
-            config = load_json(_read(root, path), path)
+            config = load_json(cc.read_text(root, path), path)
         except InputError as exc:
             raise Malformed(exc.line()) from None
-        config = _table(config, "the file") if config is not None else {}
-        runtime = _table(config.get("runtimes"), '"runtimes"').get("nvidia")
+        config = cc.table(config, "the file") if config is not None else {}
+        runtime = cc.table(config.get("runtimes"), '"runtimes"').get("nvidia")
     except Malformed as exc:
         detail = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
         return Check(name, FAIL, detail.replace("must be a table", "must be an object"), FIX_DOCKER)
@@ -738,3 +596,8 @@ def run_checks(
 
 def failed(checks: list[Check]) -> bool:
     return any(c.status == FAIL for c in checks)
+
+
+def load_containerd_config(root: Path, path: str = CONTAINERD_CONFIG, major: int = 2) -> dict[str, Any]:
+    """config.toml with its imports as containerd ``major`` (1.x, or 2.3.5 and later) loads them."""
+    return cc.load(root, path, cc.READ_1X if major == 1 else cc.READ_235).config

@@ -3,15 +3,26 @@
 Output is host configuration, not cluster objects, so it is rendered twice from one source: as
 :func:`host_files` (path -> content, written by ``kgpu render --output-dir DIR`` under ``onprem-files/``) and as a
 ConfigMap holding the same files, which validates like every other document and can be mounted by a node
-set-up DaemonSet. containerd reads imported files differently by major version, so the containerd file is
-per version: containerd 2.x merges an import's plugin tables into the main config (containerd#9982), and
-the drop-in ``/etc/containerd/conf.d/99-nvidia.toml`` carries only the nvidia runtime, in config version 3
-(or 2, for a 2.x host whose config.toml still says version 2); containerd 1.x replaces a plugin's whole
-section on import (containerd#5837), so a drop-in with only the nvidia runtime wipes the host's own CRI
-settings. On 1.x the bootstrap script writes the whole CRI section instead, taken from the host's own
-``containerd config dump`` with nvidia added: what ``nvidia-ctk runtime configure`` does by editing the
-main file. ``SystemdCgroup = true`` matches kubelet's default systemd cgroup driver: a runtime that
-disagrees with kubelet restarts pods at random (on 1.x the nvidia runtime takes runc's setting).
+set-up DaemonSet. containerd reads imported files differently by release, so the containerd file is per
+release and per ``config.toml`` version (the releases' readings are in :mod:`kgpu.exporter.containerd_config`,
+measured with ``containerd config dump`` of containerd 2.1.4, 2.3.4 and 2.4.2):
+
+- containerd 2.x merges an import's plugin tables into the main config (containerd#9982), so the drop-in
+  ``/etc/containerd/conf.d/99-nvidia.toml`` carries only the nvidia runtime, at ``config.toml``'s own
+  version (2, 3 or 4): containerd 2.0-2.2 take the merged version from the last file and migrate version 2
+  settings only when it is 2, so a version 3 drop-in under a version 2 ``config.toml`` silently drops the
+  host's sandbox image, registry ``config_path`` and runc ``SystemdCgroup``; 2.3.0-2.3.4 refuse to start
+  with a drop-in whose version is higher than ``config.toml``'s; 2.3.5 and later read any. A drop-in at the
+  same version is read right by all of them. The rendered static file is the version 3 one (containerd 2.x's
+  own ``config.toml`` version up to 2.2; 2.3 and later migrate it under a version 4 one); the bootstrap
+  script writes the one for the ``config.toml`` it finds.
+- containerd 1.x replaces a plugin's whole section on import (containerd#5837), so a drop-in with only the
+  nvidia runtime wipes the host's own CRI settings. On 1.x the bootstrap script writes the whole CRI section
+  instead, taken from the host's own ``containerd config dump`` with nvidia added: what ``nvidia-ctk runtime
+  configure`` does by editing the main file.
+
+``SystemdCgroup = true`` matches kubelet's default systemd cgroup driver: a runtime that disagrees with
+kubelet restarts pods at random (on 1.x the nvidia runtime takes runc's setting).
 
 The host set-up seed 002 does by hand is rendered too: ``bootstrap-gpu-host.sh`` installs the NVIDIA driver
 and the NVIDIA container toolkit (Ubuntu/Debian with apt, RHEL-family with dnf, or with yum where there is no dnf
@@ -49,29 +60,38 @@ _NVIDIA_RUNTIME = """[{table}.containerd]
 """
 
 CRI_V2 = '"io.containerd.grpc.v1.cri"'  # the CRI plugin in config version 2 (containerd 1.x; 2.x migrates it)
-CRI_V3 = "'io.containerd.cri.v1.runtime'"  # config version 3: the CRI runtime half (containerd 2.x)
+CRI_V3 = "'io.containerd.cri.v1.runtime'"  # config versions 3 and 4: the CRI runtime half (containerd 2.x)
 
 
 def containerd_dropin(version: int = 3) -> str:
-    """The drop-in for containerd 2.x, exactly as written on hosts (and expected by ``kgpu node-check``).
+    """The drop-in for containerd 2.x under a ``config.toml`` at config ``version``, exactly as written on
+    hosts (and expected by ``kgpu node-check``).
 
     containerd 2.x merges an imported file's plugin tables into the main config's (containerd#9982), so the
-    drop-in carries only the nvidia runtime. Config version 3 (the default) names the CRI runtime plugin
-    ``io.containerd.cri.v1.runtime`` (containerd's docs/PLUGINS.md and docs/cri/config.md at v2.0.0);
-    ``version=2`` is the same file in version 2 terms, for 2.x hosts whose config.toml still says
-    ``version = 2``: containerd 2.x refuses a drop-in whose version is higher than the main config's
-    ("drop-in config version 3 higher than root config version 2") and migrates lower ones per file.
+    drop-in carries only the nvidia runtime. Config versions 3 and 4 name the CRI runtime plugin
+    ``io.containerd.cri.v1.runtime`` (containerd's docs/PLUGINS.md and docs/cri/config.md at v2.0.0; version
+    4 moves only server settings); version 2 names it ``io.containerd.grpc.v1.cri``. The version must be
+    ``config.toml``'s: a higher one makes containerd 2.0-2.2 skip the migration of the host's version 2
+    settings and 2.3.0-2.3.4 refuse to start; a lower one under a version 3 ``config.toml`` is migrated by
+    2.0-2.2 only into keys that file leaves unset.
 
     Not for containerd 1.x: 1.x replaces a whole plugin section on import, so this file would wipe the
     host's own CRI settings; the bootstrap script writes the whole CRI section there instead
     (:func:`bootstrap_script`)."""
-    if version not in (2, 3):
-        raise ValueError(f"containerd config version {version}: 2 or 3")
-    table = f"plugins.{CRI_V3 if version == 3 else CRI_V2}"
+    if version not in (2, 3, 4):
+        raise ValueError(f"containerd config version {version}: 2, 3 or 4")
+    table = f"plugins.{CRI_V2 if version == 2 else CRI_V3}"
+    under = {
+        2: "says version = 2",
+        3: "says version = 3 (or 4: containerd 2.3 and later migrate this file)",
+        4: "says version = 4 (containerd 2.3 and later)",
+    }[version]
     head = (
         f"# {CONTAINERD_DROPIN}: nvidia as containerd 2.x's default runtime (config version {version}).\n"
-        "# containerd 2.x merges it into the main config; /etc/containerd/config.toml must contain:\n"
-        f"#   {IMPORTS_LINE}\n"
+        f"# Only where /etc/containerd/config.toml {under}:\n"
+        "# under a config.toml of another version containerd 2.0-2.2 ignore the host's own CRI settings or\n"
+        "# this file, and 2.3.0-2.3.4 do not start (bootstrap-gpu-host.sh writes the matching one).\n"
+        f"# config.toml must contain: {IMPORTS_LINE}\n"
         "# Apply with: systemctl restart containerd\n"
         f"version = {version}\n\n"
     )
@@ -91,6 +111,7 @@ def bootstrap_script() -> str:
         _BOOTSTRAP.replace("@DRIVER_BRANCH@", DRIVER_BRANCH)
         .replace("@DROPIN_V3@", containerd_dropin(3))
         .replace("@DROPIN_V2@", containerd_dropin(2))
+        .replace("@DROPIN_V4@", containerd_dropin(4))
         .replace("@DROPIN@", CONTAINERD_DROPIN)
         .replace("@IMPORTS@", IMPORTS_LINE)
         .replace("@RUNTIME@", RUNTIME)
@@ -256,17 +277,18 @@ write_if_changed() {
     echo changed
 }
 
-# containerd's major version from `containerd --version`:
+# containerd's release from `containerd --version`, as "major minor" (minor empty when not printed):
 #   containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3     (Debian bookworm)
 #   containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da       (Docker's packages)
 #   containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c0e811ccaba3376
-containerd_major() {
-    containerd --version 2>/dev/null | awk 'NR == 1 { v = $3; sub(/^v/, "", v); split(v, p, "."); if (p[1] ~ /^[0-9]+$/) print p[1] }'
+containerd_release() {
+    containerd --version 2>/dev/null | awk 'NR == 1 { v = $3; sub(/^v/, "", v); split(v, p, "."); sub(/[^0-9].*/, "", p[2]); if (p[1] ~ /^[0-9]+$/) print p[1], p[2] }'
 }
 
-# The `version = N` of a containerd config file (containerd reads a file without one as version 1).
+# The top-level `version = N` of a containerd config file (containerd reads a file without one as
+# version 1); a `version` key inside a table is another setting.
 config_version() {
-    awk -F= '/^[[:space:]]*version[[:space:]]*=/ { v = $2; sub(/#.*/, "", v); gsub(/[[:space:]"]/, "", v); print v; found = 1; exit } END { if (!found) print 1 }' "$1"
+    awk -F= '/^[[:space:]]*\[/ { exit } /^[[:space:]]*version[[:space:]]*=/ { v = $2; sub(/#.*/, "", v); gsub(/[[:space:]"]/, "", v); print v; found = 1; exit } END { if (!found) print 1 }' "$1"
 }
 
 # containerd 1.x replaces a whole plugin section with an imported file's (containerd#5837; merging came
@@ -316,49 +338,85 @@ cri_section_1x() {
         }'
 }
 
-dropin_v3() {
-    cat <<'KGPU_DROPIN'
-@DROPIN_V3@KGPU_DROPIN
-}
-
 dropin_v2() {
     cat <<'KGPU_DROPIN'
 @DROPIN_V2@KGPU_DROPIN
 }
 
+dropin_v3() {
+    cat <<'KGPU_DROPIN'
+@DROPIN_V3@KGPU_DROPIN
+}
+
+dropin_v4() {
+    cat <<'KGPU_DROPIN'
+@DROPIN_V4@KGPU_DROPIN
+}
+
+# containerd 2.x: the drop-in at config.toml's own version. containerd 2.0-2.2 take the merged version from
+# the last file and migrate version 2 settings only when it is 2 (a version 3 drop-in under a version 2
+# config.toml silently drops the host's CRI settings); 2.3.0-2.3.4 refuse to start with a drop-in whose
+# version is higher than config.toml's; 2.3.5 and later read any. The same version suits them all.
+dropin_2x() {
+    local config="$1" minor="$2" version
+    version="$(config_version "${config}")"
+    case "${version}" in
+        2) dropin_v2 ;;
+        3) dropin_v3 ;;
+        4)
+            if [ -n "${minor}" ] && [ "${minor}" -lt 3 ]; then
+                die "${config} is config version 4, which containerd 2.${minor} does not read (2.3 and later do)"
+            fi
+            dropin_v4
+            ;;
+        *) die "${config} is config version ${version}: containerd 2.x with kgpu needs version = 2, 3 or 4 (\`containerd config default\` writes one)" ;;
+    esac
+}
+
 configure_containerd() {
-    local config="${ROOT}/etc/containerd/config.toml" changed="" major version content
-    major="$(containerd_major)"
+    local config="${ROOT}/etc/containerd/config.toml" changed="" major minor release content
+    release="$(containerd_release)"
+    major="${release%% *}"
+    minor="${release#* }"
     case "${major}" in
         1 | 2) ;;
         *) die "cannot tell containerd's version from \`containerd --version\` (containerd 1.x and 2.x are supported)" ;;
     esac
     if [ ! -s "${config}" ]; then
         mkdir -p "$(dirname "${config}")"
-        # containerd 1.x reads config version 2; version 3 is containerd 2.x's own
-        printf 'version = %s\n%s\n' "$([ "${major}" = 1 ] && echo 2 || echo 3)" "${IMPORTS}" > "${config}"
+        # the version `containerd config default` writes: 2 on 1.x, 3 on 2.0-2.2, 4 on 2.3 and later
+        # (3 when the minor version is not known: every 2.x reads it)
+        local fresh=3
+        if [ "${major}" = 1 ]; then
+            fresh=2
+        elif [ -n "${minor}" ] && [ "${minor}" -ge 3 ]; then
+            fresh=4
+        fi
+        printf 'version = %s\n%s\n' "${fresh}" "${IMPORTS}" > "${config}"
         changed=yes
     elif ! grep -qF '/etc/containerd/conf.d/*.toml' "${config}"; then
-        if grep -q '^[[:space:]]*imports[[:space:]]*=' "${config}"; then
-            die "${config} has an imports line without /etc/containerd/conf.d/*.toml: add it, then run again"
-        fi
-        local tmp
+        local tmp empty='^[[:space:]]*imports[[:space:]]*=[[:space:]]*\[[[:space:]]*\][[:space:]]*$'
         tmp="$(mktemp)"
-        { printf '%s\n' "${IMPORTS}"; cat "${config}"; } > "${tmp}"
+        if grep -q "${empty}" "${config}"; then
+            # `containerd config default` (1.x, 2.0 and 2.1) writes `imports = []`: that line becomes ours
+            awk -v line="${IMPORTS}" '!done && /^[[:space:]]*imports[[:space:]]*=[[:space:]]*\[[[:space:]]*\][[:space:]]*$/ { print line; done = 1; next } { print }' "${config}" > "${tmp}"
+        elif grep -q '^[[:space:]]*imports[[:space:]]*=' "${config}"; then
+            rm -f "${tmp}"
+            die "${config} has an imports line without /etc/containerd/conf.d/*.toml: add it, then run again"
+        else
+            { printf '%s\n' "${IMPORTS}"; cat "${config}"; } > "${tmp}"
+        fi
         install -m 0644 "${tmp}" "${config}"
         rm -f "${tmp}"
         changed=yes
     fi
-    version="$(config_version "${config}")"
     if [ "${major}" = 1 ]; then
+        local version
+        version="$(config_version "${config}")"
         [ "${version}" = 2 ] || die "${config} is config version ${version}: containerd 1.x with kgpu needs version = 2"
         content="$(cri_section_1x "${config}")" || die "\`containerd --config ${config} config dump\` failed: fix ${config}, then run again"
-    elif [ "${version}" = 3 ]; then
-        content="$(dropin_v3)"
-    elif [ "${version}" = 2 ]; then
-        content="$(dropin_v2)"  # containerd 2.x refuses a drop-in with a higher version than config.toml
     else
-        die "${config} is config version ${version}: containerd 2.x with kgpu needs version = 2 or 3"
+        content="$(dropin_2x "${config}" "${minor}")" || exit 1
     fi
     if [ -n "$(printf '%s\n' "${content}" | write_if_changed "${ROOT}${DROPIN}")" ]; then
         changed=yes
@@ -418,8 +476,9 @@ def _verify(profile: Profile) -> str:
         "nvidia-smi || echo 'FAIL: NVIDIA driver not loaded'",
         "nvidia-ctk --version || echo 'FAIL: nvidia-container-toolkit not installed'",
         "if command -v containerd >/dev/null; then",
-        '  # expect: default_runtime_name = "nvidia" and BinaryName = "' + RUNTIME + '"',
-        "  containerd config dump | grep -E 'default_runtime_name|BinaryName'",
+        '  # expect: default_runtime_name = "nvidia" and BinaryName = "' + RUNTIME + "\", and the host's own",
+        "  # sandbox image, registry config_path and SystemdCgroup as config.toml sets them",
+        "  containerd config dump | grep -E 'default_runtime_name|BinaryName|SystemdCgroup|sandbox|config_path'",
         "fi",
         "if command -v docker >/dev/null; then",
         "  # expect: nvidia",
