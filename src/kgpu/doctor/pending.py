@@ -432,12 +432,13 @@ class _Existing:
         """A pod with claims: the volume plugins' words too (kgpu.sim.scheduler.plugins.volumebinding), as simulate words them."""
         from kgpu.model.volumes import read
         from kgpu.sim.scheduler.plugins import volumebinding as volumes
+        from kgpu.sim.scheduler.plugins import volumeplace
         from kgpu.sim.scheduler.plugins.defaultpreemption import NOT_HELPFUL
 
         if self.volumes is None:
             bound = [p.model for p in self.state.pods if p.model is not None and p.node_name and not p.terminated]
             self.volumes = volumes.VolumeState(read(list(self.state.objects.storage)), bound)
-        out = volumes.explain(self.volumes, self.sched, model)
+        out = volumeplace.explain(self.volumes, self.sched, model)
         text = out.reason or self.sched.explain_pod(model)
         n = len(self.sched.states)
         assert self.postfilter is not None

@@ -468,10 +468,10 @@ def _volume_state(cluster: Objects, workloads: Objects, bound: Sequence[Pod]) ->
 
 def _place_with_volumes(vol: Any, sched: Scheduler, postfilter: Preemption, pod: Pod,
                         placements: dict[int, Placement], again: bool) -> bool:
-    """A pod with PersistentVolumeClaims (kgpu.sim.scheduler.plugins.volumebinding); True when the provisioners may try it (it fit
+    """A pod with PersistentVolumeClaims (kgpu.sim.scheduler.plugins.volumeplace); True when the provisioners may try it (it fit
     nowhere, but its claims passed PreFilter). Preemption is not tried for it."""
-    from kgpu.sim.scheduler.plugins import volumebinding as vol_mod
-    out = vol_mod.place(vol, sched, pod)
+    from kgpu.sim.scheduler.plugins import volumeplace
+    out = volumeplace.place(vol, sched, pod)
     if out.node is not None:
         placements[id(pod)] = Placement(pod, SCHEDULED, out.node.name, recreated=again)
         return False

@@ -898,11 +898,18 @@ class Scheduler:
         return (ok if ok.any() else None), unschedulable_message(n, counts)
 
     def _place_exact_array(self, pod: Pod, cls: _Class) -> Decision:
-        import numpy as np
-
         ok, message = self._evaluate_array(pod, cls)
         if ok is None:
             return Decision(None, message)
+        st = self._best_array(pod, cls, ok)
+        self.bind(pod, st)
+        return Decision(st, None)
+
+    def _best_array(self, pod: Pod, cls: _Class, ok: Any) -> NodeState:
+        """The best of the nodes where ``ok`` holds (each passes every filter for the pod), from the class's
+        score array: ``_best`` vectorised (the same integer and float operations)."""
+        import numpy as np
+
         n = len(self.states)
         view = cls.scores[:n]
         arrays = self._arrays
@@ -930,8 +937,7 @@ class Scheduler:
             if len(ties) > 1:
                 top = int(ties[arrays.name_rank(self.states)[ties].argmin()])
             st = self.states[top]
-        self.bind(pod, st)
-        return Decision(st, None)
+        return st
 
     def _place_exact(self, pod: Pod, cls: _Class) -> Decision:
         """A pod whose placement depends on where other pods run: every node checked and scored for it."""
@@ -944,10 +950,54 @@ class Scheduler:
         self.bind(pod, best)
         return Decision(best, None)
 
+    def fit_mask(self, pod: Pod) -> Any:
+        """The node-only filters, NodePorts and NodeResourcesFit as a numpy bool per node, from the class's
+        score array; None when the class cannot keep one (host ports, quantities numpy cannot hold)."""
+        if not self.states or self._array_after == sys.maxsize:
+            return None
+        cls = self._classes.get(pod.spec) or self._new_class(pod.spec)
+        if not self._exact_in_array(cls):
+            return None
+        self._refresh_array(cls)
+        return cls.scores[: len(self.states)] >= 0
+
+    def resource_reasons(self, spec: PodSpecInfo, idx: Any) -> Counter[str]:
+        """NodeResourcesFit's reasons over the nodes ``idx`` (a numpy array), counted, for a class
+        ``fit_mask`` gave an array."""
+        assert self._arrays is not None
+        return self._arrays.reasons(self._classes[spec], idx)
+
+    def passing(self, pod: Pod) -> Any:
+        """Every filter the scheduler runs (the node-only ones, NodePorts and NodeResourcesFit, and for a pod
+        on the exact path PodTopologySpread and InterPodAffinity) as a numpy bool per node, from the class's
+        score array; None when the class cannot keep one (``fit_mask``)."""
+        ok = self.fit_mask(pod)
+        if ok is None:
+            return None
+        if ok.any() and self.needs_exact(pod):
+            ok &= self.topology.prepare(pod).codes(self.topology.domain_ids) == 0
+        return ok
+
+    def best_in(self, pod: Pod, ok: Any) -> NodeState:
+        """The best-scored of the nodes where ``ok`` holds (each passes every filter for the pod), after
+        ``passing`` gave the pod's class an array."""
+        cls = self._classes[pod.spec]
+        assert cls.scores is not None
+        return self._best_array(pod, cls, ok)
+
     def best_of(self, pod: Pod, feasible: list[NodeState]) -> NodeState:
         """The best-scored of ``feasible``, nodes that passed every filter for ``pod`` (kgpu.sim.scheduler.plugins.dynamicresources: a pod
-        with resource claims, whose nodes DynamicResources filtered too)."""
-        return self._best(self._class(pod.spec), feasible, pod)
+        with resource claims, whose nodes DynamicResources filtered too; volumebinding: a pod with volumes).
+        From the class's score array when it keeps one (a class can from any turn on: ``_exact_in_array``)."""
+        cls = self._class(pod.spec)
+        if len(feasible) > 1 and self._exact_in_array(cls):
+            import numpy as np
+
+            self._refresh_array(cls)
+            ok = np.zeros(len(self.states), dtype=bool)
+            ok[np.fromiter((st.index for st in feasible), dtype=np.int64, count=len(feasible))] = True
+            return self._best_array(pod, cls, ok)
+        return self._best(cls, feasible, pod)
 
     def feasible_nodes(self, spec: PodSpecInfo) -> Sequence[int]:
         """Indexes of the nodes that pass ``spec``'s node-only filters, in node order. The class is known
@@ -959,6 +1009,12 @@ class Scheduler:
         if group.seen < len(self.states):
             group.catch_up(self.states, self.by_name)
         return group.feasible
+
+    def static_counts(self, spec: PodSpecInfo) -> Counter[str]:
+        """How many nodes each node-only filter rejects for ``spec`` (a copy): the nodes outside
+        ``feasible_nodes``, each under its first failing filter's reason."""
+        self.feasible_nodes(spec)
+        return Counter(self._classes[spec].group.static_counter)
 
     def needs_exact(self, pod: Pod) -> bool:
         """Whether PodTopologySpread or InterPodAffinity can reject the pod somewhere (the exact path)."""

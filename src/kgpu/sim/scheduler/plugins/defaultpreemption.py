@@ -11,7 +11,7 @@ plugins/defaultpreemption/default_preemption.go; behaviour transcribed, not code
    (the pod's own or a running pod's). NodeUnschedulable, NodeName, TaintToleration, NodeAffinity (and
    nodes outside NodeAffinity's PreFilter result), a missing topology label and unmet pod affinity are
    UnschedulableAndUnresolvable;
-3. on each potential node, ``SelectVictimsOnNode``: every pod of lower priority is removed (the topology
+3. on each potential node, ``SelectVictimsOnNode`` (``kgpu.sim.scheduler.plugins.victims``): every pod of lower priority is removed (the topology
    counts too, as the PreFilter extensions' RemovePod); if the pod still does not pass every filter, the
    node's status is the filters' reasons ("Insufficient cpu"), and with no such pod at all it is "No
    preemption victims found for incoming pod". Otherwise the removed pods are put back one at a time, most
@@ -44,8 +44,12 @@ kgpu's differences, all documented in docs/simulate.md:
 Cost: a pod at or below the lowest priority of every pod bound or queued is answered from node counts
 alone; otherwise it looks only at nodes holding a pod of lower priority (kept from the bind log). Its
 class's resolvable nodes are computed once, vectorised, as nodes join; a class that failed keeps its
-message until a node changes. Pods on the scheduler's exact path (topology spread, pod affinity) are
-checked node by node with the victims taken out of the topology counts for the trial.
+message until a node changes. SelectVictimsOnNode (``kgpu.sim.scheduler.plugins.victims``) writes
+nothing: a node's answer is kept per class of pod and node version (for pods on the scheduler's exact
+path, topology spread and pod affinity, also per the few counts their filters read on the node), so the
+next pod of the class redoes only the nodes that changed; the pods below a priority on a node are sorted
+once per node version. The exact path's potential nodes come from the topology filters' codes over every
+node at once.
 """
 
 from __future__ import annotations
@@ -56,23 +60,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgpu.model.objects import HostPort, Pod, PodSpecInfo
+from kgpu.model.objects import Pod, PodSpecInfo
 from kgpu.model.predicates import (
-    ERR_NODE_PORTS,
     ERR_POD_AFFINITY,
     ERR_SPREAD_LABEL,
-    insufficient_resources,
     ports_conflict,
     unschedulable_message,
 )
-from kgpu.sim.scheduler.scheduler import NodeState, Scheduler, dynamic_reasons, fits
+from kgpu.sim.scheduler.plugins.topology import REASONS, PodFilter
+from kgpu.sim.scheduler.plugins.victims import (
+    NO_VICTIMS,
+    Lower,
+    Trial,
+    select_victims,
+    select_victims_exact,
+    start,
+)
+from kgpu.sim.scheduler.scheduler import NodeState, Scheduler, fits
 
-# InterPodAffinity and PodTopologySpread statuses that removing pods cannot resolve
-_UNRESOLVABLE_TOPOLOGY = (ERR_POD_AFFINITY, ERR_SPREAD_LABEL)
+# InterPodAffinity and PodTopologySpread statuses that removing pods cannot resolve, as PodFilter.codes
+_UNRESOLVABLE_CODES = [REASONS.index(ERR_POD_AFFINITY), REASONS.index(ERR_SPREAD_LABEL)]
 
 NEVER = "Never"
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
-NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 # DefaultPreemptionArgs defaults: minCandidateNodesPercentage 10, minCandidateNodesAbsolute 100.
 MIN_CANDIDATE_PERCENTAGE = 10
@@ -90,8 +100,8 @@ def postfilter_words(preemption: str) -> str:
 def filters_part(message: str) -> str:
     """A scheduler message without its PostFilter part (an older scheduler, or one without DRA, may have
     written either or neither of the two statuses)."""
-    for start in (f" {DRA_NO_CLAIMS}, ", " preemption: "):
-        head, sep, _ = message.partition(start)
+    for marker in (f" {DRA_NO_CLAIMS}, ", " preemption: "):
+        head, sep, _ = message.partition(marker)
         if sep:
             return head
     return message
@@ -123,11 +133,6 @@ def num_candidates(potential: int) -> int:
     return min(max(n, MIN_CANDIDATE_ABSOLUTE), potential)
 
 
-def start(pod: Pod) -> float:
-    """GetPodStartTime: status.startTime, else now (later than any given time)."""
-    return math.inf if pod.start_time is None else pod.start_time
-
-
 def rank(c: Candidate) -> tuple[int, int, int, int, float, str]:
     """pickOneNodeForPreemption's criteria in order, smallest best, with the node name as the last one."""
     highest = max(p.priority for p in c.victims)
@@ -143,125 +148,6 @@ def pick_one_node(candidates: Sequence[Candidate]) -> Candidate:
         if c.key is None:
             c.key = rank(c)
     return min(candidates, key=lambda c: c.key or ())
-
-
-class _Fit:
-    """A node's requests, pod count and ports with some pods taken off, for the dry run."""
-
-    __slots__ = ("count", "ports", "requested", "st")
-
-    def __init__(self, st: NodeState) -> None:
-        self.st = st
-        self.requested = dict(st.requested)
-        self.count = st.pod_count
-        self.ports: list[HostPort] = list(st.ports)
-
-    def remove(self, pod: Pod) -> None:
-        req = self.requested
-        for k, v in pod.spec.requests:
-            req[k] = req.get(k, 0) - v
-        self.count -= 1
-        for port in pod.spec.host_ports:
-            self.ports.remove(port)
-
-    def add(self, pod: Pod) -> None:
-        req = self.requested
-        for k, v in pod.spec.requests:
-            req[k] = req.get(k, 0) + v
-        self.count += 1
-        self.ports.extend(pod.spec.host_ports)
-
-    def reasons(self, spec: PodSpecInfo) -> list[str]:
-        """NodePorts then NodeResourcesFit, as ``scheduler.dynamic_reasons`` (the static filters pass)."""
-        if spec.host_ports and ports_conflict(spec.host_ports, self.ports):
-            return [ERR_NODE_PORTS]
-        return insufficient_resources(spec, self.st.node.allocatable, self.requested, self.count)
-
-    def fits(self, spec: PodSpecInfo) -> bool:
-        """``not reasons(spec)``, without building them."""
-        if self.count + 1 > self.st.alloc_pods:
-            return False
-        alloc, req = self.st.node.allocatable, self.requested
-        for k, v in spec.requests:
-            if v > alloc.get(k, 0) - req.get(k, 0):
-                return False
-        return not (spec.host_ports and ports_conflict(spec.host_ports, self.ports))
-
-
-def select_victims(pod: Pod, st: NodeState) -> tuple[list[Pod] | None, list[str]]:
-    """SelectVictimsOnNode: (victims, []) when evicting them lets ``pod`` fit, else (None, the node's
-    status reasons). ``st.pods`` is in bind order."""
-    prio = pod.priority
-    order = {id(p): i for i, p in enumerate(st.pods)}
-    potential = [p for p in st.pods if p.priority < prio]
-    if not potential:
-        return None, [NO_VICTIMS]
-    fit = _Fit(st)
-    for p in potential:
-        fit.remove(p)
-    why = fit.reasons(pod.spec)
-    if why:
-        return None, why
-    # MoreImportantPod: higher priority first, then the earlier start; equal starts by bind order.
-    potential.sort(key=lambda p: (-p.priority, start(p), order[id(p)]))
-    victims = []
-    for p in potential:  # no PodDisruptionBudgets: every pod is non-violating
-        fit.add(p)
-        if not fit.fits(pod.spec):
-            fit.remove(p)
-            victims.append(p)
-    return victims, []
-
-
-def select_victims_exact(pod: Pod, st: NodeState, sched: Scheduler) -> tuple[list[Pod] | None, list[str]]:
-    """``select_victims`` for a pod that PodTopologySpread or InterPodAffinity filter: the pods are taken off
-    the node and out of the topology counts for real while the filters run, and put back after, in their
-    order."""
-    prio = pod.priority
-    potential = [p for p in st.pods if p.priority < prio]
-    if not potential:
-        return None, [NO_VICTIMS]
-    topology = sched.topology
-    saved_pods, saved_ports = list(st.pods), list(st.ports)
-    order = {id(p): i for i, p in enumerate(saved_pods)}
-    off: list[Pod] = []
-
-    def reasons() -> list[str]:
-        why = dynamic_reasons(pod.spec, st)
-        if why:
-            return list(why)
-        topo = topology.prepare(pod).reason(st.node)
-        return [topo] if topo is not None else []
-
-    def take(p: Pod) -> None:
-        st.remove(p)
-        topology.unbound(p, st)
-        off.append(p)
-
-    def put(p: Pod) -> None:
-        st.add(p)
-        topology.bound(p, st)
-        off.remove(p)
-
-    try:
-        for p in potential:
-            take(p)
-        why = reasons()
-        if why:
-            return None, why
-        potential.sort(key=lambda p: (-p.priority, start(p), order[id(p)]))
-        victims = []
-        for p in potential:
-            put(p)
-            if reasons():
-                take(p)
-                victims.append(p)
-        return victims, []
-    finally:
-        for p in list(off):
-            put(p)
-        st.pods[:] = saved_pods
-        st.ports[:] = saved_ports
 
 
 class _Resolvable:
@@ -303,8 +189,11 @@ class Preemption:
         self._plain: dict[tuple[int, int], str] = {}  # (nodes, potential nodes) -> message without victims
         # message(): (pod class, priority, nodes rejected unresolvably) -> (bind-log length, node count, words)
         self._said: dict[tuple[Any, ...], tuple[int, int, str]] = {}
-        # (spec, priority) -> node index -> (node version, candidate or None, status reasons)
-        self._victims: dict[tuple[PodSpecInfo, int], dict[int, tuple[int, Candidate | None, list[str]]]] = {}
+        # node index -> (node version, priority -> the node's pods below it)
+        self._lower: dict[int, tuple[int, dict[int, Lower]]] = {}
+        # (spec, priority), or for the exact path (spec, priority, namespace, labels) -> node index -> (node
+        # version, {the counts read there (None off the exact path): (candidate or None, status reasons)})
+        self._victims: dict[tuple[Any, ...], dict[int, tuple[int, dict[Any, tuple[Candidate | None, list[str]]]]]] = {}
 
     # --- which nodes hold pods of lower priority -------------------------------------------------------
 
@@ -399,20 +288,27 @@ class Preemption:
         found, statuses, _ = self._dry_run(pod)
         return found, statuses
 
-    def _potential_exact(self, pod: Pod) -> set[int]:
+    def _potential_exact(self, pod: Pod) -> tuple[set[int], PodFilter]:
         """The potential nodes of a pod on the scheduler's exact path: the topology filters run after
-        NodeResourcesFit, and only some of their statuses are resolvable."""
+        NodeResourcesFit, and only some of their statuses are resolvable (a node the pod fits whose topology
+        status is unresolvable is not potential). With the pod's PreFilter state. The topology statuses
+        come vectorised over every node (``PodFilter.codes``); NodeResourcesFit is asked only where they
+        are unresolvable."""
+        import numpy as np
+
         _, res, extra = self._potential(pod.spec)
         sched, spec = self.sched, pod.spec
         states = sched.states
         topo = sched.topology.prepare(pod)
-        out = set(extra)
-        for idx in res.nodes.tolist():
-            st = states[idx]
-            if fits(spec, st) and topo.reason(st.node) in _UNRESOLVABLE_TOPOLOGY:
-                continue
-            out.add(idx)
-        return out
+        nodes = res.nodes
+        out = set(nodes.tolist())
+        if len(nodes):
+            code = topo.codes(sched.topology.domain_ids)[nodes]
+            for idx in nodes[np.isin(code, _UNRESOLVABLE_CODES)].tolist():
+                if fits(spec, states[idx]):
+                    out.discard(idx)
+        out |= extra
+        return out, topo
 
     def _dry_run(self, pod: Pod, unresolvable: frozenset[int] = frozenset()
                  ) -> tuple[list[Candidate], Counter[str], str | None]:
@@ -422,8 +318,10 @@ class Preemption:
         sched = self.sched
         exact = sched.needs_exact(pod)
         potential: set[int] | None = None
+        filt: PodFilter | None = None
         if exact:
-            exact_set = self._potential_exact(pod) - unresolvable
+            exact_set, filt = self._potential_exact(pod)
+            exact_set -= unresolvable
             n_potential = len(exact_set)
         else:
             n_potential, res, extra = self._potential(pod.spec)
@@ -453,18 +351,31 @@ class Preemption:
         wanted = num_candidates(n_potential)
         states = sched.states
         # A fast-path pod's result on a node depends on that node alone: kept per (spec, priority) and node
-        # version, so the next pod of the class redoes only the nodes that changed.
-        memo = None if exact else self._victims.setdefault((pod.spec, pod.priority), {})
+        # version, so the next pod of the class redoes only the nodes that changed. An exact-path pod's
+        # depends on the node and on the counts its PreFilter state reads there (``Trial.signature``): kept
+        # per (spec, priority, namespace, labels), node version and those counts.
+        if filt is not None:
+            labels = tuple(sorted(pod.labels.items()))
+            memo = self._victims.setdefault((pod.spec, pod.priority, pod.namespace, labels), {})
+        else:
+            memo = self._victims.setdefault((pod.spec, pod.priority), {})
         for i in hits:
             st = states[i]
-            hit = memo.get(i) if memo is not None else None
-            if hit is not None and hit[0] == st.version:
-                candidate, why = hit[1], hit[2]
+            kept = memo.get(i)
+            if kept is None or kept[0] != st.version:
+                kept = memo[i] = (st.version, {})
+            sig = Trial.signature(filt, st.node.labels) if filt is not None else None
+            hit = kept[1].get(sig)
+            if hit is not None:
+                candidate, why = hit
             else:
-                victims, why = select_victims_exact(pod, st, sched) if exact else select_victims(pod, st)
+                low = self._lower_pods(st, pod.priority)
+                if filt is not None:
+                    victims, why = select_victims_exact(pod, st, sched, filt, low)
+                else:
+                    victims, why = select_victims(pod, st, low)
                 candidate = None if victims is None else Candidate(st, victims)
-                if memo is not None:
-                    memo[i] = (st.version, candidate, why)
+                kept[1][sig] = (candidate, why)
             if candidate is None:
                 statuses.update(why)
                 continue
@@ -472,6 +383,16 @@ class Preemption:
             if len(found) >= wanted:
                 break  # kube-scheduler stops its dry run here (the nodes left are never looked at)
         return found, +statuses, None
+
+    def _lower_pods(self, st: NodeState, priority: int) -> Lower:
+        """``Lower`` of the node and priority, kept while the node's pods stay the same."""
+        kept = self._lower.get(st.index)
+        if kept is None or kept[0] != st.version:
+            kept = self._lower[st.index] = (st.version, {})
+        low = kept[1].get(priority)
+        if low is None:
+            low = kept[1][priority] = Lower(st, priority)
+        return low
 
     def preempt(self, pod: Pod) -> Outcome:
         """Run PostFilter for a pod that fits no node: evict and bind, or say why not."""

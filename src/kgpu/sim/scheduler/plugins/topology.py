@@ -563,17 +563,21 @@ class DomainIds:
 class PodFilter:
     """PreFilter state of one pod: what ``reason`` checks on each node (``codes``: on every node at once)."""
 
-    # key, domains, self-match, min, maxSkew, the domains by value id
-    spread: list[tuple[str, dict[str, int], int, int, int, DomainArray]]
+    # key, domains, self-match, min, maxSkew, the domains by value id, the counter, whether the minimum is
+    # over the domains (minDomains met; else it is 0)
+    spread: list[tuple[str, dict[str, int], int, int, int, DomainArray, SpreadCounter, bool]]
     affinity: tuple[tuple[Term, ...], Counter[tuple[str, str]], bool] | None  # terms, counts, first-pod pass
-    anti: list[tuple[str, Counter[str], DomainArray]]  # key, counts by value, the same by value id
+    # key, counts by value, the same by value id, the term
+    anti: list[tuple[str, Counter[str], DomainArray, Term]]
     # existing pods' anti-affinity terms the pod matches: their topology key and their live counts by (key,
     # value) (read where they are, as ``spread`` and ``anti`` read theirs: no per-pod copy of every domain)
     blocked: list[tuple[str, Counter[tuple[str, str]]]]
+    blocked_terms: list[Term]  # the terms of ``blocked``, in its order
+    affinity_matches: bool = False  # the pod matches every term of ``affinity`` (the first-pod rule)
 
     def reason(self, node: Node) -> str | None:
         labels = node.labels
-        for key, domains, self_match, min_match, max_skew, _ in self.spread:
+        for key, domains, self_match, min_match, max_skew, *_ in self.spread:
             value = labels.get(key)
             if value is None:
                 return ERR_SPREAD_LABEL
@@ -590,7 +594,7 @@ class PodFilter:
                     exist = False
             if not exist and not first:
                 return ERR_POD_AFFINITY
-        for key, anti, _ in self.anti:
+        for key, anti, *_ in self.anti:
             value = labels.get(key)
             if value is not None and anti.get(value, 0) > 0:
                 return ERR_POD_ANTI_AFFINITY
@@ -609,7 +613,7 @@ class PodFilter:
         def fail(mask: Any, c: int) -> None:
             code[(code == 0) & mask] = c
 
-        for key, _, self_match, min_match, max_skew, view in self.spread:
+        for key, _, self_match, min_match, max_skew, view, *_ in self.spread:
             ids = dom.ids(key)
             fail(ids < 0, 1)
             over = view.array(dom) + (self_match - min_match) > max_skew
@@ -627,7 +631,7 @@ class PodFilter:
                 exist &= present[ids]
             if not first:
                 fail(~exist, 3)
-        for key, _, view in self.anti:
+        for key, _, view, _ in self.anti:
             ids = dom.ids(key)
             fail((view.array(dom) > 0)[ids], 4)
         blocked: dict[str, list[str]] = {}
@@ -671,6 +675,7 @@ class Topology:
         self._score_views: dict[tuple[Term, int], DomainArray] = {}
         self._node_counters: dict[tuple[str, LabelSelector | None], NodeCounter] = {}
         self._matched_cache: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = {}
+        self._blocking_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[Term]] = {}
         self._scoring_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[Term, int]]] = {}
         self._domain_ids: DomainIds | None = None
         self._index = LabelIndex(states)
@@ -739,6 +744,7 @@ class Topology:
                 if pairs is None:
                     pairs = self.existing_anti[t] = Counter()
                     self._matched_cache.clear()
+                    self._blocking_cache.clear()
                 pairs[(term.topology_key, value)] += n
         if spec.pod_affinity or spec.preferred_pod_affinity or spec.preferred_pod_anti_affinity:
             labels = st.node.labels
@@ -819,10 +825,13 @@ class Topology:
                 if counter.seen < len(states):
                     counter.catch_up(states, self._index)
                 domains = counter.domains
-                min_match = min(domains.values()) if len(domains) >= c.min_domains else 0
+                applies = len(domains) >= c.min_domains
+                min_match = min(domains.values()) if applies else 0
                 self_match = 1 if selector_matches(selector, pod.labels) else 0
-                spread.append((c.topology_key, domains, self_match, min_match, c.max_skew, counter.view))
+                skew, view = c.max_skew, counter.view
+                spread.append((c.topology_key, domains, self_match, min_match, skew, view, counter, applies))
         affinity = None
+        matches_all = False
         if spec.pod_affinity:
             terms = tuple(resolve_term(t, pod) for t in spec.pod_affinity)
             ac = self._affinity.get(terms)
@@ -831,9 +840,9 @@ class Topology:
                 self._add_pod_counter(ac)
             if ac.seen < len(states):
                 ac.catch_up(states, self._index)
-            first = not ac.counts and all(t.matches(pod) for t in terms)
-            affinity = (terms, ac.counts, first)
-        anti: list[tuple[str, Counter[str], DomainArray]] = []
+            matches_all = all(t.matches(pod) for t in terms)
+            affinity = (terms, ac.counts, not ac.counts and matches_all)
+        anti: list[tuple[str, Counter[str], DomainArray, Term]] = []
         for term in spec.pod_anti_affinity:
             t = resolve_term(term, pod)
             nc = self._anti.get(t)
@@ -842,9 +851,22 @@ class Topology:
                 self._add_pod_counter(nc)
             if nc.seen < len(states):
                 nc.catch_up(states, self._index)
-            anti.append((t.topology_key, nc.counts, nc.view))
-        blocked = [(t.topology_key, pairs) for t, pairs in self.existing_anti.items() if t.matches(pod)]
-        return PodFilter(spread, affinity, anti, blocked)
+            anti.append((t.topology_key, nc.counts, nc.view, t))
+        terms_blocking = self._blocking(pod)
+        blocked = [(t.topology_key, self.existing_anti[t]) for t in terms_blocking]
+        return PodFilter(spread, affinity, anti, blocked, terms_blocking, matches_all)
+
+    def _blocking(self, pod: Pod) -> list[Term]:
+        """The placed pods' required anti-affinity terms that match ``pod``, in their order; kept per namespace
+        and labels until a new term is registered (pods of one Deployment ask alike)."""
+        existing = self.existing_anti
+        if not existing:
+            return []
+        key = (pod.namespace, tuple(sorted(pod.labels.items())))
+        hit = self._blocking_cache.get(key)
+        if hit is None:
+            hit = self._blocking_cache[key] = [t for t in existing if t.matches(pod)]
+        return hit
 
     # --- Score ---------------------------------------------------------------------------------------------
 

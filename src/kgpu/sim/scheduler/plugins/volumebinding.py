@@ -1,10 +1,11 @@
 """Pods with PersistentVolumeClaims: kube-scheduler's VolumeRestrictions, VolumeBinding and VolumeZone.
 
-Only pods whose spec names a claim come here (``kgpu.sim.simulate`` sends them, when the input holds any
-PersistentVolumeClaim, PersistentVolume or StorageClass); every other pod keeps the scheduler's fast paths
-and pays nothing. The plugins as k8s.io/kubernetes v1.34 runs them (pkg/scheduler/framework/plugins/
-volumerestrictions, volumebinding, volumezone; k8s.io/component-helpers storage/volume), in the default
-profile's order, with their own words:
+Only pods whose spec names a claim come here (``kgpu.sim.simulate`` sends them to
+``kgpu.sim.scheduler.plugins.volumeplace``, when the input holds any PersistentVolumeClaim, PersistentVolume
+or StorageClass); every other pod keeps the scheduler's fast paths and pays nothing. The plugins as
+k8s.io/kubernetes v1.34 runs them (pkg/scheduler/framework/plugins/volumerestrictions, volumebinding,
+volumezone; k8s.io/component-helpers storage/volume), in the default profile's order, with their own
+words:
 
 PreFilter (one answer for every node, UnschedulableAndUnresolvable):
   a claim that does not exist: ``persistentvolumeclaim "data" not found``; a Lost claim, one being
@@ -46,21 +47,16 @@ storage capacity (CSIStorageCapacity), in-tree inline volumes' disk conflicts, c
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
 
 from kgpu.model.objects import Node, NodeSelector, Pod, PodSpecInfo, Requirement, Term
 from kgpu.model.predicates import (
-    ERR_PREFILTER_NODE_AFFINITY,
-    filter_reasons,
     node_selector_matches,
-    static_reasons,
-    unschedulable_message,
 )
 from kgpu.model.volumes import NO_PROVISIONER, WAIT, Claim, StorageObjects, Volume, from_template
-from kgpu.sim.scheduler.scheduler import NO_NODES
 
 ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"
@@ -131,6 +127,9 @@ class VolumeState:
             elif pv.phase == "Available":
                 self._available.setdefault(pv.storage_class, []).append(pv)
         self._specs: dict[tuple[int, NodeSelector], tuple[PodSpecInfo, PodSpecInfo]] = {}
+        # per tuple of label keys: every combination of their values seen on a node, and each node's (passes)
+        self._label_values: dict[tuple[str, ...], dict[tuple[str | None, ...], int]] = {}
+        self._label_id_arrays: dict[tuple[str, ...], Any] = {}
         for pod in bound:
             for c in self._names(pod):
                 self.users[c] += 1
@@ -272,6 +271,95 @@ class VolumeState:
                     if have is None or have not in set(value.split("__")):
                         return (ERR_ZONE_CONFLICT,)
         return ()
+
+    def _reads(self, claims: list[Claim]) -> tuple[tuple[str, ...], bool]:
+        """What ``filter`` reads of a node for ``claims``: the labels its volumes' and classes' node affinity
+        name (the volumes it may bind included), the zone and region labels; and whether the node's name
+        (a term with matchFields, a claim with a selected node)."""
+        keys = set(TOPOLOGY_LABELS) | {ZONE, EBS_ZONE}
+        by_name = False
+        volumes, classes = self.objects.volumes, self.objects.classes
+        selectors: list[NodeSelector | None] = []
+        for c in claims:
+            by_name = by_name or bool(c.selected_node)
+            if self._bound(c):
+                pv = volumes.get(c.volume_name)
+                selectors.append(pv.node_affinity if pv is not None else None)
+                continue
+            mine = self._prebound.get(c.key)
+            selectors.append(mine.node_affinity if mine is not None else None)
+            selectors.extend(pv.node_affinity for pv in self._available.get(c.storage_class, ()))
+            cls = classes.get(c.storage_class)
+            selectors.append(cls.allowed_topologies if cls is not None else None)
+        for sel in selectors:
+            for term in sel.terms if sel is not None else ():
+                keys.update(r.key for r in term.match_expressions)
+                by_name = by_name or bool(term.match_fields)
+        return tuple(sorted(keys)), by_name
+
+    def filter_memo(self, pod: Pod, claims: list[Claim]) -> Callable[[Node], tuple[str, ...]]:
+        """``filter`` for ``pod`` and ``claims`` as a function of the node, memoised on what it reads of a
+        node (``_reads``). For one scheduling attempt: the claims and volumes must not change meanwhile."""
+        read, by_name = self._reads(claims)
+        memo: dict[tuple[str | None, ...], tuple[str, ...]] = {}
+
+        def check(node: Node) -> tuple[str, ...]:
+            labels = node.labels
+            key: tuple[str | None, ...] = tuple([labels.get(k) for k in read])
+            if by_name:
+                key += (node.name,)
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = self.filter(pod, claims, node)
+            return hit
+
+        return check
+
+    def passes(self, pod: Pod, claims: list[Claim], states: Sequence[Any], idx: Any) -> Any:
+        """Whether the volume plugins pass each node of ``idx`` (a numpy array of node indexes), as a numpy
+        bool array."""
+        import numpy as np
+
+        which, reasons = self.grouped(pod, claims, states, idx)
+        return np.array([not r for r in reasons], dtype=bool)[which]
+
+    def grouped(self, pod: Pod, claims: list[Claim], states: Sequence[Any], idx: Any) -> tuple[Any, list[Any]]:
+        """``filter`` on each node of ``idx`` (a numpy array of node indexes), run once per combination of
+        the labels it reads (``_reads``; per node where it reads names): per node an index into the list of
+        reasons returned with it."""
+        import numpy as np
+
+        read, by_name = self._reads(claims)
+        if by_name:
+            check = self.filter_memo(pod, claims)
+            found: dict[tuple[str, ...], int] = {}
+            which = np.fromiter(
+                (found.setdefault(check(states[i].node), len(found)) for i in idx.tolist()),
+                dtype=np.int64,
+                count=len(idx),
+            )
+            return which, list(found)
+        gid = self._label_ids(read, states)[idx]
+        _, first, inverse = np.unique(gid, return_index=True, return_inverse=True)
+        reasons = [self.filter(pod, claims, states[int(idx[j])].node) for j in first.tolist()]
+        return inverse.reshape(-1), reasons
+
+    def _label_ids(self, read: tuple[str, ...], states: Sequence[Any]) -> Any:
+        """Per node index, an id of its values of the labels ``read`` (kept per tuple of keys, nodes taken
+        in as they join)."""
+        import numpy as np
+
+        values = self._label_values.setdefault(read, {})
+        ids = self._label_id_arrays.get(read)
+        seen = 0 if ids is None else len(ids)
+        if seen < len(states):
+            fresh = [
+                values.setdefault(tuple([labels.get(k) for k in read]), len(values))
+                for labels in (states[i].node.labels for i in range(seen, len(states)))
+            ]
+            tail = np.array(fresh, dtype=np.int64)
+            ids = self._label_id_arrays[read] = tail if ids is None else np.concatenate([ids, tail])
+        return ids
 
     def _match(self, claim: Claim, node: Node | None, chosen: Mapping[str, Volume] = {}) -> Volume | None:
         """FindMatchingVolume: a volume pre-bound to the claim, else the smallest Available one of its class
@@ -442,103 +530,3 @@ def _single_zone(sel: NodeSelector | None) -> NodeSelector | None:
         return None
     zones = [r for r in sel.terms[0].match_expressions if r.key in (ZONE, EBS_ZONE) and len(r.values) == 1]
     return NodeSelector((Term((zones[0],)),)) if zones else None
-
-
-# --- the scheduler's view: one pod with claims -------------------------------------------------------------
-
-
-@dataclass
-class Outcome:
-    node: Any = None  # the NodeState bound to
-    reason: str | None = None
-    prefilter: bool = False  # rejected by PreFilter: not for the provisioners
-    unresolvable: bool = False  # every node's status is UnschedulableAndUnresolvable
-    claims: list[Claim] = field(default_factory=list)
-
-
-def place(vol: VolumeState, sched: Any, pod: Pod) -> Outcome:
-    """Schedule a pod with claims: the default filters, then the volume plugins, on every node; the
-    best-scored node that passes wins (no volume plugin scores by default in 1.34). Binds the pod and its
-    claims."""
-    from kgpu.sim.scheduler.scheduler import fits
-
-    states = sched.states
-    early = sched.before_plugins(pod)
-    if early is not None:
-        return Outcome(reason=early)
-    verdict = vol.prefilter(pod)
-    if verdict.message:
-        return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True,
-                       unresolvable=True, claims=verdict.claims)
-    # Exact as node affinity: the scheduler's own paths place the pod (NodeAffinity's score reads only
-    # preferred terms, so required terms added change no node's score). Not with spread constraints: their
-    # nodeAffinityPolicy Honor counts only the nodes the pod's own affinity matches. Only the message of a
-    # pod that fits nowhere needs the volume plugins' words: the loop below.
-    constraint = False if pod.spec.topology_spread else vol.as_affinity(pod, verdict.claims)
-    if constraint is not False:
-        original = pod.spec
-        spec = original if constraint is None else vol.spec_with(original, constraint)  # type: ignore[arg-type]
-        if spec is not None:
-            pod.spec = spec
-            try:
-                decision = sched.place(pod)
-            finally:
-                pod.spec = original
-            if decision.node is not None:
-                vol.commit(pod, verdict.claims, decision.node.node)
-                return Outcome(node=decision.node, claims=verdict.claims)
-    spec = pod.spec
-    exact = sched.needs_exact(pod)
-    topo = sched.topology.prepare(pod) if exact else None
-    passing = []
-    for idx in sched.feasible_nodes(spec):  # the node-only filters, memoised per kind of pod
-        st = states[idx]
-        if not fits(spec, st) or vol.filter(pod, verdict.claims, st.node):
-            continue
-        if topo is not None and topo.reason(st.node) is not None:
-            continue
-        passing.append(st)
-    if passing:
-        best = sched.best_of(pod, passing)
-        sched.bind(pod, best)
-        vol.commit(pod, verdict.claims, best.node)
-        return Outcome(node=best, claims=verdict.claims)
-    return _unplaced(vol, sched, pod, verdict, topo)
-
-
-def explain(vol: VolumeState, sched: Any, pod: Pod) -> Outcome:
-    """Why ``pod`` fits no node of ``sched`` now, in the plugins' words, without placing it (kgpu doctor
-    explains a pending pod over the cluster as it is); ``reason`` None when some node would take it."""
-    states = sched.states
-    if not states:
-        return Outcome(reason=NO_NODES)
-    verdict = vol.prefilter(pod)
-    if verdict.message:
-        return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True,
-                       unresolvable=True, claims=verdict.claims)
-    topo = sched.topology.prepare(pod) if sched.needs_exact(pod) else None
-    return _unplaced(vol, sched, pod, verdict, topo)
-
-
-def _unplaced(vol: VolumeState, sched: Any, pod: Pod, verdict: Verdict, topo: Any) -> Outcome:
-    """The message over every node: each counted under the first filter it fails."""
-    states, spec = sched.states, pod.spec
-    counter: Counter[str] = Counter()
-    unresolvable = 0  # nodes DefaultPreemption cannot help on
-    for st in states:
-        why = filter_reasons(spec, st.node, st.requested, st.pod_count, st.ports)
-        if why:
-            counter.update(why)
-            unresolvable += why == [ERR_PREFILTER_NODE_AFFINITY] or bool(static_reasons(spec, st.node))
-            continue
-        reasons = vol.filter(pod, verdict.claims, st.node)
-        if reasons:
-            counter.update(reasons)
-            unresolvable += all(r in UNRESOLVABLE for r in reasons)
-            continue
-        if topo is not None:
-            t = topo.reason(st.node)
-            if t is not None:
-                counter[t] += 1
-    return Outcome(reason=unschedulable_message(len(states), counter), claims=verdict.claims,
-                   unresolvable=unresolvable == len(states))
