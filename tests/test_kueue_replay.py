@@ -561,3 +561,25 @@ def test_the_example_two_team_setup_admits_seed_jobs() -> None:
     assert train.flavors == {"main": {GPU: "g5-spot"}}
     assert rayjob.flavors["gpu-group"][GPU] == "g5-spot"
     assert (rayjob.runtime.source, rayjob.runtime.low) == ("activeDeadlineSeconds", 7200.0)
+
+
+def test_a_jobs_pod_index_label_is_not_a_topology_request() -> None:
+    """Kueue's Job integration writes topologyRequest.podIndexLabel on every PodSet; only required, preferred,
+    unconstrained or slice fields ask for topology-aware scheduling (IsExplicitlyRequestingTAS), so the
+    example's Workloads draw no "not modelled" warning, while one with `required` does."""
+    import copy
+    from pathlib import Path
+
+    from kgpu.model.kueue_jobs import read_jobs
+    from kgpu.model.safeyaml import iter_yaml
+    from kgpu.sim.queue.admission import settle
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "queue"
+    docs = [d for f in ("kueue.yaml", "jobs.yaml") for d in iter_yaml((root / f).read_bytes(), f) if d]
+    workloads = read_jobs(docs, source="examples/queue", created=at(0)).workloads
+    assert any("podIndexLabel" in (ps.get("topologyRequest") or {}) for w in workloads for ps in w["spec"]["podSets"])
+    assert not [w for w in settle([*docs, *workloads], source="x").warnings if "topology" in w]
+    tas = copy.deepcopy(workloads)
+    tas[0]["spec"]["podSets"][0]["topologyRequest"]["required"] = "topology.kubernetes.io/zone"
+    (warning,) = [w for w in settle([*docs, *tas], source="x").warnings if "topology" in w]
+    assert "1 Workload(s) request a topology" in warning

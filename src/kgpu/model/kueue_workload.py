@@ -182,9 +182,19 @@ def _podset(raw: object, at: str, reclaim: Mapping[str, int]) -> PodSet:
         node_selector=info.node_selector,
         affinity=info.affinity,
         tolerations=info.tolerations,
-        topology_request=raw.get("topologyRequest") is not None,
+        topology_request=_explicit_tas(raw.get("topologyRequest")),
         over_limits=tuple(over),
     )
+
+
+# The fields that make a PodSet's topologyRequest a request for topology-aware scheduling
+# (pkg/workload/workload.go IsExplicitlyRequestingTAS). Kueue's Job integration sets podIndexLabel (and
+# subgroup labels) on every PodSet; that alone asks nothing of the topology.
+_TAS_FIELDS = ("unconstrained", "required", "preferred", "podSetSliceRequiredTopology", "podSetSliceSize")
+
+
+def _explicit_tas(request: object) -> bool:
+    return isinstance(request, Mapping) and any(request.get(f) is not None for f in _TAS_FIELDS)
 
 
 def _conditions(status: Mapping[str, Any], at: str) -> dict[str, Condition]:
