@@ -25,7 +25,7 @@ from test_sharing import gpu_pod, karpenter_pool, profile_dict, time_slicing
 ROOT = Path(__file__).resolve().parent.parent
 WORK = str(ROOT / "tests" / "fixtures" / "plan" / "vector-add-and-web.yaml")
 HOSTS = ROOT / "tests" / "fixtures" / "nodecheck"
-SCHEMAS = ("plan", "plan-compare", "catalog", "node-check", "tke-match", "profile-validate")
+SCHEMAS = ("plan", "plan-compare", "catalog", "node-check", "tke-match", "profile-validate", "queue")
 
 
 def schema(name: str) -> dict[str, Any]:

@@ -46,6 +46,7 @@ VERBS: dict[str, tuple[str, str]] = {
         "Serve NVML GPU metrics for Prometheus (nvidia_gpu_exporter names).",
     ),
     "snapshot": ("kgpu.cli.snapshot_cmd", "Save a live cluster's nodes, pods, DaemonSets and node pools as one JSON file."),
+    "queue": ("kgpu.cli.queue_cmd", "Kueue: is a queued GPU job admitted, with which flavor, and when does it start."),
     "top": ("kgpu.cli.top_cmd", "GPUs per node and pool of a live cluster or a snapshot: use, price, idle and broken nodes."),
     "run": ("kgpu.cli.run_cmd", "Run a GPU smoke test (vector-add, nvidia-smi, torch) on the cluster; pass or fail."),
     "completion": ("kgpu.cli.completion_cmd", "Shell completion script for bash, zsh or fish."),

@@ -1,0 +1,482 @@
+"""``kgpu queue``: will a queued GPU job be admitted by Kueue, with which flavor, and when.
+
+The cluster's Kueue objects (ResourceFlavors, ClusterQueues, Cohorts, LocalQueues, priority classes and the
+Workloads with their status) come from ``-c`` files (``kubectl get -o json``, a snapshot, YAML); the jobs
+to submit from ``-w`` files become Workloads as Kueue's integrations create them
+(:mod:`kgpu.model.kueue_jobs`). :func:`kgpu.sim.queue.admission.settle` decides admission now, in Kueue's
+own words, and :func:`kgpu.sim.queue.replay.replay` when each workload starts as running ones finish.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+
+from kgpu.cli.output import ExitCode, emit, examples, handle_input_errors, output_option, table
+from kgpu.errors import InputError, quote
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_DURATION = 10 * 365 * 86400  # ten years: beyond it a duration is a typo
+SNAPSHOT_KIND = "ClusterSnapshot"
+
+
+def parse_duration(text: str, where: str) -> timedelta:
+    """``90m``, ``4h``, ``1d12h``, ``3600s``: a positive duration of at most ten years."""
+    raw = text.strip().lower()
+    pos = 0
+    total = 0.0
+    for m in _DURATION.finditer(raw):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if not raw or pos != len(raw) or total <= 0:
+        raise InputError(f"{quote(text)} is not a duration", where=where, hint="e.g. 30m, 4h, 1d12h")
+    if total > MAX_DURATION:
+        raise InputError(f"{quote(text)} is longer than ten years", where=where)
+    return timedelta(seconds=total)
+
+
+def _key(text: str, where: str) -> tuple[str, str]:
+    ns, sep, name = text.partition("/")
+    if not sep or not ns or not name or "/" in name:
+        raise InputError(f"{quote(text)} is not NAMESPACE/NAME", where=where)
+    return ns, name
+
+
+def _flatten(docs: Iterable[Any], source: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for n, doc in enumerate(docs):
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise InputError(f"document {n + 1} is not an object", where=source)
+        kind = doc.get("kind")
+        if isinstance(kind, str) and (kind.endswith("List") or kind == SNAPSHOT_KIND) and "items" in doc:
+            items = doc["items"]
+            if items is None:
+                continue
+            if not isinstance(items, list):
+                raise InputError("items must be a list", where=f"{source}: {kind}")
+            out.extend(_flatten(items, source))
+        else:
+            out.append(doc)
+    return out
+
+
+def read_files(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """Every object of the files (and folders) given, Lists and snapshots flattened, as dicts."""
+    from kgpu.cli.files import manifest_files, read_bytes
+    from kgpu.model.safeyaml import load_documents
+
+    out: list[dict[str, Any]] = []
+    for label, path in manifest_files(paths):
+        out.extend(_flatten(load_documents(read_bytes(label, path), label), label))
+    return out
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else None
+
+
+def _when(earliest: datetime | None, latest: datetime | None, now: datetime) -> str:
+    if earliest is None:
+        return "-"
+
+    def rel(t: datetime) -> str:
+        s = int((t - now).total_seconds())
+        if s <= 0:
+            return "now"
+        if s < 3600:
+            return f"+{-(-s // 60)}m"
+        if s < 86400:
+            return f"+{s // 3600}h{(s % 3600) // 60:02d}m"
+        return f"+{s // 86400}d{(s % 86400) // 3600}h"
+
+    a = rel(earliest)
+    b = rel(latest) if latest is not None else "?"
+    return a if a == b else f"{a} .. {b}"
+
+
+def build(
+    cluster: list[dict[str, Any]],
+    jobs: list[dict[str, Any]],
+    *,
+    source: str,
+    now: datetime | None,
+    runtimes: dict[tuple[str, str], timedelta],
+    targets: Sequence[tuple[str, str]],
+    within: timedelta | None,
+    profile: str | None = None,
+) -> dict[str, Any]:
+    """The verb's result as a JSON-ready dict (see queue.schema.json)."""
+    from kgpu.model.kueue_jobs import read_jobs
+    from kgpu.sim.queue.admission import settle
+    from kgpu.sim.queue.replay import replay
+
+    submitted = read_jobs([*cluster, *jobs], source=source, created=now) if jobs else None
+    new = submitted.workloads if submitted is not None else []
+    # the cluster's own jobs already have Workloads in the snapshot; only the -w files' jobs are new
+    job_keys = {
+        (j.get("metadata", {}).get("namespace") or "default", j.get("metadata", {}).get("name"))
+        for j in jobs
+        if isinstance(j.get("metadata"), dict)
+    }
+    new = [w for w in new if _owner_key(w) in job_keys]
+    objects = [*cluster, *new]
+    if now is None and not any(
+        isinstance(o.get("metadata"), dict) and o["metadata"].get("creationTimestamp")
+        for o in objects
+        if o.get("kind") == "Workload"
+    ):
+        now = datetime.now(UTC)  # nothing in the input says when it is: the jobs are submitted now
+    settled = settle(objects, source=source)
+    workload_runtimes: dict[tuple[str, str], timedelta] = {}
+    queue_runtimes: dict[tuple[str, str], timedelta] = {}
+    local_queues = {
+        (o.get("metadata", {}).get("namespace"), o.get("metadata", {}).get("name"))
+        for o in objects
+        if o.get("kind") == "LocalQueue" and isinstance(o.get("metadata"), dict)
+    }
+    by_job = {_owner_key(w): _key_of(w) for w in objects if w.get("kind") == "Workload"}
+    for key, value in runtimes.items():
+        if key in local_queues:
+            queue_runtimes[key] = value
+        else:
+            workload_runtimes[by_job.get(key, key)] = value
+    new_keys = [_key_of(w) for w in new]
+    wanted = [by_job.get(t, t) for t in targets]
+    unknown = [t for t, w in zip(targets, wanted, strict=True) if w not in settled.workloads]
+    if unknown:
+        raise InputError(f"no Workload or job {unknown[0][0]}/{unknown[0][1]} in the input", where="--job")
+    if not wanted:
+        wanted = sorted({*new_keys, *(k for k, o in settled.workloads.items() if not o.admitted)})
+    timeline = replay(
+        objects,
+        source=source,
+        now=now,
+        runtimes=workload_runtimes,
+        queue_runtimes=queue_runtimes,
+        targets=wanted or None,
+        settle=settle,
+    )
+    now = timeline.now
+    from kgpu.cli.queue_place import place
+
+    admitted = {
+        k: w
+        for w in objects
+        if w.get("kind") == "Workload"
+        for k in [_key_of(w)]
+        if k in wanted and settled.workloads[k].admitted
+    }
+    placed = (
+        place(
+            cluster,
+            admitted,
+            {k: settled.workloads[k].flavors for k in admitted},
+            source=source,
+            profile=profile,
+        )
+        if admitted
+        else {}
+    )
+    rows = []
+    for key in wanted:
+        o = settled.workloads[key]
+        start = timeline.starts.get(key)
+        earliest = start.earliest if start else None
+        latest = start.latest if start else None
+        on_time = o.admitted or (within is not None and latest is not None and latest - now <= within)
+        rows.append(
+            {
+                "namespace": key[0],
+                "name": key[1],
+                "submitted": key in new_keys,
+                "cluster_queue": o.cluster_queue,
+                "admitted": o.admitted,
+                "reason": o.reason,
+                "message": o.message,
+                "flavors": o.flavors,
+                "evicted": o.evicted,
+                "evicted_message": o.evicted_message,
+                "start": {
+                    "earliest": _iso(earliest),
+                    "latest": _iso(latest),
+                    "runtime_source": start.runtime.source if start else "unknown",
+                    "note": start.note if start else "",
+                },
+                "ahead": [f"{a[0]}/{a[1]}" for a in (start.ahead if start else ())],
+                "ahead_count": start.ahead_count if start else 0,
+                "on_time": on_time,
+                "placement": placed.get(key),
+            }
+        )
+    queues = []
+    for name, usage in sorted(settled.cluster_queues.items()):
+        for flavor, resources in sorted(usage.resources.items()):
+            for resource, r in sorted(resources.items()):
+                queues.append(
+                    {
+                        "cluster_queue": name,
+                        "cohort": usage.cohort,
+                        "active": usage.active,
+                        "flavor": flavor,
+                        "resource": resource,
+                        "nominal": r.nominal,
+                        "used": r.used,
+                        "borrowed": r.borrowed,
+                        "admitted": usage.admitted,
+                        "pending": usage.pending,
+                    }
+                )
+    skipped = [
+        {"kind": s.kind, "namespace": s.namespace, "name": s.name, "reason": s.reason}
+        for s in (submitted.skipped if submitted is not None else [])
+        if (s.namespace, s.name) in job_keys
+    ]
+    return {
+        "now": _iso(now),
+        "within": within.total_seconds() if within is not None else None,
+        "cluster_queues": queues,
+        "workloads": rows,
+        "skipped_jobs": skipped,
+        "replay": {"events": timeline.events, "estimated": timeline.estimated, "limit": timeline.limit},
+        "warnings": list(settled.warnings),
+    }
+
+
+def _key_of(w: dict[str, Any]) -> tuple[str, str]:
+    meta = w.get("metadata") or {}
+    return meta.get("namespace") or "default", meta.get("name") or ""
+
+
+def _owner_key(w: dict[str, Any]) -> tuple[str, str]:
+    meta = w.get("metadata") or {}
+    owners = meta.get("ownerReferences") or []
+    name = owners[0].get("name") if owners and isinstance(owners[0], dict) else None
+    return meta.get("namespace") or "default", name or meta.get("name") or ""
+
+
+def _quantity(resource: str, value: int) -> str:
+    from kgpu.model.kueue_resources import quantity_string
+
+    return quantity_string(resource, value)
+
+
+def render(data: dict[str, Any]) -> str:
+    from kgpu.cli.output import style
+
+    now = datetime.fromisoformat(data["now"].replace("Z", "+00:00")) if data["now"] else datetime.now(UTC)
+    out = [
+        table(
+            ["CLUSTERQUEUE", "COHORT", "FLAVOR", "RESOURCE", "NOMINAL", "USED", "BORROWED"],
+            [
+                [
+                    q["cluster_queue"] + ("" if q["active"] else " (inactive)"),
+                    q["cohort"] or "-",
+                    q["flavor"],
+                    q["resource"],
+                    _quantity(q["resource"], q["nominal"]),
+                    _quantity(q["resource"], q["used"]),
+                    _quantity(q["resource"], q["borrowed"]),
+                ]
+                for q in data["cluster_queues"]
+            ],
+            title="Quota per ClusterQueue (used includes what is borrowed)",
+        )
+    ]
+    rows = []
+    notes = []
+    for w in data["workloads"]:
+        flavors = ",".join(sorted({f for ps in w["flavors"].values() for f in ps.values()})) or "-"
+        status = "admitted" if w["admitted"] else ("evicted" if w["evicted"] else "pending")
+        earliest, latest = (
+            datetime.fromisoformat(t.replace("Z", "+00:00")) if t else None
+            for t in (w["start"]["earliest"], w["start"]["latest"])
+        )
+        when = _when(earliest, latest, now)
+        rows.append(
+            [
+                f"{w['namespace']}/{w['name']}" + (" (new)" if w["submitted"] else ""),
+                w["cluster_queue"] or "-",
+                style(status, fg="green" if w["admitted"] else "yellow"),
+                flavors,
+                when,
+                str(w["ahead_count"]),
+            ]
+        )
+        if not w["admitted"] and w["message"]:
+            notes.append(f"  {w['namespace']}/{w['name']}: {w['message']}")
+        pl = w.get("placement")
+        if pl is not None:
+            nodes = ", ".join(pl["new_nodes"]) if pl["new_nodes"] else ", ".join(pl["nodes"][:3])
+            cost = f", ${pl['hourly_cost']:.4f}/h" if pl["hourly_cost"] is not None else ""
+            if pl["status"] == "placed":
+                where = f"launches {nodes}{cost}" if pl["new_nodes"] else f"runs on {nodes}"
+                notes.append(
+                    f"  {w['namespace']}/{w['name']}: quota admits, nodes too: {pl['scheduled']} pod(s); {where}"
+                )
+            elif pl["status"] == "partly-placed":
+                notes.append(
+                    f"  {w['namespace']}/{w['name']}: quota admits, only {pl['scheduled']} of {pl['pods']} pods "
+                    f"fit (the job waits for the rest): {pl['message']}"
+                )
+            else:
+                notes.append(f"  {w['namespace']}/{w['name']}: quota admits, nodes cannot: {pl['message']}")
+        if w["start"]["earliest"] is None and w["start"]["note"]:
+            notes.append(f"  {w['namespace']}/{w['name']}: no start time: {w['start']['note']}")
+    out += [
+        "",
+        table(
+            ["WORKLOAD", "CLUSTERQUEUE", "STATUS", "FLAVORS", "STARTS", "AHEAD"],
+            rows,
+            title=f"Workloads (starts relative to {data['now']})",
+        ),
+    ]
+    if notes:
+        out += [
+            "",
+            "Verdicts (pending: Kueue's QuotaReserved message; admitted: where kube-scheduler's model places the pods):",
+            *notes,
+        ]
+    for s in data["skipped_jobs"]:
+        out.append(f"  {s['kind']} {s['namespace']}/{s['name']}: no Workload: {s['reason']}")
+    if data["replay"]["estimated"]:
+        out.append(
+            "\nSome runtimes are estimates from finished Workloads: starts are ranges (--runtime to give one)."
+        )
+    if data["replay"]["limit"]:
+        out.append(f"The replay stopped at its {data['replay']['limit']}.")
+    out += [f"warning: {w}" for w in data["warnings"]]
+    return "\n".join(out)
+
+
+@click.command(
+    name="queue",
+    epilog=examples(
+        (
+            "which pending Workloads Kueue admits now, with which flavor, and when the others start",
+            "kgpu queue -c cluster.json",
+        ),
+        (
+            "will my job start within 4 hours (exit 0 yes, 1 no)",
+            "kgpu queue -c examples/queue/kueue.yaml -w examples/queue/jobs.yaml --within 4h",
+        ),
+        (
+            "one job, running jobs of team-a's queue taking 2h each",
+            "kgpu queue -c cluster.json --job team-a/train --runtime team-a/team-a-queue=2h -o json",
+        ),
+    ),
+)
+@click.option(
+    "-c",
+    "--cluster",
+    "cluster_paths",
+    multiple=True,
+    required=True,
+    metavar="PATH",
+    help="The cluster's Kueue objects and Workloads: a `kgpu snapshot`, `kubectl get -o json` "
+    "output or YAML files (folders are read whole; - for standard input).",
+)
+@click.option(
+    "-w",
+    "--workloads",
+    "job_paths",
+    multiple=True,
+    metavar="PATH",
+    help="Jobs to submit (Job, JobSet, RayJob, RayCluster with the kueue.x-k8s.io/queue-name label): "
+    "each becomes the Workload Kueue would create, arriving now.",
+)
+@click.option(
+    "--job",
+    "jobs",
+    multiple=True,
+    metavar="NS/NAME",
+    help="Only these Workloads or jobs (default: every submitted job and every pending Workload).",
+)
+@click.option(
+    "--runtime",
+    "runtimes",
+    multiple=True,
+    metavar="NS/NAME=DURATION",
+    help="How long a Workload, job or every Workload of a LocalQueue runs once admitted (30m, 4h, 1d); "
+    "otherwise its declared limit, else the spread of the cluster's finished Workloads.",
+)
+@click.option(
+    "--within",
+    metavar="DURATION",
+    default=None,
+    help="Exit 0 only if every Workload shown starts within this (its latest estimate).",
+)
+@click.option(
+    "--now",
+    "now_text",
+    metavar="TIME",
+    default=None,
+    help="The replay's start (RFC 3339); default: the newest timestamp in the input.",
+)
+@click.option(
+    "--profile",
+    metavar="FILE",
+    default=None,
+    help="A kgpu profile whose pools launch nodes for admitted pods that fit no existing node (and their cost).",
+)
+@output_option("table", "json", "yaml")
+@handle_input_errors
+def command(
+    cluster_paths: tuple[str, ...],
+    job_paths: tuple[str, ...],
+    jobs: tuple[str, ...],
+    runtimes: tuple[str, ...],
+    within: str | None,
+    now_text: str | None,
+    profile: str | None,
+    output: str,
+) -> None:
+    """Kueue's answer for queued GPU jobs: admitted now or pending (its QuotaReserved message word for word),
+    the ResourceFlavor each pod set gets, and when each starts as the running Workloads finish.
+
+    Admission is Kueue v0.15's: flavors in order with fungibility, nominal quota, borrowing and lending in
+    the cohort tree, StrictFIFO / BestEffortFIFO, priorities and preemption (docs/queue.md lists what is not
+    modelled; each shows as a warning when the input uses it).
+
+    Exit status: 0 every Workload shown is admitted (with --within: starts in time), 1 some is not, 2 bad input.
+    """
+    targets = [_key(j, "--job") for j in jobs]
+    given: dict[tuple[str, str], timedelta] = {}
+    for r in runtimes:
+        key, sep, value = r.partition("=")
+        if not sep:
+            raise InputError(f"{quote(r)} is not NS/NAME=DURATION", where="--runtime")
+        given[_key(key, "--runtime")] = parse_duration(value, "--runtime")
+    limit = parse_duration(within, "--within") if within is not None else None
+    now = None
+    if now_text is not None:
+        try:
+            now = datetime.fromisoformat(now_text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InputError(f"{quote(now_text)} is not an RFC 3339 time", where="--now") from None
+        if now.tzinfo is None:
+            now = now.replace(tzinfo=UTC)
+    cluster = read_files(cluster_paths)
+    submitted = read_files(job_paths) if job_paths else []
+    data = build(
+        cluster,
+        submitted,
+        source=", ".join(cluster_paths),
+        now=now,
+        runtimes=given,
+        targets=targets,
+        within=limit,
+        profile=profile,
+    )
+    emit(data, output, render)
+    ok = all(w["admitted"] or (limit is not None and w["on_time"]) for w in data["workloads"])
+    if not ok:
+        raise SystemExit(ExitCode.FINDINGS)
