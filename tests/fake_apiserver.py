@@ -44,6 +44,13 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "persistentvolumeclaims": ("v1", "PersistentVolumeClaim", True),
     "persistentvolumes": ("v1", "PersistentVolume", False),
     "storageclasses": ("storage.k8s.io/v1", "StorageClass", False),
+    "namespaces": ("v1", "Namespace", False),
+    "resourceflavors": ("kueue.x-k8s.io/v1beta2", "ResourceFlavor", False),
+    "clusterqueues": ("kueue.x-k8s.io/v1beta2", "ClusterQueue", False),
+    "cohorts": ("kueue.x-k8s.io/v1beta2", "Cohort", False),
+    "localqueues": ("kueue.x-k8s.io/v1beta2", "LocalQueue", True),
+    "workloadpriorityclasses": ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass", False),
+    "workloads": ("kueue.x-k8s.io/v1beta2", "Workload", True),
 }
 CORE = ("nodes", "pods", "events", "daemonsets", "priorityclasses", "persistentvolumeclaims", "persistentvolumes", "storageclasses")
 PATH = re.compile(

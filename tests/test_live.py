@@ -122,8 +122,12 @@ def test_snapshot_pages_strips_secrets_and_notes_missing_crds(api: FakeApiServer
                               "Event": 2}  # FailedScheduling, and web's Pulled
     assert sorted(meta["absent"]) == [
         "eks.cloud.tencent.com/v1 ImageCache", "karpenter.k8s.aws/v1 EC2NodeClass", "karpenter.sh/v1 NodeClaim",
-        "karpenter.sh/v1alpha1 NodeOverlay", "resource.k8s.io/v1 DeviceClass", "resource.k8s.io/v1 ResourceClaim",
-        "resource.k8s.io/v1 ResourceClaimTemplate", "resource.k8s.io/v1 ResourceSlice"]
+        "karpenter.sh/v1alpha1 NodeOverlay",
+        "kueue.x-k8s.io/v1beta2 ClusterQueue", "kueue.x-k8s.io/v1beta2 Cohort",
+        "kueue.x-k8s.io/v1beta2 LocalQueue", "kueue.x-k8s.io/v1beta2 ResourceFlavor", "kueue.x-k8s.io/v1beta2 Workload",
+        "kueue.x-k8s.io/v1beta2 WorkloadPriorityClass", "resource.k8s.io/v1 DeviceClass",
+        "resource.k8s.io/v1 ResourceClaim", "resource.k8s.io/v1 ResourceClaimTemplate",
+        "resource.k8s.io/v1 ResourceSlice", "v1 Namespace"]
     assert meta["forbidden"] == []
     assert meta["server"] == api.url and meta["context"] == "fake"
     web = next(o for o in doc["items"] if o["metadata"]["name"] == "web")

@@ -249,3 +249,29 @@ def test_a_configmap_too_deep_for_the_readers_is_refused_not_written(tmp_path: P
     assert res.exit_code == 2, res.output
     assert f"configmap {NS}/{CONFIGS}" in res.output and "depth limit" in res.output
     assert not out.exists()
+
+
+def test_the_snapshot_holds_kueue_and_kgpu_queue_reads_it(tmp_path: Path) -> None:
+    """Kueue's objects (the two-team example, with Namespaces and a running Workload) are saved as listed,
+    and `kgpu queue -c` on the snapshot gives the verdict it gives on the files themselves."""
+    root = Path(__file__).resolve().parent.parent / "examples" / "queue"
+    kueue = [d for d in yaml.safe_load_all((root / "kueue.yaml").read_text()) if d]
+    for i, d in enumerate(kueue):
+        d["metadata"].update(uid=f"uid-kueue-{i}", resourceVersion="900", creationTimestamp="2026-11-28T08:00:00Z")
+    server = FakeApiServer([*cluster(), *kueue], served=ALL)
+    with server.running():
+        res, out = snap(server, tmp_path)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    counts = doc["metadata"]["counts"]
+    assert (counts["ResourceFlavor"], counts["ClusterQueue"], counts["Namespace"]) == (4, 2, 2)
+    jobs = str(root / "jobs.yaml")
+    now = "2026-11-28T12:00:00Z"
+    from_snapshot = CliRunner().invoke(cli, ["queue", "-c", str(out), "-w", jobs, "--now", now, "-o", "json"])
+    from_files = CliRunner().invoke(cli, ["queue", "-c", str(root / "kueue.yaml"), "-w", jobs, "--now", now,
+                                          "-o", "json"])
+    assert from_snapshot.exit_code == from_files.exit_code == 0, from_snapshot.output
+    got, want = json.loads(from_snapshot.stdout), json.loads(from_files.stdout)
+    assert [(w["name"], w["admitted"], w["flavors"]) for w in got["workloads"]] == [
+        (w["name"], w["admitted"], w["flavors"]) for w in want["workloads"]]
+    assert got["cluster_queues"] == want["cluster_queues"]

@@ -223,6 +223,9 @@ def test_rbac_is_read_only_and_exact() -> None:
         ("resource.k8s.io", "resourceclaimtemplates"), ("resource.k8s.io", "resourceslices"),
         ("eks.cloud.tencent.com", "imagecaches"), ("", "configmaps"),
         ("", "persistentvolumeclaims"), ("", "persistentvolumes"), ("storage.k8s.io", "storageclasses"),
+        ("", "namespaces"), ("kueue.x-k8s.io", "resourceflavors"), ("kueue.x-k8s.io", "clusterqueues"),
+        ("kueue.x-k8s.io", "cohorts"), ("kueue.x-k8s.io", "localqueues"),
+        ("kueue.x-k8s.io", "workloadpriorityclasses"), ("kueue.x-k8s.io", "workloads"),
     }  # fmt: skip
     verbs = {r: rule["verbs"] for rule in role["rules"] for r in rule["resources"]}
     assert verbs.pop("configmaps") == ["get"]  # by name only: ConfigMaps are never listed

@@ -208,7 +208,9 @@ def test_the_streamed_snapshot_is_byte_for_byte_the_in_memory_one(tmp_path: Path
     assert counts == {"Node": 4, "Pod": 8, "DaemonSet": 3, "PriorityClass": 0, "NodePool": 2, "NodeClaim": 0,
                       "EC2NodeClass": 0, "NodeOverlay": 1, "RayCluster": 2, "DeviceClass": 1, "ResourceClaim": 1,
                       "ResourceClaimTemplate": 1, "ResourceSlice": 1, "ImageCache": 1, "PersistentVolumeClaim": 0,
-                      "PersistentVolume": 0, "StorageClass": 0, "ConfigMap": 1, "Event": 8}
+                      "PersistentVolume": 0, "StorageClass": 0, "Namespace": 0, "ResourceFlavor": 0,
+                      "ClusterQueue": 0, "Cohort": 0, "LocalQueue": 0, "WorkloadPriorityClass": 0, "Workload": 0,
+                      "ConfigMap": 1, "Event": 8}
     names = [e["metadata"]["name"] for e in doc["items"] if e["kind"] == "Event"]
     assert names[:4] == ["train-1.fs1", "train-0.fs3", "train-2.fs5", "web.fc"]  # ties: as listed
     assert "ghost.p" not in names and "tok-123" not in want.decode()

@@ -106,6 +106,16 @@ IMAGECACHE = Resource("eks.cloud.tencent.com", "v1", "ImageCache", "imagecaches"
 PVC = Resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 PV = Resource("", "v1", "PersistentVolume", "persistentvolumes", namespaced=False)
 STORAGECLASS = Resource("storage.k8s.io", "v1", "StorageClass", "storageclasses", namespaced=False)
+NAMESPACE = Resource("", "v1", "Namespace", "namespaces", namespaced=False)  # labels: ClusterQueue namespaceSelector
+# Kueue (kueue.x-k8s.io/v1beta2, served from Kueue v0.15): what `kgpu queue` reads
+KUEUE_RESOURCES = (
+    Resource("kueue.x-k8s.io", "v1beta2", "ResourceFlavor", "resourceflavors", namespaced=False),
+    Resource("kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues", namespaced=False),
+    Resource("kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts", namespaced=False),
+    Resource("kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues"),
+    Resource("kueue.x-k8s.io", "v1beta2", "WorkloadPriorityClass", "workloadpriorityclasses", namespaced=False),
+    Resource("kueue.x-k8s.io", "v1beta2", "Workload", "workloads"),
+)
 CONFIGMAP = Resource("", "v1", "ConfigMap", "configmaps")  # only the device plugin's, by name (snapshot)
 
 

@@ -37,6 +37,8 @@ from kgpu.live.client import (
     EC2NODECLASS,
     EVENT,
     IMAGECACHE,
+    KUEUE_RESOURCES,
+    NAMESPACE,
     NODE,
     NODECLAIM,
     NODEOVERLAY,
@@ -101,6 +103,9 @@ SOURCES: tuple[tuple[Resource, bool], ...] = (
     (PVC, True),
     (PV, True),
     (STORAGECLASS, True),
+    # Kueue's queues, quotas and Workloads (kgpu queue), and the Namespaces' labels its namespaceSelectors read
+    (NAMESPACE, True),
+    *((r, True) for r in KUEUE_RESOURCES),
 )
 # Read by name (get), not listed: the device plugin's config ConfigMaps (kgpu.doctor.sharing).
 BY_NAME: tuple[Resource, ...] = (CONFIGMAP,)

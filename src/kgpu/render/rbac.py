@@ -5,7 +5,9 @@ nodes, pods and events; apps daemonsets (is the device plugin running where it s
 priorityclasses (queue order); Karpenter nodepools and nodeclaims (karpenter.sh) and ec2nodeclasses
 (karpenter.k8s.aws) and nodeoverlays (shared GPUs' capacity); KubeRay rayclusters; DRA deviceclasses,
 resourceclaims, resourceclaimtemplates and resourceslices (resource.k8s.io); TKE imagecaches
-(eks.cloud.tencent.com); persistentvolumeclaims, persistentvolumes and storageclasses (volume placement).
+(eks.cloud.tencent.com); persistentvolumeclaims, persistentvolumes and storageclasses (volume placement);
+namespaces and Kueue's resourceflavors, clusterqueues, cohorts, localqueues, workloadpriorityclasses and
+workloads (kueue.x-k8s.io: ``kgpu queue``).
 ConfigMaps: ``get`` only, no ``list``: a snapshot reads the device plugin's config
 ConfigMaps by the names its DaemonSets mount, never lists ConfigMaps. No secrets, no writes.
 
@@ -23,7 +25,7 @@ from kgpu.render import MANAGED_BY
 NAME = "kgpu-doctor"
 VERBS = ["get", "list", "watch"]
 RULES: list[tuple[str, list[str]]] = [
-    ("", ["events", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods"]),
+    ("", ["events", "namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods"]),
     ("apps", ["daemonsets"]),
     ("scheduling.k8s.io", ["priorityclasses"]),
     ("karpenter.sh", ["nodeclaims", "nodeoverlays", "nodepools"]),
@@ -32,6 +34,8 @@ RULES: list[tuple[str, list[str]]] = [
     ("resource.k8s.io", ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"]),
     ("eks.cloud.tencent.com", ["imagecaches"]),
     ("storage.k8s.io", ["storageclasses"]),
+    ("kueue.x-k8s.io", ["clusterqueues", "cohorts", "localqueues", "resourceflavors", "workloadpriorityclasses",
+                        "workloads"]),
 ]
 GET_ONLY: list[tuple[str, list[str]]] = [("", ["configmaps"])]  # read by name: the device plugin's configs
 RUN_NAME = "kgpu-run"
