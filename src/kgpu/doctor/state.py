@@ -286,7 +286,7 @@ def _ready(status: dict[str, Any]) -> bool:
     return False
 
 
-class _Catalog:
+class CatalogTypes:
     """The AWS catalog, loaded on first use (a cluster without instance-type labels never needs it)."""
 
     def __init__(self) -> None:
@@ -358,7 +358,7 @@ def _runtime_class_reasons(state: ClusterState) -> None:
             node.gpu_reason = f"pod {pod.namespace}/{pod.name} runs there with runtimeClassName {rc}"
 
 
-def _node_info(item: dict[str, Any], model: Node, catalog: _Catalog) -> NodeInfo:
+def _node_info(item: dict[str, Any], model: Node, catalog: CatalogTypes) -> NodeInfo:
     labels = model.labels
     status = item.get("status") if isinstance(item.get("status"), dict) else {}
     assert isinstance(status, dict)
@@ -525,7 +525,7 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
     state = ClusterState(source, metadata)
     parser = Parser(source)
     out = parser.out
-    catalog = _Catalog()
+    catalog = CatalogTypes()
     pods_raw: list[tuple[dict[str, Any], str]] = []
     for n, item in enumerate(items):
         label = f"items[{n}]"

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kgpu.doctor.state import CatalogTypes
 from kgpu.errors import InputError
 from kgpu.live.client import (
     NODE,
@@ -202,25 +203,6 @@ def _ready(node: dict[str, Any]) -> str:
     return "Unknown"
 
 
-class _Types:
-    """Instance types of the AWS catalog by name, looked up once each (None: not a type it knows)."""
-
-    def __init__(self) -> None:
-        self._types: dict[str, Any] = {}
-
-    def get(self, name: str) -> Any:
-        if not name:
-            return None
-        if name not in self._types:
-            from kgpu.catalog import aws_catalog
-
-            try:
-                self._types[name] = aws_catalog().get(name)
-            except InputError:
-                self._types[name] = None
-        return self._types[name]
-
-
 def node_status(ready: str, unschedulable: bool, inv: NodeGpus, expected: int, super_node: bool) -> list[str]:
     """The node's status codes (``STATUSES``), before ``idle``: readiness, cordon, and what is wrong with its
     GPUs in the order doctor's ``gpu-node-no-gpus`` decides it."""
@@ -274,7 +256,7 @@ def summarize(
         for k, v in pod_gpus(pod, where).items():
             into[k] = into.get(k, 0.0) + v
     devices = dra_devices(slices)
-    types = _Types()
+    types = CatalogTypes()
     prices: dict[tuple[str, str, str], float | None] = {}
     by_key: dict[str, str] = {}
     rows: list[dict[str, Any]] = []
@@ -324,7 +306,7 @@ def _node_row(
     node: dict[str, Any],
     requested: Mapping[str, Mapping[str, float]],
     devices: Mapping[str, Any],
-    types: _Types,
+    types: CatalogTypes,
     all_nodes: bool,
     gpu_node_reason: Callable[..., str],
 ) -> dict[str, Any] | None:
