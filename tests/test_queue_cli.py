@@ -318,3 +318,10 @@ def test_a_quota_that_is_not_a_quantity_names_the_object_and_field(tmp_path: Pat
     code, out = run("-c", write(tmp_path, "bad.yaml", docs), "-w", JOBS)
     assert code == 2
     assert "ClusterQueue" in out and "team-a" in out and "nominalQuota" in out
+
+
+def test_a_jobs_file_without_jobs_is_refused_and_an_empty_cluster_is_said(tmp_path: Path) -> None:
+    code, out = run("-c", KUEUE, "-w", KUEUE)
+    assert code == 2 and "--workloads: no Job, JobSet, RayJob or RayCluster" in out
+    code, out = run("-c", write(tmp_path, "empty.yaml", [{"apiVersion": "v1", "kind": "List", "items": []}]))
+    assert code == 0 and "warning: no ClusterQueue in the input: Kueue admits nothing" in out

@@ -120,6 +120,11 @@ def build(
     from kgpu.sim.queue.replay import replay
 
     submitted = read_jobs([*cluster, *jobs], source=source, created=now) if jobs else None
+    if jobs and submitted is not None and not submitted.workloads and not submitted.skipped:
+        raise InputError(
+            "no Job, JobSet, RayJob or RayCluster (nor a pod Kueue manages) in the -w files",
+            where="--workloads",
+        )
     new = submitted.workloads if submitted is not None else []
     # the cluster's own jobs already have Workloads in the snapshot; only the -w files' jobs are new
     job_keys = {
@@ -247,7 +252,8 @@ def build(
         "workloads": rows,
         "skipped_jobs": skipped,
         "replay": {"events": timeline.events, "estimated": timeline.estimated, "limit": timeline.limit},
-        "warnings": list(settled.warnings),
+        "warnings": list(settled.warnings)
+        + ([] if settled.cluster_queues else ["no ClusterQueue in the input: Kueue admits nothing"]),
     }
 
 
