@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgpu.model.dra import Device
+from kgpu.model.dra_types import Device
 from kgpu.sim.scheduler.plugins.cel import CelRuntimeError, Evaluator, Unsupported
 
 DEVICE = Device("gpu-0", {"gpu.nvidia.com/productName": "NVIDIA A100-SXM4-80GB", "gpu.nvidia.com/type": "gpu",

@@ -12,7 +12,7 @@ import dockerfile
 import pytest
 
 from kgpu import __version__
-from kgpu.model.profile import Monitoring
+from kgpu.model.profile_cluster import Monitoring
 from kgpu.render.monitoring import EXPORTER_UID, PORT
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import yaml
 
 from kgpu.doctor import doctor_report
 from kgpu.doctor.cuda import node_driver
-from kgpu.doctor.deviceplugin import plugin_version
+from kgpu.doctor.deviceplugin_workloads import plugin_version
 from kgpu.doctor.nodepools import nodepool_pool, nodepool_profile
 from kgpu.doctor.state import cluster_state
 from kgpu.errors import InputError

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from kgpu.catalog import aws_catalog
 from kgpu.cli.main import cli
 from kgpu.doctor import CHECK_IDS, doctor_report
-from kgpu.doctor.deviceplugin import plugin_daemonsets, plugin_pods, runs_plugin
+from kgpu.doctor.deviceplugin_workloads import plugin_daemonsets, plugin_pods, runs_plugin
 from kgpu.doctor.state import cluster_state
 from snapshot_builders import event, pod, v1_list
 

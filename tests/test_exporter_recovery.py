@@ -12,9 +12,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fakes.fake_nvml import FakeGpu, FakeNvml, make_gpus
-from kgpu.exporter.collector import CollectorOptions, GpuCollector, _raw
+from kgpu.exporter.collector import CollectorOptions, GpuCollector
 from kgpu.exporter.exposition import TextWriter
 from kgpu.exporter.nvml import Nvml
+from kgpu.exporter.readings import _raw
 from kgpu.exporter.xid import XidWatcher
 
 Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]

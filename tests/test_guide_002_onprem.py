@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from kgpu.cli.main import cli
 from kgpu.doctor import doctor_report
-from kgpu.render import monitoring, onprem, validate
+from kgpu.render import grafana, onprem, validate
 
 CHART_VALUES = Path(str(resources.files("kgpu.render") / "schemas" / "nvidia-device-plugin.helm-values.yaml"))
 
@@ -546,7 +546,7 @@ def test_an_externally_exported_dashboard_gets_its_ds_prometheus_input_wired() -
             "pluginName": "Prometheus",
         }
     ]
-    wired = monitoring.wire_datasource(exported, "prometheus")
+    wired = grafana.wire_datasource(exported, "prometheus")
     assert "${DS_PROMETHEUS}" not in json.dumps(wired) and "__inputs" not in wired
     uids = {
         t["datasource"]["uid"] for p in wired["panels"] for t in p.get("targets") or [] if t.get("datasource")

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from kgpu.errors import InputError
-from kgpu.render import monitoring
+from kgpu.render import grafana, monitoring
 from kgpu.render.monitoring import alert_rules_file, render_monitoring, scrape_config
 
 PROMTOOL_TESTS = Path(__file__).parent / "promtool" / "rules.test.yaml"
@@ -193,7 +193,7 @@ def test_dashboard_queries_kgpu_metrics() -> None:
         f.name + "_total" for f in collector.build() if f.type == "counter"
     }
     served |= {"nvidia_smi_gpu_pod_info"}  # present only while a pod holds a GPU
-    dash = monitoring.grafana_dashboard()
+    dash = grafana.grafana_dashboard()
     import re
 
     for panel in dash["panels"]:

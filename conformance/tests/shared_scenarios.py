@@ -25,7 +25,8 @@ from typing import Any
 
 from scenarios import CPU_REQ, MEM_REQ, TAINTS, ZONES, Scenario
 
-from kgpu.model.sharing import LABEL_MIG_STATE, DeviceConfig
+from kgpu.model.nvidia import LABEL_MIG_STATE
+from kgpu.model.sharing import DeviceConfig
 
 GPU = "nvidia.com/gpu"
 # instance type, cpu, memory, pods, GPUs, GPU model (kgpu's catalog name)

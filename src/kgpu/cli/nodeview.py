@@ -33,7 +33,8 @@ from typing import Any
 
 from kgpu.cli.output import headers_wanted, style, table
 from kgpu.model.gpus import WHOLE, classify, sharing_of
-from kgpu.model.sharing import GPU, SHARED_SUFFIX, is_gpu_resource
+from kgpu.model.nvidia import GPU, SHARED_SUFFIX
+from kgpu.model.sharing import is_gpu_resource
 
 AMD_GPU = "amd.com/gpu"
 CPU = "cpu"

@@ -32,7 +32,7 @@ from kgpu.catalog.cuda import (
     split_image,
 )
 from kgpu.doctor.common import names
-from kgpu.doctor.deviceplugin import builtin_plugin, cluster_policy, helm_release, plugin_daemonsets
+from kgpu.doctor.deviceplugin_workloads import builtin_plugin, cluster_policy, helm_release, plugin_daemonsets
 from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding
 from kgpu.doctor.state import ClusterState, NodeInfo
 

@@ -27,14 +27,14 @@ from kgpu.doctor.common import names, snippet
 from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding, obj_ref
 from kgpu.doctor.state import LABEL_NODEPOOL, ClusterState, NodeInfo
 from kgpu.model.gpus import MIG, SHARED, overlay_scope
-from kgpu.model.safeyaml import load_document
-from kgpu.model.sharing import (
+from kgpu.model.nvidia import (
     LABEL_MIG_STATE,
     LABEL_MIG_STRATEGY,
     LABEL_PLUGIN_CONFIG,
     LABEL_PRODUCT,
     SHARED_SUFFIX,
 )
+from kgpu.model.safeyaml import load_document
 
 ADMISSION_WORDS = "maximum request size for shared resources is 1"
 

@@ -32,8 +32,8 @@ from kgpu.doctor.common import snippet
 from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding
 from kgpu.doctor.state import ClusterState, PodInfo
 from kgpu.errors import InputError
+from kgpu.model.nvidia import GPU
 from kgpu.model.quantity import parse_quantity
-from kgpu.model.sharing import GPU
 
 CUDA = "CUDA_VISIBLE_DEVICES"
 NVIDIA = "NVIDIA_VISIBLE_DEVICES"

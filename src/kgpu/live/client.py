@@ -16,6 +16,8 @@ Every request is bounded (docs/live.md, Limits):
 - in number: a list follows at most :data:`MAX_PAGES` pages and :data:`MAX_LIST_ITEMS` objects, and a
   ``continue`` token seen before ends it with an error.
 
+The watchdog and the chunked read are :mod:`kgpu.live.exchange`'s, shared with the Prometheus client.
+
 Every failure becomes one ``ClusterError`` line: unreachable server, timeout, 401, 403 (naming the verb
 and resource, pointing at ``kgpu render --target rbac``), 404, 409, 429 (retried after its Retry-After),
 5xx (reads and deletes retried; a create is not, and a create whose outcome is unknown raises
@@ -26,10 +28,8 @@ and resource, pointing at ``kgpu render --target rbac``), 404, 409, 429 (retried
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
-import weakref
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +41,8 @@ from lightkube.config.models import User
 from lightkube.core.exceptions import ConfigError
 
 from kgpu.errors import InputError
-from kgpu.live.kubeconfig import ClusterError, Target, check_token, strip_userinfo
+from kgpu.live.exchange import Watchdog, _kind, _message, _read, _short, _size, _TooLarge
+from kgpu.live.kubeconfig import ClusterError, Target, check_token
 from kgpu.model.safeyaml import load_json
 
 READ_HINT = "grant kgpu's read access with `kgpu render --target rbac` (the kgpu-doctor ClusterRole)"
@@ -135,16 +136,11 @@ class Ambiguous(ClusterError):
     """A write whose outcome is unknown: the server may have done it (a 5xx, or no complete answer)."""
 
 
-class _TooLarge(Exception):
-    pass
-
-
 _VERBS = {"GET": "get", "POST": "create", "DELETE": "delete", "PUT": "update", "PATCH": "patch"}
 _IDEMPOTENT = ("GET", "DELETE")
 # Transport failures before anything was sent: a write that failed so was not done.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol,
              httpx.ProxyError)
-_SOCKET_EVENTS = ("connect_tcp.complete", "start_tls.complete", "connect_unix_socket.complete")
 
 
 class _BearerAuth(httpx.Auth):
@@ -180,57 +176,6 @@ class _BearerAuth(httpx.Auth):
                 self.token = token
                 request.headers["Authorization"] = f"Bearer {token}"
                 yield request
-
-
-class Watchdog:
-    """The deadline of one exchange: every socket the HTTP client opens is noted (httpcore's trace hook),
-    and shut down when the deadline passes, so no answer outlives it (a drip, an endless chunked body)."""
-
-    def __init__(self) -> None:
-        self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._expired = False
-
-    # --- the deadline --------------------------------------------------------------------------------------
-
-    def _trace(self, event: str, info: dict[str, Any]) -> None:
-        """httpcore's trace hook: note every socket the client opens, so the watchdog can shut it down."""
-        if event.endswith(_SOCKET_EVENTS):
-            stream = info.get("return_value")
-            sock = stream.get_extra_info("socket") if stream is not None else None
-            if isinstance(sock, socket.socket):
-                with self._lock:
-                    self._sockets.add(sock)
-                    expired = self._expired
-                if expired:  # opened after the deadline passed
-                    with contextlib.suppress(OSError):
-                        sock.shutdown(socket.SHUT_RDWR)
-
-    def _expire(self) -> None:
-        with self._lock:
-            self._expired = True
-            sockets = list(self._sockets)
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    @contextlib.contextmanager
-    def _deadline(self, seconds: float | None) -> Iterator[None]:
-        """Within ``seconds`` (None: no deadline), or the client's sockets are shut down under the request."""
-        with self._lock:
-            self._expired = False
-        if seconds is None:
-            yield
-            return
-        if seconds <= 0:
-            self._expire()
-        timer = threading.Timer(max(seconds, 0.0), self._expire)
-        timer.daemon = True
-        timer.start()
-        try:
-            yield
-        finally:
-            timer.cancel()
 
 
 class ApiClient(Watchdog):
@@ -542,19 +487,6 @@ class _Ahead:
         return self._data
 
 
-def _read(resp: httpx.Response, limit: int) -> bytes:
-    """The decoded body, refused as soon as it passes ``limit`` bytes."""
-    length = resp.headers.get("Content-Length", "")
-    if length.isdigit() and int(length) > limit and not resp.headers.get("Content-Encoding"):
-        raise _TooLarge
-    buf = bytearray()
-    for chunk in resp.iter_bytes():
-        buf += chunk
-        if len(buf) > limit:
-            raise _TooLarge
-    return bytes(buf)
-
-
 def _lines(resp: httpx.Response, max_bytes: int) -> Iterator[str]:
     """Text lines of a streamed body; at most ``max_bytes`` read, each line cut at MAX_LOG_LINE characters."""
     pending = bytearray()
@@ -593,24 +525,6 @@ def _text(line: bytes) -> str:
     return text if len(text) <= MAX_LOG_LINE else text[:MAX_LOG_LINE] + "…"
 
 
-def _message(resp: httpx.Response, data: bytes) -> str:
-    """The Status message of an error answer (or the start of its text)."""
-    with contextlib.suppress(msgspec.DecodeError, RecursionError, UnicodeDecodeError):
-        doc = msgspec.json.decode(data[:1024 * 1024])
-        if isinstance(doc, dict) and isinstance(doc.get("message"), str):
-            return strip_userinfo(doc["message"][:500])
-    return strip_userinfo(data[:200].decode("utf-8", "replace").strip())
-
-
-def _kind(value: Any) -> str:
-    return {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean",
-            type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
-
-
 def _retry_after(resp: httpx.Response, attempt: int) -> float:
     try:
         value = float(resp.headers.get("Retry-After", ""))
@@ -619,9 +533,3 @@ def _retry_after(resp: httpx.Response, attempt: int) -> float:
     if value != value:  # NaN
         value = float(attempt)
     return max(0.0, min(value, MAX_RETRY_AFTER))
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return strip_userinfo(text.splitlines()[0][:300])
-

@@ -14,7 +14,8 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from kgpu.errors import InputError
-from kgpu.live.client import RETRIES, Watchdog, _kind, _message, _read, _short, _size, _TooLarge
+from kgpu.live.client import RETRIES
+from kgpu.live.exchange import Watchdog, _kind, _message, _read, _short, _size, _TooLarge
 from kgpu.live.kubeconfig import ClusterError, strip_userinfo
 from kgpu.model.safeyaml import load_json
 

@@ -342,7 +342,7 @@ def config_refs(daemonsets: list[dict[str, Any]]) -> list[tuple[str, str]]:
     ``config.name`` or its generated ``<release>-configs``, the GPU Operator's ``devicePlugin.config.name``):
     volumes of a DaemonSet with a container of the k8s-device-plugin image (the plugin, its
     config-manager sidecar, GFD), ``configMap`` or ``projected`` ones."""
-    from kgpu.doctor.deviceplugin import is_plugin_image
+    from kgpu.doctor.deviceplugin_workloads import is_plugin_image
 
     refs: list[tuple[str, str]] = []
     for ds in daemonsets:

@@ -5,7 +5,9 @@ DeviceClass, ResourceClaim, ResourceClaimTemplate and ResourceSlice are read fro
 (k8s.io/kubernetes pkg/apis/resource/validation/validation.go at v1.34, limits from k8s.io/api/resource/v1
 types.go): a failing object is bad input, one line naming the file, object and field (exit 2), because the
 cluster would never have held it. CEL selectors are compiled by ``kgpu.sim.scheduler.plugins.cel`` (a syntax error is bad input
-too); this module only keeps each expression with where it was written.
+too); this module only keeps each expression with where it was written. The objects, as dataclasses, and
+the API's limits are :mod:`kgpu.model.dra_types`'s (those the scheduler's DRA plugin names are importable
+from here too).
 
 Shipped feature gates of 1.34 decide what a field means: DRAPrioritizedList and DRAAdminAccess are beta (on);
 DRAConsumableCapacity (``distinctAttribute``), DRADeviceTaints, DRAPartitionableDevices are alpha (off): the
@@ -15,10 +17,42 @@ API server drops those fields, and kgpu says so in a warning instead of modellin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from kgpu.errors import InputError, quote
+from kgpu.model.dra_types import ALL as ALL
+from kgpu.model.dra_types import ALLOCATION_RESULTS_MAX as ALLOCATION_RESULTS_MAX
+from kgpu.model.dra_types import (
+    API_VERSION,
+    ATTRIBUTE_VALUE_MAX,
+    ATTRIBUTES_AND_CAPACITIES_MAX,
+    CEL_MAX_LENGTH,
+    DEVICE_CONFIG_MAX,
+    DEVICE_CONSTRAINTS_MAX,
+    DEVICE_REQUESTS_MAX,
+    DEVICE_SELECTORS_MAX,
+    DRIVER_NAME_MAX,
+    EXACT_COUNT,
+    FIRST_AVAILABLE_MAX,
+    POOL_NAME_MAX,
+    RESERVED_FOR_MAX,
+    SLICE_DEVICES_MAX,
+    TOLERATIONS_MAX,
+    ClaimTemplate,
+    Constraint,
+    Request,
+    Toleration,
+)
+from kgpu.model.dra_types import AllocatedDevice as AllocatedDevice
+from kgpu.model.dra_types import Allocation as Allocation
+from kgpu.model.dra_types import Claim as Claim
+from kgpu.model.dra_types import ClaimSpec as ClaimSpec
+from kgpu.model.dra_types import Device as Device
+from kgpu.model.dra_types import DeviceClass as DeviceClass
+from kgpu.model.dra_types import DRAObjects as DRAObjects
+from kgpu.model.dra_types import Exact as Exact
+from kgpu.model.dra_types import ResourceSlice as ResourceSlice
+from kgpu.model.dra_types import Selector as Selector
 from kgpu.model.fields import list_at as _list
 from kgpu.model.fields import mapping_at as _map
 from kgpu.model.names import (
@@ -33,159 +67,13 @@ from kgpu.model.names import (
 from kgpu.model.objects import NodeSelector, Requirement, Term
 from kgpu.model.quantity import MAX_INT64, parse_quantity
 
-API_VERSION = "resource.k8s.io/v1"
-KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
-
-# k8s.io/api/resource/v1 types.go
-DEVICE_REQUESTS_MAX = 32  # DeviceRequestsMaxSize
-DEVICE_SELECTORS_MAX = 32  # DeviceSelectorsMaxSize
-DEVICE_CONSTRAINTS_MAX = 32  # DeviceConstraintsMaxSize
-DEVICE_CONFIG_MAX = 32  # DeviceConfigMaxSize
-FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize
-TOLERATIONS_MAX = 16  # DeviceTolerationsMaxLength
-SLICE_DEVICES_MAX = 128  # ResourceSliceMaxDevices
-ATTRIBUTES_AND_CAPACITIES_MAX = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice
-ATTRIBUTE_VALUE_MAX = 64  # DeviceAttributeMaxValueLength
-DRIVER_NAME_MAX = 63  # DriverNameMaxLength
-POOL_NAME_MAX = 253  # PoolNameMaxLength
-CEL_MAX_LENGTH = 10 * 1024  # CELSelectorExpressionMaxLength
-ALLOCATION_RESULTS_MAX = 32  # AllocationResultsMaxSize
-RESERVED_FOR_MAX = 256  # ResourceClaimReservedForMaxSize
 _MIN_INT64 = -(2**63)
-
-EXACT_COUNT = "ExactCount"
-ALL = "All"
 
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Selector:
-    expression: str
-    where: str  # file: object: field, for errors and warnings
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceClass:
-    name: str
-    selectors: tuple[Selector, ...]
-    extended_resource_name: str
-    where: str
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    key: str
-    operator: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True, slots=True)
-class Exact:
-    """One way to satisfy a request: ``exactly``, or one of ``firstAvailable``'s sub-requests."""
-
-    name: str  # the request's name, or "<request>/<subrequest>"
-    device_class: str
-    selectors: tuple[Selector, ...]
-    mode: str
-    count: int
-    admin_access: bool
-    tolerations: tuple[Toleration, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    name: str
-    alternatives: tuple[Exact, ...]  # one for ``exactly``; the sub-requests in order for ``firstAvailable``
-    first_available: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Constraint:
-    requests: tuple[str, ...]  # empty: every request
-    match_attribute: str
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimSpec:
-    requests: tuple[Request, ...]
-    constraints: tuple[Constraint, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AllocatedDevice:
-    request: str
-    driver: str
-    pool: str
-    device: str
-    admin_access: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    devices: tuple[AllocatedDevice, ...]
-    node_selector: NodeSelector | None
-
-
-@dataclass
-class Claim:
-    namespace: str
-    name: str
-    spec: ClaimSpec
-    where: str
-    allocation: Allocation | None = None
-    reserved_for: tuple[str, ...] = ()  # names of the pods it is reserved for
-    deleting: bool = False
-    uid: str = ""
-    owner: tuple[str, str] = ("", "")  # the controlling owner (kind, name): a pod for template claims
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimTemplate:
-    namespace: str
-    name: str
-    spec: ClaimSpec
-    where: str
-
-
-@dataclass(frozen=True, slots=True)
-class Device:
-    name: str
-    # qualified name ("gpu.nvidia.com/productName") -> int | bool | str | ("semver", str)
-    attributes: dict[str, Any]
-    capacity: dict[str, int]  # qualified name -> value in milli-units
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceSlice:
-    name: str
-    driver: str
-    pool: str
-    generation: int
-    slice_count: int
-    node_name: str
-    node_selector: NodeSelector | None
-    all_nodes: bool
-    devices: tuple[Device, ...]
-    where: str
-
-
-@dataclass
-class DRAObjects:
-    classes: dict[str, DeviceClass] = field(default_factory=dict)
-    claims: dict[str, Claim] = field(default_factory=dict)  # "namespace/name"
-    templates: dict[str, ClaimTemplate] = field(default_factory=dict)
-    slices: list[ResourceSlice] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 # --- reading -------------------------------------------------------------------------------------------

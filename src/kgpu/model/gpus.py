@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kgpu.model.sharing import (
+from kgpu.model.nvidia import (
     GPU,
     LABEL_COUNT,
     LABEL_MIG_CONFIG,
@@ -39,8 +39,8 @@ from kgpu.model.sharing import (
     LABEL_SHARING,
     MIG_PREFIX,
     SHARED_SUFFIX,
-    is_gpu_resource,
 )
+from kgpu.model.sharing import is_gpu_resource
 
 WHOLE = "whole"
 SHARED = "shared"

@@ -31,26 +31,20 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from kgpu.catalog.mig import MIG_DISABLED, memory_share, mig_layout, product
+from kgpu.model.nvidia import (
+    GPU,
+    LABEL_COUNT,
+    LABEL_MIG_STRATEGY,
+    LABEL_PLUGIN_CONFIG,
+    LABEL_PRODUCT,
+    LABEL_REPLICAS,
+    LABEL_SHARING,
+    MIG_PREFIX,
+    SHARED_SUFFIX,
+)
 
 if TYPE_CHECKING:  # the profile's models are pydantic's: imported where a profile is read, not here
     from kgpu.model.profile import Pool, Profile
-
-# The node labels that choose a node's device-plugin config (a key of the plugin's ConfigMap, read by its
-# config-manager sidecar) and its mig-parted config (read by the GPU Operator's MIG manager).
-LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
-LABEL_MIG_CONFIG = "nvidia.com/mig.config"
-
-MIG_CONFIG_LABEL = LABEL_MIG_CONFIG
-
-GPU = "nvidia.com/gpu"
-SHARED_SUFFIX = ".shared"
-MIG_PREFIX = "nvidia.com/mig-"
-LABEL_MIG_STATE = "nvidia.com/mig.config.state"
-LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"
-LABEL_REPLICAS = "nvidia.com/gpu.replicas"
-LABEL_SHARING = "nvidia.com/gpu.sharing-strategy"
-LABEL_PRODUCT = "nvidia.com/gpu.product"
-LABEL_COUNT = "nvidia.com/gpu.count"
 
 # GFD's product names (the NVML device name, spaces as dashes) for GPUs without MIG in kgpu's catalog.
 _PRODUCTS = {

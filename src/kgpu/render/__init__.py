@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kgpu.model.profile import AmiFamily, Pool, PoolKind, Profile
-from kgpu.model.sharing import GPU
+from kgpu.model.nvidia import GPU
+from kgpu.model.profile import Pool, PoolKind, Profile
+from kgpu.model.profile_nodes import AmiFamily
 
 # Label kgpu puts on pools whose AMI ships the NVIDIA device plugin built in (Bottlerocket NVIDIA), so the
 # DaemonSet's node affinity can keep away from them: two plugins on one node fight over the kubelet socket.

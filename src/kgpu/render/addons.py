@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kgpu.model.profile import CapacityType, PoolKind, Profile
+from kgpu.model.profile import PoolKind, Profile
+from kgpu.model.profile_nodes import CapacityType
 from kgpu.render import pool_selector, tolerations
 
 EVENT_RULES = (

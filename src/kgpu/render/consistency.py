@@ -33,7 +33,8 @@ from kgpu.errors import InputError
 from kgpu.model.load import parse_documents
 from kgpu.model.objects import GPU, Node, Pod, Taint
 from kgpu.model.predicates import first_untolerated, static_reasons, untolerated_taint_detail
-from kgpu.model.profile import AmiFamily, Autoscaler, Pool, PoolKind, Profile
+from kgpu.model.profile import Autoscaler, Pool, PoolKind, Profile
+from kgpu.model.profile_nodes import AmiFamily
 from kgpu.render import (
     EKS_MANAGED_GROUP_LABEL,
     EKSCTL_GROUP_LABEL,

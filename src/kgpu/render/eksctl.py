@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kgpu.model.profile import AmiFamily, Autoscaler, CapacityType, Pool, PoolKind, Profile
+from kgpu.model.profile import Autoscaler, Pool, PoolKind, Profile
+from kgpu.model.profile_nodes import AmiFamily, CapacityType
 from kgpu.render import (
     EKSCTL_GROUP_LABEL,
     group_names,

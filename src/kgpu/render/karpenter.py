@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kgpu.model.profile import AmiFamily, Pool, PoolKind, Profile
+from kgpu.model.profile import Pool, PoolKind, Profile
+from kgpu.model.profile_nodes import AmiFamily
 from kgpu.render import MANAGED_BY, node_labels, taints
 
 NODEPOOL_API = "karpenter.sh/v1"

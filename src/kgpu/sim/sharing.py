@@ -27,13 +27,9 @@ from kgpu.catalog.instance import InstanceType
 from kgpu.catalog.mig import mig_gpus
 from kgpu.errors import InputError
 from kgpu.model.gpus import SHARED, NodeGpus, closest_offered, node_gpus
+from kgpu.model.nvidia import GPU, LABEL_MIG_STATE, LABEL_PLUGIN_CONFIG, MIG_PREFIX, SHARED_SUFFIX
 from kgpu.model.objects import Node
 from kgpu.model.sharing import (
-    GPU,
-    LABEL_MIG_STATE,
-    LABEL_PLUGIN_CONFIG,
-    MIG_PREFIX,
-    SHARED_SUFFIX,
     DeviceConfig,
     apply,
     config_for,

@@ -34,8 +34,9 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from kgpu.model.gpus import WHOLE, classify
+from kgpu.model.nvidia import LABEL_COUNT, LABEL_PRODUCT
 from kgpu.model.objects import CPU, MEMORY, Node, Pod
-from kgpu.model.sharing import LABEL_COUNT, LABEL_PRODUCT, config_for, configs, is_gpu_resource
+from kgpu.model.sharing import config_for, configs, is_gpu_resource
 
 if TYPE_CHECKING:
     from kgpu.model.profile import Profile

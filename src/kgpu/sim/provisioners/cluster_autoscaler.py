@@ -312,7 +312,7 @@ class ClusterAutoscaler:
         return notes
 
     def _dra_option(self, pod: Pod, claims: Sequence[object], groups: list[Group], ctx: Context) -> tuple[Group | None, str]:
-        from kgpu.sim.provisioners.dra_pools import publish_template
+        from kgpu.sim.provisioners.dra_nodes import publish_template
         from kgpu.sim.scheduler.plugins.dynamicresources import CANNOT_ALLOCATE, AllocationError
 
         reasons: Counter[str] = Counter()

@@ -126,10 +126,10 @@ class Context:
     def launch(self, node: Node, new: NewNode) -> NodeState:
         """Add the node to the scheduler with the DaemonSet pods that would run on it. A node of a
         ``gpuAllocation: dra`` pool advertises no nvidia.com/gpu (the device plugin is not on it) and
-        publishes the ResourceSlices NVIDIA's DRA driver would (kgpu.sim.provisioners.dra_pools)."""
+        publishes the ResourceSlices NVIDIA's DRA driver would (kgpu.sim.provisioners.dra_nodes)."""
         pool = next((p for p in self.profile.pools if p.name == new.pool), None)
         if pool is not None and pool.gpu_allocation == "dra":
-            from kgpu.sim.provisioners.dra_pools import publish_node
+            from kgpu.sim.provisioners.dra_nodes import publish_node
 
             publish_node(self, node, pool, new.instance_type)
         st = self.scheduler.add_node(node)

@@ -33,7 +33,7 @@ from kgpu.catalog.tke import (
     parse_gpu_types,
     tke_gpu_type,
 )
-from kgpu.model.sharing import GPU
+from kgpu.model.nvidia import GPU
 
 PREFIX = "eks.tke.cloud.tencent.com/"
 GPU_TYPE = PREFIX + "gpu-type"
