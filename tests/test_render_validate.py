@@ -11,7 +11,7 @@ import yaml
 from kgpu.model.profile import TEMPLATES, builtin_profile
 from kgpu.render import deviceplugin, validate
 from kgpu.render.stack import VALUES_TARGETS, render_stack
-from kgpu.render.validate import CEL_RULES, CRDS, IGNORED_RULES, crd_rules, validate_document, validate_stack
+from kgpu.render.validate import validate_document, validate_stack
 from render_helpers import named, of_kind
 
 
@@ -69,7 +69,7 @@ def test_cel_label_domains() -> None:
     np["spec"]["template"]["metadata"]["labels"]["karpenter.sh/custom"] = "x"
     np["spec"]["template"]["metadata"]["labels"]["karpenter.k8s.aws/instance-family"] = "g5"  # allowed
     errors = _errors(np)
-    assert errors == ['spec.template.metadata.labels: label domain "karpenter.sh" is restricted']
+    assert errors == ['spec.template.metadata.labels: Invalid value: "object": label domain "karpenter.sh" is restricted']
 
 
 def test_crd_schema_rejects_unknown_fields_and_wrong_types() -> None:
@@ -101,15 +101,6 @@ def test_core_objects_validate_strictly() -> None:
     deployment = copy.deepcopy(of_kind(docs, "Deployment")[0])
     deployment["spec"]["template"]["spec"]["containers"][0]["resourcez"] = {}
     assert _errors(deployment) != []
-
-
-def test_every_cel_rule_is_implemented_or_explicitly_ignored() -> None:
-    """No rule in the packaged CRDs is silently skipped (transition rules aside)."""
-    for file, version in CRDS.values():
-        for message, rule in crd_rules(file, version):
-            if "oldSelf" in rule:
-                continue
-            assert message in CEL_RULES or message in IGNORED_RULES, (file, message)
 
 
 def test_kubernetes_schema_version_follows_profile() -> None:

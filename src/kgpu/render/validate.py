@@ -1,35 +1,29 @@
 """Validate rendered documents against the upstream schemas packaged in ``kgpu/render/schemas/``.
 
-- Karpenter NodePool (karpenter.sh/v1), EC2NodeClass (karpenter.k8s.aws/v1) and KubeRay RayCluster
-  (ray.io/v1): the CRD's structural OpenAPI v3 schema, converted to JSON Schema (``x-kubernetes-int-or-
-  string`` -> integer or string; objects with declared properties reject unknown fields, as
-  ``kubectl apply --validate=strict`` does, unless ``x-kubernetes-preserve-unknown-fields``), plus the CEL
-  rules (``x-kubernetes-validations``) re-implemented in Python below.
+- Karpenter NodePool (karpenter.sh/v1), EC2NodeClass (karpenter.k8s.aws/v1), NodeOverlay
+  (karpenter.sh/v1alpha1) and KubeRay RayCluster (ray.io/v1): the CRD's structural OpenAPI v3 schema,
+  converted to JSON Schema (``x-kubernetes-int-or-string`` -> integer or string; objects with declared
+  properties reject unknown fields, as ``kubectl apply --validate=strict`` does, unless
+  ``x-kubernetes-preserve-unknown-fields``), then the CRD's own CEL rules (``x-kubernetes-validations``: all 74
+  of the packaged CRDs', 69 on create, the 5 transition rules being for updates), evaluated as the API server
+  evaluates them (:mod:`kgpu.render.crd_rules`) and reported in its words
+  (``spec.template.spec.requirements: Invalid value: "array": requirements with operator 'In' must have a
+  value defined``). As the API server does (``customresource/strategy.go``, ``hasBlockingErr``), the rules do
+  not run on an object whose schema errors are blocking (a missing required field, a wrong type, a value not
+  in an enum, a string, list or map over its maximum): one line says so instead. An object over 3 MiB is
+  refused, as the API server refuses the request.
 - eksctl ClusterConfig (eksctl.io/v1alpha5): eksctl's JSON schema (draft-07).
-- Core Kubernetes objects: ``kubernetes_validate`` in strict mode, for the profile's Kubernetes version
-  (the newest schema not newer than it; the newest shipped when the profile is newer still).
+- Core Kubernetes objects: ``kubernetes_validate``'s schemas in strict mode, for the profile's Kubernetes
+  version (the newest schema not newer than it; the newest shipped when the profile is newer still), with
+  the validator its ``utils.validate`` builds, built once per kind (:func:`_core_validator`).
 - Anything else (ImageCache, Prometheus Operator objects) has no packaged schema: reported as skipped.
 
-CEL rules implemented (by the CRD's message), the ones that bear on what kgpu emits:
+Hand-written checks, for what the CRDs do not say:
 
-NodePool: label domains ``karpenter.sh`` / ``karpenter.k8s.aws`` restricted to their well-known labels and
-``karpenter.sh/nodepool`` / ``kubernetes.io/hostname`` forbidden (template labels and requirement keys);
-requirement operator ``In`` needs values; ``Gt``/``Lt``/``Gte``/``Lte`` need a single non-negative integer;
-``minValues`` needs at least that many values; budget ``schedule`` with ``duration``; nodeClassRef
-group/kind/name non-empty; static NodePools (``replicas``) take only ``limits.nodes`` and no weight.
-
-EC2NodeClass: alias format ``family@version``, supported families, windows only ``@latest``; each AMI,
-subnet and security-group selector term names something, ``id``/``name``/``alias`` exclusivity, alias alone;
-no empty tag keys or values; block devices need ``snapshotID`` or ``volumeSize``, at most one root volume;
-exactly one of ``role`` and ``instanceProfile``, neither empty; ``amiFamily`` agrees with the alias
-family; restricted instance tags (``eks:eks-cluster-name``, ``kubernetes.io/cluster*``, ``karpenter.sh/
-nodepool``, ``karpenter.sh/nodeclaim``, ``karpenter.k8s.aws/ec2nodeclass``).
-
-RayCluster: ``managedBy`` one of the two allowed values.
-
-Transition rules (those reading ``oldSelf``) only constrain updates and are skipped, as are the few rules
-about fields kgpu never writes (capacity reservations, network interfaces, NAT timeouts); ``IGNORED_RULES``
-names them and a test checks that every rule in the packaged CRDs is either implemented or listed there.
+- ``metadata.name`` of a CRD object: present and a DNS-1123 subdomain. The API server's object-meta validation
+  (``ValidateObjectMetaAccessor``, generic to every resource) checks it, not the CRD's schema.
+- Helm values (:func:`chart_values_errors`) against the chart's own ``values.yaml``: the charts ship no
+  ``values.schema.json``.
 """
 
 from __future__ import annotations
@@ -37,15 +31,18 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 import jsonschema
+import msgspec
 import yaml
 
+from kgpu.errors import MAX_MESSAGE, one_line
 from kgpu.model.names import is_dns1123_subdomain
+from kgpu.render import crd_rules
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -137,282 +134,54 @@ def _path(parts: Iterable[Any]) -> str:
     return out
 
 
-def _schema_errors(validator: jsonschema.protocols.Validator, doc: Any) -> list[str]:
-    errors = sorted(validator.iter_errors(doc), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+def _sorted_errors(validator: jsonschema.protocols.Validator, doc: Any) -> list[jsonschema.ValidationError]:
+    return sorted(validator.iter_errors(doc), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+
+
+def _lines(errors: list[jsonschema.ValidationError]) -> list[str]:
     return [f"{_path(e.absolute_path) or '(root)'}: {e.message}" for e in errors]
 
 
-# --- CEL rules, re-implemented --------------------------------------------------------------------------
+def _schema_errors(validator: jsonschema.protocols.Validator, doc: Any) -> list[str]:
+    return _lines(_sorted_errors(validator, doc))
 
 
-def _domain(key: str) -> str:
-    m = re.match(r"^[^/]+", key)
-    return m.group(0) if m else ""
+# --- the CRDs' CEL rules -------------------------------------------------------------------------------
+
+# jsonschema keywords whose errors the API server types as blocking (Required, TypeInvalid, NotSupported,
+# TooLong, TooMany): the CEL rules are then not run. int-or-string's anyOf stands for its type.
+_BLOCKING = frozenset({"required", "type", "enum", "maxLength", "maxItems", "maxProperties"})
+_INT_OR_STRING = [{"type": "integer"}, {"type": "string"}]
+NOT_CHECKED = (
+    "<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; "
+    "correct the existing errors to complete validation"
+)
 
 
-def _keys(value: Any) -> list[str]:
-    if isinstance(value, Mapping):
-        return [str(k) for k in value]
-    return [str(value)] if isinstance(value, str) else []
+@functools.cache
+def crd_rule_tree(file: str, version: str) -> crd_rules.Node | None:
+    """The packaged CRD version's rules, compiled once per process."""
+    return crd_rules.build(crd_schema(file, version))
 
 
-def _listed(rule: str) -> set[str]:
-    """The string literals of the rule's ``x in [...]`` list: the allow-list comes from the CRD itself."""
-    m = re.search(r"in \[([^\]]*)\]", rule)
-    if not m:
-        return set()
-    return {a or b for a, b in re.findall(r"\"([^\"]+)\"|'([^']+)'", m.group(1))}
+def crd_rule_list(file: str, version: str) -> list[crd_rules.Rule]:
+    """Every rule of a packaged CRD version, compiled."""
+    return list(crd_rules.rules(crd_rule_tree(file, version)))
 
 
-def _domain_restricted(domain: str) -> Callable[[Any, str], bool]:
-    def check(value: Any, rule: str) -> bool:
-        allowed = _listed(rule)
-        return all(k in allowed or not _domain(k).endswith(domain) for k in _keys(value))
-
-    return check
-
-
-def _not_key(forbidden: str) -> Callable[[Any, str], bool]:
-    return lambda value, rule: all(k != forbidden for k in _keys(value))
-
-
-def _is_int(text: Any) -> bool:
-    return isinstance(text, str) and re.fullmatch(r"[+-]?[0-9]+", text) is not None
-
-
-def _req_in(value: Any, rule: str) -> bool:
-    return all(r.get("operator") != "In" or len(r.get("values") or []) != 0 for r in value)
-
-
-def _req_numeric(value: Any, rule: str) -> bool:
-    for r in value:
-        if r.get("operator") in ("Gt", "Lt", "Gte", "Lte"):
-            vals = r.get("values") or []
-            if len(vals) != 1 or not _is_int(vals[0]) or int(vals[0]) < 0:
-                return False
-    return True
-
-
-def _req_min_values(value: Any, rule: str) -> bool:
-    return all(
-        not (r.get("operator") == "In" and "minValues" in r) or len(r.get("values") or []) >= r["minValues"]
-        for r in value
-    )
-
-
-def _has(obj: Any, *names: str) -> bool:
-    return isinstance(obj, Mapping) and any(n in obj for n in names)
-
-
-def _alias_family(alias: str) -> str:
-    return alias.split("@", 1)[0]
-
-
-def _ami_family_matches(family: str, names: tuple[str, ...]) -> Callable[[Any, str], bool]:
-    def check(value: Any, rule: str) -> bool:
-        if "amiFamily" not in value:
-            return True
-        aliases = [str(t["alias"]) for t in value.get("amiSelectorTerms") or [] if _has(t, "alias")]
-        if any(_alias_family(a) == family for a in aliases):
-            return value["amiFamily"] in names
+def _blocking(error: jsonschema.ValidationError) -> bool:
+    if error.validator in _BLOCKING:
         return True
-
-    return check
-
-
-def _restricted_tag(pred: Callable[[str], bool]) -> Callable[[Any, str], bool]:
-    return lambda value, rule: all(not pred(k) for k in value)
-
-
-CEL_RULES: dict[str, Callable[[Any, str], bool]] = {
-    # NodePool
-    'label domain "karpenter.sh" is restricted': _domain_restricted("karpenter.sh"),
-    'label domain "karpenter.k8s.aws" is restricted': _domain_restricted("karpenter.k8s.aws"),
-    'label "karpenter.sh/nodepool" is restricted': _not_key("karpenter.sh/nodepool"),
-    'label "kubernetes.io/hostname" is restricted': _not_key("kubernetes.io/hostname"),
-    "requirements with operator 'In' must have a value defined": _req_in,
-    # NodeOverlay
-    "requirements with operator 'NotIn' must have a value defined": lambda v, r: all(
-        x.get("operator") != "NotIn" or x.get("values") for x in v
-    ),
-    "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value": _req_numeric,
-    "invalid resource restricted": lambda v, r: all(
-        k not in ("cpu", "memory", "ephemeral-storage", "pods") for k in v
-    ),
-    "cannot set both 'price' and 'priceAdjustment'": lambda v, r: (
-        not _has(v, "price") or not _has(v, "priceAdjustment")
-    ),
-    "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value": _req_numeric,
-    "requirements with 'minValues' must have at least that many values specified in the 'values' field": _req_min_values,
-    "'schedule' must be set with 'duration'": lambda v, r: all(
-        ("schedule" in x) == ("duration" in x) for x in v
-    ),
-    "group may not be empty": lambda v, r: v != "",
-    "kind may not be empty": lambda v, r: v != "",
-    "name may not be empty": lambda v, r: v != "",
-    "only 'limits.nodes' is supported on static NodePools": lambda v, r: (
-        "replicas" not in v or not v.get("limits") or set(v["limits"]) == {"nodes"}
-    ),
-    "'weight' is not supported on static NodePools": lambda v, r: "replicas" not in v or "weight" not in v,
-    # EC2NodeClass
-    "'alias' is improperly formatted, must match the format 'family@version'": lambda v, r: (
-        re.match(r"^[a-zA-Z0-9]+@.+$", v) is not None
-    ),
-    "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', "
-    "'windows2022', 'windows2025'": lambda v, r: (
-        _alias_family(v) in ("al2", "al2023", "bottlerocket", "windows2019", "windows2022", "windows2025")
-    ),
-    "windows families may only specify version 'latest'": lambda v, r: (
-        not _alias_family(v).startswith("windows") or v.split("@", 1)[1] == "latest"
-    ),
-    "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']": lambda v, r: all(
-        _has(x, "tags", "id", "name", "alias", "ssmParameter") for x in v
-    ),
-    "'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms": lambda v, r: (
-        not any("id" in x and _has(x, "alias", "tags", "name", "owner") for x in v)
-    ),
-    "'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms": lambda v, r: (
-        not any("alias" in x and _has(x, "id", "tags", "name", "owner") for x in v)
-    ),
-    "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms": lambda v, r: (
-        not (any("alias" in x for x in v) and len(v) != 1)
-    ),
-    "empty tag keys or values aren't supported": lambda v, r: all(k != "" and v[k] != "" for k in v),
-    "empty tag keys aren't supported": lambda v, r: all(k != "" for k in v),
-    "snapshotID or volumeSize must be defined": lambda v, r: _has(v, "snapshotID", "volumeSize"),
-    "must have only one blockDeviceMappings with rootVolume": lambda v, r: (
-        sum(1 for x in v if x.get("rootVolume") is True) <= 1
-    ),
-    "securityGroupSelectorTerms cannot be empty": lambda v, r: len(v) != 0,
-    "expected at least one, got none, ['tags', 'id', 'name']": lambda v, r: all(
-        _has(x, "tags", "id", "name") for x in v
-    ),
-    "'id' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term": (
-        lambda v, r: not all("id" in x and _has(x, "tags", "name") for x in v)
-    ),
-    "'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term": (
-        lambda v, r: not all("name" in x and _has(x, "tags", "id") for x in v)
-    ),
-    "subnetSelectorTerms cannot be empty": lambda v, r: len(v) != 0,
-    "expected at least one, got none, ['tags', 'id']": lambda v, r: all(_has(x, "tags", "id") for x in v),
-    "'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term": (
-        lambda v, r: not all("id" in x and "tags" in x for x in v)
-    ),
-    "role cannot be empty": lambda v, r: v != "",
-    "instanceProfile cannot be empty": lambda v, r: v != "",
-    "must specify exactly one of ['role', 'instanceProfile']": lambda v, r: (
-        ("role" in v) != ("instanceProfile" in v)
-    ),
-    "if set, amiFamily must be 'AL2' or 'Custom' when using an AL2 alias": _ami_family_matches(
-        "al2", ("AL2", "Custom")
-    ),
-    "if set, amiFamily must be 'AL2023' or 'Custom' when using an AL2023 alias": _ami_family_matches(
-        "al2023", ("AL2023", "Custom")
-    ),
-    "if set, amiFamily must be 'Bottlerocket' or 'Custom' when using a Bottlerocket alias": _ami_family_matches(
-        "bottlerocket", ("Bottlerocket", "Custom")
-    ),
-    "if set, amiFamily must be 'Windows2019' or 'Custom' when using a Windows2019 alias": _ami_family_matches(
-        "windows2019", ("Windows2019", "Custom")
-    ),
-    "if set, amiFamily must be 'Windows2022' or 'Custom' when using a Windows2022 alias": _ami_family_matches(
-        "windows2022", ("Windows2022", "Custom")
-    ),
-    "if set, amiFamily must be 'Windows2025' or 'Custom' when using a Windows2025 alias": _ami_family_matches(
-        "windows2025", ("Windows2025", "Custom")
-    ),
-    "must specify amiFamily if amiSelectorTerms does not contain an alias": lambda v, r: (
-        any(_has(t, "alias") for t in v.get("amiSelectorTerms") or []) or "amiFamily" in v
-    ),
-    "tag contains a restricted tag matching eks:eks-cluster-name": _restricted_tag(
-        lambda k: k == "eks:eks-cluster-name"
-    ),
-    "tag contains a restricted tag matching kubernetes.io/cluster/": _restricted_tag(
-        lambda k: k.startswith("kubernetes.io/cluster")
-    ),
-    "tag contains a restricted tag matching karpenter.sh/nodepool": _restricted_tag(
-        lambda k: k == "karpenter.sh/nodepool"
-    ),
-    "tag contains a restricted tag matching karpenter.sh/nodeclaim": _restricted_tag(
-        lambda k: k == "karpenter.sh/nodeclaim"
-    ),
-    "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass": _restricted_tag(
-        lambda k: k == "karpenter.k8s.aws/ec2nodeclass"
-    ),
-    # RayCluster
-    "the managedBy field value must be either 'ray.io/kuberay-operator' or 'kueue.x-k8s.io/multikueue'": lambda v, r: (
-        v in ("ray.io/kuberay-operator", "kueue.x-k8s.io/multikueue")
-    ),
-}
-
-# Rules not implemented, and why (fields kgpu never writes).
-IGNORED_RULES: dict[str, str] = {
-    "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']": "capacityReservationSelectorTerms",
-    "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term": (
-        "capacityReservationSelectorTerms"
-    ),
-    "snapshotID must be set when volumeInitializationRate is set": "volumeInitializationRate",
-    "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set": "NAT timeouts",
-    "networkInterfaces must include a primary interface with interfaceType='interface'": "networkInterfaces",
-    "networkInterfaces must not have duplicate networkCardIndex and deviceIndex pairs, and can have at most one efa "
-    "device per network card": "networkInterfaces",
-    "expected at least one, got none, ['name', 'id']": "placementGroupSelector",
-    "'name' and 'id' are mutually exclusive": "placementGroupSelector",
-}
-
-
-def _cel_errors(schema: Any, value: Any, path: list[Any], out: list[str]) -> None:
-    if not isinstance(schema, dict):
-        return
-    for v in schema.get("x-kubernetes-validations") or []:
-        rule, message = v.get("rule", ""), " ".join(str(v.get("message", "")).split())
-        if "oldSelf" in rule:
-            continue
-        check = CEL_RULES.get(message)
-        if check is None:
-            continue
-        try:
-            ok = check(value, rule)
-        except (KeyError, TypeError, AttributeError, IndexError, ValueError):
-            ok = False
-        if not ok:
-            out.append(f"{_path(path) or '(root)'}: {message}")
-    if isinstance(value, Mapping):
-        props = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        for k, item in value.items():
-            if k in props:
-                _cel_errors(props[k], item, [*path, k], out)
-            elif isinstance(extra, dict):
-                _cel_errors(extra, item, [*path, k], out)
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(value):
-            _cel_errors(schema["items"], item, [*path, i], out)
-
-
-def crd_rules(file: str, version: str) -> list[tuple[str, str]]:
-    """Every (message, rule) in a packaged CRD version (for the completeness test)."""
-    found: list[tuple[str, str]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for v in node.get("x-kubernetes-validations") or []:
-                found.append((" ".join(str(v.get("message", "")).split()), v.get("rule", "")))
-            for child in node.values():
-                walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
-
-    walk(crd_schema(file, version))
-    return found
+    return bool(error.validator == "anyOf" and error.validator_value == _INT_OR_STRING)
 
 
 # --- entry points ---------------------------------------------------------------------------------------
 
 
+@functools.cache
 def kubernetes_schema_version(profile_version: str) -> str:
-    """The kubernetes-validate schema version for a profile's ``1.N``: that one, or the nearest shipped."""
+    """The kubernetes-validate schema version for a profile's ``1.N``: that one, or the nearest shipped
+    (cached: listing the shipped versions reads the package's folders, once per document otherwise)."""
     from kubernetes_validate import utils
 
     wanted = tuple(int(x) for x in profile_version.split(".")[:2])
@@ -425,37 +194,93 @@ def kubernetes_schema_version(profile_version: str) -> str:
 def _meta_errors(doc: Mapping[str, Any]) -> list[str]:
     meta = doc.get("metadata")
     if not isinstance(meta, Mapping) or not meta.get("name"):
-        return ["metadata.name: required"]
+        return [_NAME_REQUIRED]
     name = str(meta["name"])
     if not is_dns1123_subdomain(name):
         return [f"metadata.name: {name!r} is not a valid DNS subdomain"]
     return []
 
 
+_NAME_REQUIRED = "metadata.name: required"
+
+
+def _crd_errors(doc: Mapping[str, Any], file: str, version: str) -> tuple[list[str], str | None]:
+    """Schema, then the CRD's rules unless a schema error blocks them; notes for rules not evaluated."""
+    try:
+        size = len(msgspec.json.encode(doc))
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        size = 0  # not JSON: the schema says how
+    if size > crd_rules.MAX_REQUEST_BYTES:
+        return [f"(root): Request entity too large: limit is {crd_rules.MAX_REQUEST_BYTES}"], None
+    meta = _meta_errors(doc)
+    schema_errors = _sorted_errors(_crd_validator(file, version), doc)
+    errors = meta + _lines(schema_errors)
+    if _NAME_REQUIRED in meta or any(_blocking(e) for e in schema_errors):
+        return [*errors, NOT_CHECKED], None
+    out = crd_rules.evaluate(crd_rule_tree(file, version), crd_schema(file, version), dict(doc))
+    errors += [one_line(e, MAX_MESSAGE) for e in out.errors]
+    notes = [one_line(n, MAX_MESSAGE) for n in out.notes]
+    return errors, "; ".join(notes) or None
+
+
 def validate_document(
     doc: Mapping[str, Any], *, kubernetes_version: str = "1.33"
 ) -> tuple[list[str], str | None]:
-    """(errors, skipped reason): errors name the field path; skipped is set when no schema applies."""
+    """(errors, skipped reason): errors name the field path; skipped is set when no schema applies, or says
+    which CRD rules were not evaluated."""
     api, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
     if (api, kind) in CRDS:
-        file, version = CRDS[(api, kind)]
-        errors = _meta_errors(doc) + _schema_errors(_crd_validator(file, version), doc)
-        cel: list[str] = []
-        _cel_errors(crd_schema(file, version), doc, [], cel)
-        return errors + cel, None
+        return _crd_errors(doc, *CRDS[(api, kind)])
     if (api, kind) == EKSCTL:
         return _schema_errors(_eksctl_validator(), doc), None
     if "." not in api.split("/")[0] or api.split("/")[0].endswith(".k8s.io") or "/" not in api:
-        from kubernetes_validate import utils
-
-        try:
-            utils.validate(dict(doc), kubernetes_schema_version(kubernetes_version), strict=True)
-        except utils.SchemaNotFoundError:
+        validator = _core_validator(kubernetes_schema_version(kubernetes_version), kind, api)
+        if validator is None:
             return [], f"no schema for {api} {kind}"
-        except utils.ValidationError as exc:
-            return [f"{_path(exc.absolute_path) or '(root)'}: {exc.message}"], None
+        first = next(iter(validator.iter_errors(dict(doc))), None)
+        if first is not None:
+            return [f"{_path(first.absolute_path) or '(root)'}: {first.message}"], None
         return [], None
     return [], f"no packaged schema for {api} {kind}"
+
+
+@functools.cache
+def _core_schema_dir(desired: str) -> tuple[str, str]:
+    """(schema folder, version) ``kubernetes_validate.utils.validate`` picks for ``desired``, strict."""
+    from kubernetes_validate import utils
+
+    if utils.major_minor(desired) > utils.latest_version():
+        raise utils.VersionNotSupportedError(version=utils.major_minor(desired))
+    version = [v for v in utils.all_versions() if utils.major_minor(v) <= utils.major_minor(desired)][-1]
+    return f"v{version}-local-strict", desired
+
+
+@functools.cache
+def _core_definitions(folder: str, desired: str) -> Any:
+    from kubernetes_validate import utils
+
+    return utils.schema_contents(f"kubernetes-json-schema/{folder}/_definitions.json", desired)
+
+
+@functools.cache
+def _core_validator(desired: str, kind: str, api: str) -> jsonschema.protocols.Validator | None:
+    """The validator ``kubernetes_validate.utils.validate(doc, desired, strict=True)`` builds for a kind (same
+    schema files, same registry, its first error), built once: that function reads and parses the kind's
+    schema and the shared definitions (2 MB) again for every document, about 20 ms each. None: no schema."""
+    from kubernetes_validate import utils
+    from referencing import Registry, Resource
+
+    folder, _ = _core_schema_dir(desired)
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api)
+    try:
+        schema = utils.schema_contents(
+            f"kubernetes-json-schema/{folder}/{kind.lower()}-{group_version}.json", desired
+        )
+    except FileNotFoundError:
+        return None
+    registry: Registry[Any] = Resource.from_contents(schema) @ Registry()
+    registry = Resource.from_contents(_core_definitions(folder, desired)) @ registry
+    return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
 # Helm values targets checked against the chart's own values.yaml (packaged; see schemas/SOURCES.md).
