@@ -8,6 +8,8 @@
 #               its go-nvml dependency is cgo only, and mig-configs never loads NVML)
 #   containerd/v21, v23, v24/  containerd 2.1.4, 2.3.4, 2.4.2 (github.com/containerd/containerd/v2, pinned; one
 #               module per release: Go builds one version of a module per module), for `config dump`
+#   kueue/      minimalkueue, Kueue's minimal manager for its scheduler performance tests (sigs.k8s.io/kueue,
+#               pinned; the tests read Kueue's CRDs from the module: `go list -m sigs.k8s.io/kueue`)
 # Output: $KGPU_CONFORMANCE_CACHE/<key>/bin/<module>/<binary>, where <key> hashes versions.env and every
 # module's go.mod, go.sum and Go sources; an up-to-date build is reused. Prints the bin directory last.
 set -euo pipefail
@@ -17,7 +19,7 @@ command -v go >/dev/null || { echo "conformance: Go is required (https://go.dev/
 "$here/gen-gomod.sh" --check >&2
 
 modules=()
-for m in kube kwok karpenter migparted containerd/v21 containerd/v23 containerd/v24; do [ -f "$here/$m/go.mod" ] && modules+=("$m"); done
+for m in kube kwok karpenter migparted containerd/v21 containerd/v23 containerd/v24 kueue; do [ -f "$here/$m/go.mod" ] && modules+=("$m"); done
 key=$( (cd "$here" && cat versions.env && for m in "${modules[@]}"; do
           find "$m" -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) | LC_ALL=C sort | xargs sha256sum; done
         go env GOVERSION) | sha256sum | cut -c1-16)
@@ -35,7 +37,7 @@ for i in "${!modules[@]}"; do
   targets=()
   [ -d "$here/$m/cmd" ] && targets+=(./cmd/...)
   grep -q '^tool' "$here/$m/go.mod" && targets+=(tool)
-  echo "conformance: [$((i + 1))/${#modules[@]}] building $m (all cold: about 15 minutes on 2 cores; later builds reuse Go's cache)" >&2
+  echo "conformance: [$((i + 1))/${#modules[@]}] building $m (all cold: about 19 minutes on 2 cores; later builds reuse Go's cache)" >&2
   cgo=0; [ "$m" = migparted ] && cgo=1
   (cd "$here/$m" && CGO_ENABLED=$cgo go build -trimpath -o "$out/bin/$m/" "${targets[@]}") >&2
   echo "conformance: [$((i + 1))/${#modules[@]}] $m built in $(( $(date +%s) - t0 ))s: $(ls "$out/bin/$m" | tr '\n' ' ')" >&2

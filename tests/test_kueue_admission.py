@@ -251,7 +251,7 @@ def test_untolerated_flavor_taint_and_node_affinity() -> None:
     )
     assert out(s, job).message == (
         "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 4 more "
-        "needed, untolerated taint nvidia.com/gpu=true:NoSchedule in flavor a100"
+        "needed, untolerated taint {nvidia.com/gpu true NoSchedule <nil>} in flavor a100"
     )
     tolerant = workload(
         "team-a",
@@ -408,3 +408,39 @@ def test_partial_admission_finds_the_largest_count_that_fits() -> None:
     job = workload("team-a", "elastic", "lq", podset(4, container(4), min_count=1))
     s = settle([*FLAVORS, cluster_queue("team-a", gpus_only(("a100", 8))), *team("team-a", "team-a"), job])
     assert out(s, job).admitted and s.cluster_queues["team-a"].resources["a100"][GPU].used == 8
+
+
+def test_a_workload_evicted_before_and_admitted_again_is_no_longer_evicted() -> None:
+    """A Workload preempted earlier (its Evicted condition True, QuotaReserved False as jobframework leaves it
+    once the job stopped) that fits again is admitted; Kueue then sets Evicted False ("Previously: ..."), so it
+    is not reported evicted. One still pending keeps the input's eviction."""
+    preempted = (
+        "Preempted to accommodate a workload (UID: 1, JobUID: 2) due to prioritization in the ClusterQueue"
+    )
+
+    def evicted_status() -> dict[str, Any]:
+        cond = {"status": "True", "reason": "Preempted", "message": preempted, "lastTransitionTime": T0}
+        return {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": preempted,
+                    "lastTransitionTime": T0,
+                },
+                {"type": "Evicted", **cond},
+                {"type": "Requeued", **cond},
+            ]
+        }
+
+    back = gpu_job("team-a", "back", 4, status=evicted_status())
+    still = gpu_job("team-a", "still", 8, status=evicted_status())
+    s = settle(
+        [*FLAVORS, cluster_queue("team-a", gpus_only(("a100", 8))), *team("team-a", "team-a"), back, still],
+        "cluster.json",
+    )
+    o = out(s, back)
+    assert o.admitted and not o.evicted and (o.evicted_reason, o.evicted_message) == ("", "")
+    p = out(s, still)
+    assert not p.admitted and p.evicted and (p.evicted_reason, p.evicted_message) == ("Preempted", preempted)

@@ -27,15 +27,16 @@ back at its end, as Kueue drops its snapshot.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kgpu.model.kueue import ResourceFlavor
-from kgpu.model.kueue_queues import ANY, BEST_EFFORT_FIFO, STRICT_FIFO
+from kgpu.model.kueue_queues import ANY, BEST_EFFORT_FIFO, LOWER_OR_NEWER_EQUAL, STRICT_FIFO
 from kgpu.model.predicates import selector_matches
 from kgpu.sim.queue.flavors import FIT, NOFIT, PREEMPT, Assignment, FlavorAssigner, Group
 from kgpu.sim.queue.preemption import Preemptor, Target, add_workload, message, remove_workload
-from kgpu.sim.queue.state import CQState, Info, Key
+from kgpu.sim.queue.reach import Holdings
+from kgpu.sim.queue.state import CQState, Info, Key, LastState, bucket_of, canonical
 from kgpu.sim.queue.tree import FR, Node, add_all, fits, remove_all
 
 GENERIC, FAILED_AFTER_NOMINATION, NAMESPACE_MISMATCH, PENDING_PREEMPTION = (
@@ -47,6 +48,25 @@ GENERIC, FAILED_AFTER_NOMINATION, NAMESPACE_MISMATCH, PENDING_PREEMPTION = (
 _NOT_NOMINATED, _SKIPPED, _ASSUMED = "", "skipped", "assumed"
 
 
+@dataclass(frozen=True, slots=True)
+class Nomination:
+    """What nominating a head finds against the cycle's starting state; the same for every Workload of one
+    shape in one ClusterQueue until the quota tree changes (``Scheduler.version``)."""
+
+    nominated: bool
+    message: str
+    requeue_reason: str = GENERIC
+    assignment: Assignment | None = None
+    targets: tuple[Target, ...] = ()
+
+    def viable(self) -> bool:
+        """Whether the head would take a cycle's quota: it fits, or it has victims to preempt."""
+        if self.assignment is None:
+            return False
+        mode = self.assignment.mode()
+        return mode == FIT or (mode == PREEMPT and bool(self.targets))
+
+
 @dataclass(slots=True)
 class Entry:
     info: Info
@@ -56,6 +76,8 @@ class Entry:
     status: str = _NOT_NOMINATED
     assignment: Assignment | None = None
     targets: list[Target] = field(default_factory=list)
+    volatile: bool = False  # popped as the sticky head, or with flavors left to try
+    back: bool = False  # put back into the heap afterwards
 
 
 class Scheduler:
@@ -80,7 +102,8 @@ class Scheduler:
         self.namespaces = namespaces
         self.requeue_groups = requeue_groups  # ClusterQueue -> the ClusterQueues of its cohort tree
         self.resolve = resolve  # a pending Workload's ClusterQueue, through its LocalQueue
-        self.preemptor = Preemptor(cqs, now)
+        self.holdings = Holdings(cqs)
+        self.preemptor = Preemptor(cqs, now, self.holdings)
         self.now = now
         self.admitted = 0
         self.victims: list[Info] = []
@@ -88,6 +111,34 @@ class Scheduler:
         # evictions is a preemption loop), and how often each Workload was evicted.
         self.signature = 0
         self.evictions: dict[Key, int] = {}
+        # What admitted Workloads hold, by priority (bounds what preemption could free), a counter that
+        # moves whenever that changes, the nominations found since, and a clock for written conditions.
+        self.version = 0
+        self.memo: dict[Hashable, Nomination] = {}
+        self.seq = 0
+        # Per ClusterQueue, the Workloads back in the heap with flavors still to try (their next flavor
+        # search starts later than the first flavor, unlike every other Workload of their shape).
+        self.specials: dict[str, set[Key]] = {}
+        self.admissions: list[Info] = []  # admitted and released since the engine last looked
+        self.released: list[Info] = []
+        self.heads: list[Entry] = []  # the last cycle's
+
+    def changed(self) -> None:
+        """The quota tree changed: nominations found so far no longer hold."""
+        self.version += 1
+        self.memo.clear()
+        self.holdings.forget()
+
+    def hold(self, info: Info) -> None:
+        """An admitted Workload starts holding its quota (Cache.AddOrUpdateWorkload)."""
+        add_workload(self.cqs, info)
+        self.holdings.add(self.cqs[info.cq or ""], info)
+        self.changed()
+
+    def unhold(self, info: Info) -> None:
+        remove_workload(self.cqs, info)
+        self.holdings.remove(self.cqs[info.cq or ""], info)
+        self.changed()
 
     # --- 1-2: heads and nomination --------------------------------------------------------------------
 
@@ -104,14 +155,14 @@ class Scheduler:
     def namespace_matches(self, info: Info, cq: CQState) -> bool:
         return not self._namespace_error(info, cq)[0]
 
-    def _nominate(self, info: Info, cq: CQState) -> tuple[Entry, bool]:
-        e = Entry(info, cq)
+    def static_refusal(self, info: Info, cq: CQState) -> Nomination | None:
+        """What refuses a head before any flavor is tried: a ClusterQueue out of the snapshot, a namespace,
+        requests above limits. The same for every Workload of one shape."""
         if not cq.in_snapshot:
-            e.message = f"ClusterQueue {cq.name} is inactive"
-            return e, False
-        e.message, e.requeue_reason = self._namespace_error(info, cq)
-        if e.message:
-            return e, False
+            return Nomination(False, f"ClusterQueue {cq.name} is inactive")
+        error, reason = self._namespace_error(info, cq)
+        if error:
+            return Nomination(False, error, reason)
         over = [(i, path, names) for i, ps in enumerate(info.wl.podsets) for path, names in ps.over_limits]
         if over:
             errors = [
@@ -120,18 +171,46 @@ class Scheduler:
                 for i, path, names in over
             ]
             agg = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-            e.message = f"resources validation failed: {agg}"
-            return e, False
-        e.assignment, e.targets = self._assignments(info, cq)
-        e.message = e.assignment.message()
-        info.last = e.assignment.last
-        return e, True
+            return Nomination(False, f"resources validation failed: {agg}")
+        return None
 
-    def _assignments(self, info: Info, cq: CQState) -> tuple[Assignment, list[Target]]:
+    def nominate(self, info: Info, cq: CQState, last: LastState | None) -> Nomination:
+        """The head against the current state, starting its flavor search after ``last``. Remembered per
+        shape until the state changes, when ``last`` starts from the first flavor everywhere."""
+        memo_key: Hashable = None
+        if canonical(last, cq.generation):
+            t = info.order_time if cq.spec.preemption.within_cluster_queue == LOWER_OR_NEWER_EQUAL else None
+            memo_key = (cq.name, info.bucket, t)
+            found = self.memo.get(memo_key)
+            if found is not None:
+                return found
+            last = None
+        refused = self.static_refusal(info, cq)
+        if refused is not None:
+            nom = refused
+        else:
+            assignment, targets = self._assignments(info, cq, last)
+            nom = Nomination(True, assignment.message(), GENERIC, assignment, tuple(targets))
+        if memo_key is not None:
+            self.memo[memo_key] = nom
+        return nom
+
+    def _nominate(self, info: Info, cq: CQState) -> tuple[Entry, bool]:
+        nom = self.nominate(info, cq, info.last)
+        e = Entry(
+            info, cq, nom.message, nom.requeue_reason, assignment=nom.assignment, targets=list(nom.targets)
+        )
+        if nom.assignment is not None:
+            info.last = nom.assignment.last
+        return e, nom.nominated
+
+    def _assignments(
+        self, info: Info, cq: CQState, last: LastState | None
+    ) -> tuple[Assignment, list[Target]]:
         """getInitialAssignments: the full assignment, its victims, or the largest partial one that works."""
         pre = self.preemptor
         assigner = FlavorAssigner(
-            info, cq, self.groups[cq.name], self.flavors, lambda fr, v: pre.simulate(info, cq, fr, v)
+            info, cq, self.groups[cq.name], self.flavors, lambda fr, v: pre.simulate(info, cq, fr, v), last
         )
         full = assigner.assign()
         mode = full.mode()
@@ -173,23 +252,30 @@ class Scheduler:
 
     # --- 3-5: the cycle -------------------------------------------------------------------------------
 
-    def cycle(self) -> tuple[bool, bool]:
-        """One cycle: (whether there were heads, whether anything moved: an admission, a preemption, a
-        Workload set aside as inadmissible). Victims it evicts give their quota back when it ends."""
+    def cycle(self, order: Sequence[str] | None = None) -> tuple[bool, bool]:
+        """One cycle over the ClusterQueues named in ``order`` (default: all): (whether there were heads,
+        whether anything moved: an admission, a preemption, a Workload set aside as inadmissible). Victims
+        it evicts give their quota back when it ends."""
+        self.seq += 1
         heads = []
-        for name in self.order:
+        for name in self.order if order is None else order:
             cq = self.cqs[name]
             if cq.active:
+                sticky = cq.queue.sticky
                 info = cq.queue.pop()
                 if info is not None:
-                    heads.append((info, cq))
+                    volatile = info.key == sticky or not canonical(info.last, cq.generation)
+                    heads.append((info, cq, volatile))
+        self.heads = []
         if not heads:
             return False, False
         entries: list[Entry] = []
         others: list[Entry] = []
-        for info, cq in heads:
+        for info, cq, volatile in heads:
             e, nominated = self._nominate(info, cq)
+            e.volatile = volatile
             (entries if nominated else others).append(e)
+        self.heads = [*entries, *others]
         entries.sort(key=_entry_key)
 
         saved = [(node, dict(node.usage)) for node in self.nodes]
@@ -203,7 +289,7 @@ class Scheduler:
                 continue
             if mode == PREEMPT and not e.targets:
                 if cq.spec.preemption.reclaim_within_cohort != ANY:
-                    add_all(cq.node, _to_reserve(e.assignment, cq))
+                    add_all(cq.node, to_reserve(e.assignment, cq))
                 continue
             if any(t.info.key in preempted for t in e.targets):
                 self._skip(e, "Workload has overlapping preemption targets with another workload")
@@ -237,6 +323,13 @@ class Scheduler:
         victims, self.victims = self.victims, []
         for victim in victims:
             self._release(victim)
+        for e in (*entries, *others):
+            info = e.info
+            special = self.specials.setdefault(e.cq.name, set())
+            if not info.admitted and not canonical(info.last, e.cq.generation):
+                special.add(info.key)
+            else:
+                special.discard(info.key)
         return True, moved
 
     def _fits(self, cq: CQState, usage: Mapping[FR, int], gone: list[Info]) -> bool:
@@ -264,6 +357,7 @@ class Scheduler:
                 e.info, t.reason, preemptor_path, self.cqs[victim.cq or ""].node.path()
             )
             victim.preempted_by = e.info.key
+            victim.evict_stamp = self.seq
             self.victims.append(victim)
         return len(e.targets)
 
@@ -280,37 +374,50 @@ class Scheduler:
         else:
             immediate = reason in (FAILED_AFTER_NOMINATION, PENDING_PREEMPTION)
         back = queue.requeue(e.info, immediate)
+        e.back = back
         if e.status in (_NOT_NOMINATED, _SKIPPED):
             e.info.reason, e.info.message = "Pending", truncate(e.message)
+            e.info.stamp = self.seq
         return not back
 
     def _admit(self, e: Entry) -> None:
         info, cq = e.info, e.cq
         assert e.assignment is not None
         info.admitted = True
+        if info.evicted and info.preempted_by is None:
+            # evicted before this settle (the input's Evicted condition): admitting it sets that condition
+            # False ("Previously: ..."); one evicted by this settle's own preemptions stays reported
+            info.evicted, info.evicted_reason, info.evicted_message = False, "", ""
         info.cq = cq.name
         info.usage = dict(e.assignment.usage)
         info.flavors = e.assignment.flavors()
+        info.counts = {ps.name: ps.count for ps in e.assignment.podsets}
         info.reason, info.message = "QuotaReserved", f"Quota reserved in ClusterQueue {cq.name}"
+        info.base_reason, info.base_message = info.reason, info.message
+        info.stamp = info.admit_stamp = self.seq
         info.reserved_at = self.now
         info.last = None
         self.admitted += 1
         info.order = self.admitted
-        add_workload(self.cqs, info)
+        self.admissions.append(info)
         cq.queue.delete(info.key)
+        self.hold(info)
         self.signature ^= hash((info.key, cq.name))
 
     def _release(self, victim: Info) -> None:
         """The victim's job stopped: its quota comes back, it waits in its queue again, and the inadmissible
         Workloads of its cohort tree are requeued (QueueAssociatedInadmissibleWorkloadsAfter)."""
         source = self.cqs[victim.cq or ""]
-        remove_workload(self.cqs, victim)
+        self.unhold(victim)
         self.signature ^= hash((victim.key, source.name))
         self.evictions[victim.key] = self.evictions.get(victim.key, 0) + 1
         source.generation += 1
+        self.released.append(victim)
         victim.admitted = False
-        victim.usage, victim.flavors = {}, {}
+        victim.usage, victim.flavors, victim.counts = {}, {}, {}
         victim.reason, victim.message = "Pending", victim.evicted_message
+        victim.base_reason, victim.base_message = victim.evicted_reason, victim.evicted_message
+        victim.stamp = self.seq
         victim.order = None
         victim.last = None
         victim.reserved_at = None
@@ -318,16 +425,24 @@ class Scheduler:
         victim.cq = cq.name if cq is not None else None
         if cq is None:
             return
+        victim.bucket = bucket_of(victim, cq)
         cq.queue.push_or_update(victim, True)
         self.requeue_inadmissible(cq.name)
 
-    def requeue_inadmissible(self, cq_name: str) -> None:
+    def requeue_inadmissible(self, cq_name: str) -> bool:
+        """QueueInadmissibleWorkloads over the cohort tree: every inadmissible Workload whose namespace its
+        ClusterQueue selects goes back into the heap. Whether any moved."""
+        moved = False
         for name in self.requeue_groups.get(cq_name, ()):
-            cq = self.cqs[name]
-            for key, info in list(cq.queue.inadmissible.items()):
-                if self.namespace_matches(info, cq):
-                    del cq.queue.inadmissible[key]
-                    cq.queue.push_if_absent(info)
+            queue = self.cqs[name].queue
+            matching = []
+            for bucket in queue.buckets.values():
+                if bucket.aside():
+                    hk = bucket.every[0]
+                    if self.namespace_matches(queue.infos[(hk[2], hk[3])], self.cqs[name]):
+                        matching.append(bucket)
+            moved = queue.requeue_buckets(matching) or moved
+        return moved
 
 
 def truncate(message: str, limit: int = 32 * 1024) -> str:
@@ -343,7 +458,7 @@ def _entry_key(e: Entry) -> tuple[int, int, float, str, str]:
     return (e.assignment.borrowing, -i.priority, i.order_time, i.wl.namespace, i.wl.name)
 
 
-def _to_reserve(a: Assignment, cq: CQState) -> dict[FR, int]:
+def to_reserve(a: Assignment, cq: CQState) -> dict[FR, int]:
     """quotaResourcesToReserve for a head needing preemption that found no victims."""
     out = {}
     for fr, usage in a.usage.items():

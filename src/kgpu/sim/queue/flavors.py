@@ -161,6 +161,22 @@ def selector_matches(ps: PodSet, keys: frozenset[str], node_labels: Mapping[str,
     return any(all(requirement_matches(r, node_labels) for r in kept) for kept in terms)
 
 
+def refusal(flavors: Mapping[str, ResourceFlavor], name: str, ps: PodSet, group: Group) -> list[str]:
+    """Why a PodSet can never use a flavor: it does not exist, a taint is not tolerated, the node selector or
+    required node affinity does not match its labels."""
+    flavor = flavors.get(name)
+    if flavor is None:
+        return [f"flavor {name} not found"]
+    taint = first_untolerated(flavor.node_taints, (*ps.tolerations, *flavor.tolerations))
+    if taint is not None:
+        # Kueue formats the corev1.Taint value with %s: Go prints the struct's fields in braces, a nil
+        # TimeAdded as <nil> (a flavor's taints never carry one)
+        return [f"untolerated taint {{{taint.key} {taint.value} {taint.effect} <nil>}} in flavor {name}"]
+    if not selector_matches(ps, group.keys, flavor.node_labels):
+        return [f"flavor {name} doesn't match node affinity"]
+    return []
+
+
 @dataclass(slots=True)
 class Group:
     """A resource group as the snapshot holds it, with the label keys of its flavors."""
@@ -178,9 +194,12 @@ class FlavorAssigner:
         groups: Mapping[str, Group],
         flavors: Mapping[str, ResourceFlavor],
         oracle: Oracle,
+        last: LastState | None = None,
     ) -> None:
+        """``last``: where the Workload's previous flavor search stopped (``Info.last``, left untouched)."""
         self.info = info
         self.cq = cq
+        self.last = last if last is not None and cq.generation <= last.generation else None
         self.groups = groups  # resource -> its group
         self.flavors = flavors
         self.oracle = oracle
@@ -192,8 +211,6 @@ class FlavorAssigner:
 
     def assign(self, counts: Sequence[int] | None = None) -> Assignment:
         info = self.info
-        if info.last is not None and self.cq.generation > info.last.generation:
-            info.last = None
         assignment = Assignment(podsets=[], last=LastState([], self.cq.generation))
         covers_pods = PODS in self.groups
         for i, ps in enumerate(info.wl.podsets):
@@ -229,17 +246,6 @@ class FlavorAssigner:
             tried[res] = fa.tried
         assignment.last.tried.append(tried)
 
-    def _flavor_reasons(self, name: str, ps: PodSet, group: Group) -> list[str]:
-        flavor = self.flavors.get(name)
-        if flavor is None:
-            return [f"flavor {name} not found"]
-        taint = first_untolerated(flavor.node_taints, (*ps.tolerations, *flavor.tolerations))
-        if taint is not None:
-            return [f"untolerated taint {taint} in flavor {name}"]
-        if not selector_matches(ps, group.keys, flavor.node_labels):
-            return [f"flavor {name} doesn't match node affinity"]
-        return []
-
     def _find_flavor(
         self, index: int, ps: PodSet, requests: Mapping[str, int], resource: str, used: Mapping[FR, int]
     ) -> tuple[dict[str, FlavorChoice], list[str], str]:
@@ -251,12 +257,12 @@ class FlavorAssigner:
         best: dict[str, FlavorChoice] | None = None
         best_mode = _WORST
         flavors = group.spec.flavors
-        start = self.info.last.next_flavor(index, resource) if self.info.last is not None else 0
+        start = self.last.next_flavor(index, resource) if self.last is not None else 0
         attempted = -1
         for idx in range(start, len(flavors)):
             attempted = idx
             name = flavors[idx].name
-            rejected = self._flavor_reasons(name, ps, group)
+            rejected = refusal(self.flavors, name, ps, group)
             if rejected:
                 reasons.extend(rejected)
                 continue

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from kgpu.model.kueue_queues import ANY, LOWER_OR_NEWER_EQUAL, LOWER_PRIORITY, NEVER
 from kgpu.sim.queue.flavors import G_NO_CANDIDATES, G_PREEMPT, G_RECLAIM
+from kgpu.sim.queue.reach import Holdings
 from kgpu.sim.queue.state import CQState, Info
 from kgpu.sim.queue.tree import FR, Node, add_all, cq_available, lowest_fitting_height, remove_all
 
@@ -103,9 +104,18 @@ class _Candidate:
 class Preemptor:
     """Kueue's classical preemptor over the simulation's ClusterQueues."""
 
-    def __init__(self, cqs: Mapping[str, CQState], now: float) -> None:
+    def __init__(self, cqs: Mapping[str, CQState], now: float, holdings: Holdings | None = None) -> None:
         self.cqs = cqs
         self.now = now
+        self.holdings = holdings  # with it, searches that no set of victims can satisfy end at once
+
+    def beyond_reach(self, pre: Info, cq: CQState, usage: Mapping[FR, int]) -> bool:
+        """Some flavor-resource asks more than any set of victims could make available (``Holdings.reach``)."""
+        h = self.holdings
+        if h is None:
+            return False
+        frs = frozenset(usage) if len(usage) > 1 else None
+        return any(v > h.reach(cq, fr, pre.priority, frs) for fr, v in usage.items())
 
     # --- candidates ----------------------------------------------------------------------------------
 
@@ -190,6 +200,8 @@ class Preemptor:
 
     def targets(self, pre: Info, cq: CQState, frs: frozenset[FR], usage: Mapping[FR, int]) -> list[Target]:
         """classicalPreemptions: the victims that let ``usage`` fit in ``cq``, or [] when none do."""
+        if self.beyond_reach(pre, cq, usage):
+            return []
         spec = cq.spec.preemption
         same = [] if spec.within_cluster_queue == NEVER else self._from_cq(pre, cq, frs, cq, None, False)
         hierarchy, by_priority = self._hierarchical(pre, cq, frs, usage)
@@ -253,6 +265,8 @@ class Preemptor:
 
     def simulate(self, pre: Info, cq: CQState, fr: FR, quantity: int) -> tuple[int, int]:
         """PreemptionOracle.SimulatePreemption for one flavor-resource."""
+        if self.holdings is not None and quantity > self.holdings.reach(cq, fr, pre.priority, None):
+            return G_NO_CANDIDATES, lowest_fitting_height(cq.node, fr, quantity)[0]
         found = self.targets(pre, cq, frozenset((fr,)), {fr: quantity})
         if not found:
             return G_NO_CANDIDATES, lowest_fitting_height(cq.node, fr, quantity)[0]
