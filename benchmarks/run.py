@@ -12,7 +12,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 BENCHES = [
     "sim_bench.py", "provision_bench.py", "exporter_bench.py", "output_bench.py", "doctor_bench.py", "snapshot_bench.py",
-    "numpy_bench.py", "sharing_bench.py", "dra_bench.py", "prod_bench.py", "trouble_bench.py",
+    "numpy_bench.py", "sharing_bench.py", "dra_bench.py", "prod_bench.py", "trouble_bench.py", "queue_bench.py",
 ]
 ARGS = {"prod_bench.py": ["150k"]}  # the whole 10k/50k/150k series (alone, without it: 10k and 50k)
 

@@ -1,4 +1,4 @@
-"""The exporter's HTTP server: ``/metrics`` and ``/healthz`` on a stdlib ThreadingHTTPServer.
+"""The exporter's HTTP server: ``/metrics`` and ``/healthz``, answered by the stdlib's request handler.
 
 Decisions:
 
@@ -20,46 +20,51 @@ Decisions:
 - Conventions of Prometheus exporters (nvidia_gpu_exporter, node_exporter): the metrics path is settable
   (``--web.telemetry-path``); a scraper that sends ``Accept-Encoding: gzip`` gets a gzip body (a reused
   collection is compressed once); TLS, client certificates, basic auth and extra response headers come from
-  an exporter-toolkit web configuration file (``exporter.webconfig``). The TLS handshake runs in the
-  connection's own thread, so a client that never completes one cannot hold up others.
+  an exporter-toolkit web configuration file (``exporter.webconfig``).
 - ``/healthz`` (alias ``/-/healthy``) never touches NVML: it answers whether the server is up and reports the
   last collection's outcome in the body, so a broken driver does not make Kubernetes restart the exporter in
   a loop. The one exception is a hung collection: an NVML call that never returns keeps every scrape at 503
   and only a restart clears it, so once the running collection is older than ``hung_after`` seconds
   ``/healthz`` answers 503 and the liveness probe restarts the exporter.
-- Connections are bounded, so that clients cannot hold the server: a request must arrive complete (request
-  line and headers) within ``header_timeout`` seconds of the connection waiting for it, or the connection is
-  shut (one check per poll of the accept loop, no thread per connection); every socket operation times out
-  after the same time (a client that stops reading); at most ``max_connections`` are served at once, and
-  the next ones get an immediate 503. A client going away mid-response is logged at debug level, without a
-  traceback. HEAD is answered like GET, without the body.
-- Idle connections cannot lock scrapers out: when every slot is taken, the connection that has waited
-  longest without a request (idle keep-alive, headers never sent, a TLS handshake never finished or finished
-  and followed by nothing) is shut to make room, so a scraper that sends its request at once is always
-  served; only connections doing work count against the limit. At most ``max_requests`` scrapes of the
-  metrics path run at once (nvidia_gpu_exporter's ``--web.max-requests``); the next get 503 at once.
+- Connections are bounded, and idle or slow ones cannot lock a scraper out, as against node_exporter
+  behind exporter-toolkit (Go's ``net/http``: a goroutine per connection, ``ReadHeaderTimeout``, the TLS
+  handshake bounded by it). Every connection without a request in progress (accepted, in its TLS
+  handshake, sending its headers, idle between keep-alive requests) sits in one selector loop
+  (``exporter.connections``, which has the rules and the measurements that led to it: a thread per
+  connection let 1,100 silent connections delay the next scrape by up to 1.45 s on 2 cores); a worker
+  thread is taken only to answer a complete request head. The TLS handshake and then the request line
+  and headers each get ``header_timeout`` (``--web.read-header-timeout``); the head is at most
+  ``MAX_HEAD_BYTES`` (431 beyond); every send of an answer times out after ``header_timeout`` too (a
+  client that stops reading). At most ``max_connections`` are open, kept under the process's open-files
+  limit, whose soft value ``make_server`` raises to the hard one at start, as every Go program does
+  (``syscall/rlimit.go``). When all are open, the one waiting longest for a request is closed to make
+  room, so a scraper that sends its request at once is always served; only when every one is busy
+  (scrapes waiting on a hung NVML call) is the newcomer refused at once: ``503 too many connections`` on
+  a plain HTTP port, closed without a byte on a TLS port. A client going away mid-response is logged at
+  debug level, without a traceback. HEAD is answered like GET, without the body.
+- At most ``max_requests`` scrapes of the metrics path run at once (nvidia_gpu_exporter's
+  ``--web.max-requests``); the next get 503 at once.
 - ``/-/ready`` answers like ``/-/healthy``: both are process-level, as in nvidia_gpu_exporter, so a host
   whose NVML fails stays scrapeable and the failure stays visible in the health metrics.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
+import io
 import json
 import logging
 import math
 import socket
-import ssl
-import sys
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import TYPE_CHECKING, Any
 
 from kgpu.errors import quote
 from kgpu.exporter.collector import GpuCollector
+from kgpu.exporter.connections import Connection, Connections, open_files_limit, raise_open_files_limit
 from kgpu.exporter.exposition import CONTENT_TYPE, TextWriter
 from kgpu.exporter.webconfig import BUSY
 
@@ -73,7 +78,6 @@ log = logging.getLogger(__name__)
 # this adds cost, not information.
 DEFAULT_MAX_AGE = 1.0
 DEFAULT_TELEMETRY_PATH = "/metrics"
-HANDSHAKE_TIMEOUT = 10.0  # seconds a client gets to complete the TLS handshake
 
 
 def accepts_gzip(header: str | None) -> bool:
@@ -196,8 +200,13 @@ class Scraper:
 
 DEFAULT_HEADER_TIMEOUT = 10.0  # seconds for a request line and headers; a scrape sends them at once
 HEALTH_PATHS = ("/healthz", "/-/healthy", "/-/ready")
-MAX_CLOSING = 256  # connections shut to make room whose threads have not ended yet, beyond max_connections
 DEFAULT_MAX_CONNECTIONS = 512  # concurrent connections; Prometheus HA pairs and agents need a handful
+FD_RESERVE = 64  # descriptors kept for the rest of the process (NVML, the kubelet socket, logs)
+ACCEPT_BACKLOG = 4096  # the kernel's accept queue (capped by net.core.somaxconn), as net.Listen asks for
+REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 20\r\n"
+    b"Connection: close\r\n\r\ntoo many connections"
+)
 
 
 def parse_listen(address: str) -> tuple[str, int]:
@@ -218,31 +227,44 @@ def check_seconds(value: float, name: str) -> float:
     return value
 
 
+class _Writer(io.BufferedIOBase):
+    """The answer's way out: every write is sent whole (``sendall``), each send bounded by the socket's
+    timeout."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self._sock = sock
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any, /) -> int:
+        self._sock.sendall(data)
+        return len(memoryview(data))
+
+
 class _Handler(BaseHTTPRequestHandler):
+    """Answers one request whose head the connection loop has read (``exporter.connections``)."""
+
     protocol_version = "HTTP/1.1"  # keep-alive, as Prometheus scrapes
     server: ExporterHTTPServer
     server_version = "kgpu-exporter"
-    disable_nagle_algorithm = (
-        True  # headers and body in separate segments would wait out delayed ACKs (40 ms)
-    )
 
     head_only = False
 
-    def setup(self) -> None:
-        super().setup()
-        self.connection.settimeout(self.server.header_timeout)  # every read and write, a stalled peer
+    def __init__(self, conn: Connection, head: bytes, server: ExporterHTTPServer) -> None:
+        # BaseRequestHandler.__init__ would serve the whole connection; this serves one request
+        self.request = self.connection = conn.sock
+        self.client_address = conn.peer
+        self.server = server
+        self.rfile = io.BytesIO(head)  # the complete head, never more: the socket is not read here
+        self.wfile = _Writer(conn.sock)
 
-    def handle_one_request(self) -> None:
-        self.server.watch(self.connection)  # until the request line and headers are in
-        try:
-            super().handle_one_request()
-        finally:
-            self.server.unwatch(self.connection)
-
-    def parse_request(self) -> bool:
-        ok = super().parse_request()
-        self.server.unwatch(self.connection)  # the headers are in: the scrape may now take its time
-        return ok
+    def answer(self) -> bool:
+        """Answer the request; True when the connection stays open for the next one."""
+        self.close_connection = True
+        self.handle_one_request()
+        return not self.close_connection
 
     def do_HEAD(self) -> None:
         self.head_only = True
@@ -348,9 +370,10 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
 
-class ExporterHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256  # many scrapers connecting at once must not overflow the accept backlog
+class ExporterHTTPServer(HTTPServer):
+    """Binds and listens like the stdlib server; connections are served by ``exporter.connections``."""
+
+    request_queue_size = ACCEPT_BACKLOG  # connections beyond the table wait here, at no cost to the exporter
 
     def __init__(
         self,
@@ -368,117 +391,70 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         self.scraper = scraper
         self.header_timeout = check_seconds(header_timeout, "header_timeout") or DEFAULT_HEADER_TIMEOUT
         self.max_connections = max(1, max_connections)
-        self._conn_lock = threading.Lock()
-        self._active = 0
-        # connections with no request in progress: socket -> (since, deadline)
-        self._waiting_for_headers: dict[socket.socket, tuple[float, float]] = {}
-        self.refused_connections = 0
-        self.evicted_connections = 0
-        self._closing: set[socket.socket] = set()  # shut to make room, their threads not ended yet
+        files = open_files_limit()
+        if files is not None and self.max_connections > files - FD_RESERVE:
+            fitting = max(1, files - FD_RESERVE)
+            log.warning(
+                "the open files limit (ulimit -n) is %d: serving %d connections at once instead of %d",
+                files,
+                fitting,
+                self.max_connections,
+            )
+            self.max_connections = fitting
+        self._lock = threading.Lock()
         self.max_requests = max(0, max_requests)  # concurrent scrapes of the metrics path; 0: no limit
         self._scrapes = 0
         self.telemetry_path = telemetry_path
         self.web = web
         self._gz: tuple[bytes, bytes] | None = None  # (body, its gzip) of the last compressed scrape
-        super().__init__(address, _Handler)
+        super().__init__(address, BaseHTTPRequestHandler)
+        self.connections = Connections(
+            self.socket,
+            self._answer,
+            limit=self.max_connections,
+            header_timeout=self.header_timeout,
+            tls=web.ssl_context if web is not None else None,
+            refusal=REFUSAL,
+        )
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        self.connections.run(poll_interval)
+
+    def shutdown(self) -> None:
+        self.connections.stop()
+
+    def server_close(self) -> None:
+        self.connections.close()
+        super().server_close()
+
+    def _answer(self, conn: Connection, head: bytes) -> bool:
+        return _Handler(conn, head, self).answer()
 
     # --- bounds on connections -----------------------------------------------------------------------
 
-    def watch(self, conn: socket.socket, timeout: float | None = None) -> None:
-        """``conn`` waits for a request (or a TLS handshake): it is shut after ``timeout`` (default
-        ``header_timeout``) seconds, or earlier to make room when every slot is taken."""
-        now = time.monotonic()
-        with self._conn_lock:
-            since = self._waiting_for_headers.get(conn, (now, now))[0]  # idle since it was accepted
-            self._waiting_for_headers[conn] = (since, now + (self.header_timeout if timeout is None else timeout))
-
-    def unwatch(self, conn: socket.socket) -> None:
-        with self._conn_lock:
-            self._waiting_for_headers.pop(conn, None)
-
     def begin_scrape(self) -> bool:
         """Count a scrape of the metrics path in; False when ``max_requests`` are already running."""
-        with self._conn_lock:
+        with self._lock:
             if self.max_requests and self._scrapes >= self.max_requests:
                 return False
             self._scrapes += 1
             return True
 
     def end_scrape(self) -> None:
-        with self._conn_lock:
+        with self._lock:
             self._scrapes -= 1
 
     @property
     def active_connections(self) -> int:
-        with self._conn_lock:
-            return self._active
+        return self.connections.open
 
-    def service_actions(self) -> None:
-        """Called by serve_forever on every poll: shut connections whose request is overdue."""
-        now = time.monotonic()
-        with self._conn_lock:
-            overdue = [c for c, (_, deadline) in self._waiting_for_headers.items() if deadline < now]
-            for c in overdue:
-                del self._waiting_for_headers[c]
-        for c in overdue:
-            with contextlib.suppress(OSError):
-                c.shutdown(socket.SHUT_RDWR)  # the handler's blocked read returns; it closes the socket
+    @property
+    def evicted_connections(self) -> int:
+        return self.connections.evicted
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        victim: socket.socket | None = None
-        now = time.monotonic()
-        with self._conn_lock:
-            working = self._active - len(self._closing)
-            full = working >= self.max_connections
-            if full and self._waiting_for_headers and self._active < self.max_connections + MAX_CLOSING:
-                # every slot taken: the connection idle longest makes room; until its thread has ended it
-                # counts in _closing, not against the limit
-                victim = min(self._waiting_for_headers, key=lambda c: self._waiting_for_headers[c][0])
-                del self._waiting_for_headers[victim]
-                self._closing.add(victim)
-                full = False
-            if not full:
-                self._active += 1
-                # idle from the start: until its request (or TLS handshake) is in, it may make room too
-                self._waiting_for_headers[request] = (now, now + self.header_timeout)
-        if victim is not None:
-            self.evicted_connections += 1
-            with contextlib.suppress(OSError):
-                victim.shutdown(socket.SHUT_RDWR)  # its handler's blocked read returns; it closes the socket
-        if full:
-            self.refused_connections += 1
-            with contextlib.suppress(OSError):
-                request.settimeout(0.5)
-                request.sendall(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 20\r\n"
-                    b"Connection: close\r\n\r\ntoo many connections"
-                )
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            with self._conn_lock:
-                self._active -= 1
-                self._waiting_for_headers.pop(request, None)
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self._conn_lock:
-                self._waiting_for_headers.pop(request, None)
-                self._closing.discard(request)
-                self._active -= 1
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away or stalled is routine: one debug line, no traceback on stderr."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, ConnectionError | TimeoutError):
-            log.debug("%s: connection ended: %s", client_address, exc)
-            return
-        log.exception("error serving %s", client_address)
+    @property
+    def refused_connections(self) -> int:
+        return self.connections.refused
 
     def gzipped(self, body: bytes) -> bytes:
         """gzip of ``body``; the same body object (a reused collection) is compressed once."""
@@ -488,27 +464,6 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         packed = gzip.compress(body, compresslevel=6, mtime=0)
         self._gz = (body, packed)
         return packed
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        """With TLS, the handshake happens here, in the connection's thread, bounded by a timeout."""
-        ctx = self.web.ssl_context if self.web is not None else None
-        if ctx is None:
-            super().finish_request(request, client_address)
-            return
-        request.settimeout(HANDSHAKE_TIMEOUT)
-        self.watch(request, HANDSHAKE_TIMEOUT)  # a handshake never finished is idle too
-        try:
-            tls = ctx.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError) as exc:
-            log.debug("TLS handshake with %s failed: %s", client_address, exc)
-            return
-        finally:
-            self.unwatch(request)
-        try:
-            tls.settimeout(None)
-            super().finish_request(tls, client_address)
-        finally:
-            tls.close()
 
     @property
     def listening(self) -> str:
@@ -547,6 +502,7 @@ def make_server(
 ) -> ExporterHTTPServer:
     """A bound server; ``max_age=0`` collects afresh on every scrape (concurrent ones still share one)."""
     host, port = parse_listen(listen)
+    raise_open_files_limit()
     scraper = Scraper(collector, timeout=timeout, max_age=max_age)
     return ExporterHTTPServer(
         (host, port),

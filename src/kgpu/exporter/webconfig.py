@@ -13,8 +13,19 @@ The same file node_exporter and nvidia_gpu_exporter read, so a drop-in replaceme
     basic_auth_users:
       prometheus: $2y$10$...         # bcrypt hashes, as `htpasswd -nBC 10 "" | tr -d ':'` prints them
 
-Unknown fields are errors, as in exporter-toolkit. Go-specific settings (cipher_suites, curve_preferences,
-prefer_server_cipher_suites, http2) have no OpenSSL equivalent here and are refused rather than ignored.
+Unknown fields are errors, as in exporter-toolkit, and so is a file no scrape could ever pass, refused at
+start rather than answering every scrape with a failed handshake or a 401: a ``min_version`` above
+``max_version`` (the defaults are exporter-toolkit's, TLS12 to TLS13, so ``max_version: TLS11`` alone is
+one); a version range this OpenSSL completes no handshake in (TLS10 to TLS11 under OpenSSL 3's default
+security level), found by a handshake in memory with the most permissive client; a ``client_ca_file``
+without a ``client_auth_type`` that asks for certificates (exporter-toolkit: "client CA's have been
+configured without a Client Auth Policy"); a bcrypt hash that is truncated, has a cost outside 4 to 31,
+characters outside bcrypt's alphabet, or a last salt or hash character bcrypt never writes (no password
+can match it; exporter-toolkit checks each hash with ``bcrypt.Cost`` before it serves); a user name
+holding ``:`` (basic auth splits user and password at the first one: that user can never log in).
+
+Go-specific settings (cipher_suites, curve_preferences, prefer_server_cipher_suites, http2) have no
+OpenSSL equivalent here and are refused rather than ignored.
 Response headers are exporter-toolkit's allow-list (``Strict-Transport-Security``, ``X-Content-Type-Options:
 nosniff``, ``X-Frame-Options: deny|sameorigin``, ``X-XSS-Protection``, ``Content-Security-Policy``), and a
 value with a control character (CR or LF would end the header and start another, or the body) is refused.
@@ -31,11 +42,13 @@ nor the connection slots that scrapers with remembered credentials need.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import re
 import ssl
 import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +86,11 @@ _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # control characters but H
 BUSY = "busy"  # check(): the password checks are saturated, retry
 BCRYPT_WAITERS = 4  # requests that may wait for the bcrypt check; more are answered 429 at once
 BCRYPT_WAIT = 2.0  # seconds one may wait
+# $2a$/$2b$/$2x$/$2y$, a cost of 04 to 31, 22 characters of salt (16 bytes: the last one carries 2 bits, so
+# it is one of ".Oeu") and 31 of hash (23 bytes: the last one carries 4 bits)
+_BCRYPT = re.compile(r"\$2[abxy]\$(\d\d)\$([./A-Za-z0-9]{22})([./A-Za-z0-9]{31})")
+_BCRYPT_ALPHABET = re.compile(r"[./A-Za-z0-9]*")
+_BCRYPT_CHARS = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
 class WebConfigError(ValueError):
@@ -193,9 +211,13 @@ def load_web_config(path: str) -> WebConfig:
         config.headers[name] = value
     users = _mapping(top.get("basic_auth_users"), f"{path}: basic_auth_users")
     for user, hashed in users.items():
-        if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")):
-            raise WebConfigError(f"{path}: basic_auth_users.{user}: expected a bcrypt hash ($2y$...)")
-        config.users[str(user)] = hashed.encode()
+        where = f"{path}: basic_auth_users.{str(user)[:80]}"
+        if ":" in str(user):
+            raise WebConfigError(
+                f"{where}: a user name holding ':' can never log in (basic auth splits the user from the "
+                "password at the first ':')"
+            )
+        config.users[str(user)] = _bcrypt_hash(hashed, where).encode()
     if config.users:
         try:
             import bcrypt  # noqa: F401
@@ -204,6 +226,31 @@ def load_web_config(path: str) -> WebConfig:
                 f"{path}: basic_auth_users needs bcrypt: pip install 'kgpu[exporter]'"
             ) from None
     return config
+
+
+def _bcrypt_hash(hashed: Any, where: str) -> str:
+    """``hashed`` when it is a bcrypt hash some password can match; otherwise a WebConfigError saying why."""
+    if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2x$", "$2y$")):
+        raise WebConfigError(f"{where}: expected a bcrypt hash ($2y$...)")
+    found = _BCRYPT.fullmatch(hashed)
+    if found is None:
+        if not _BCRYPT_ALPHABET.fullmatch(hashed[7:]) or hashed[6:7] != "$":
+            raise WebConfigError(
+                f"{where}: not a bcrypt hash: after $2y$NN$ it holds only letters, digits, '.' and '/'"
+            )
+        raise WebConfigError(
+            f"{where}: a bcrypt hash has 60 characters, this one {len(hashed)} (cut short when copied?): "
+            "no password can match it"
+        )
+    cost, salt, digest = found.groups()
+    if not 4 <= int(cost) <= 31:
+        raise WebConfigError(f"{where}: bcrypt cost {cost} is outside 04 to 31")
+    if salt[-1] not in ".Oeu" or _BCRYPT_CHARS.index(digest[-1]) % 4:
+        raise WebConfigError(
+            f"{where}: the last character of the bcrypt {'salt' if salt[-1] not in '.Oeu' else 'hash'} is "
+            "not one bcrypt writes (the hash was edited?): no password can match it"
+        )
+    return hashed
 
 
 class _Encrypted(Exception):
@@ -224,12 +271,24 @@ def _ssl_context(tls: dict[str, Any], base: Path, where: str) -> ssl.SSLContext:
         raise WebConfigError(f"{where}: cert_file and key_file are both required")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    versions = {"min_version": "TLS12", "max_version": "TLS13"}  # exporter-toolkit's defaults
     for key, attr in (("min_version", "minimum_version"), ("max_version", "maximum_version")):
         if key in tls:
             version = TLS_VERSIONS.get(str(tls[key]))
             if version is None:
                 raise WebConfigError(f"{where}.{key}: {tls[key]!r} is not one of {', '.join(TLS_VERSIONS)}")
-            setattr(ctx, attr, version)
+            versions[key] = str(tls[key])
+            # TLS10 and TLS11 are the user's choice (refused below if unusable)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                setattr(ctx, attr, version)
+    low, high = versions["min_version"], versions["max_version"]
+    if TLS_VERSIONS[low] > TLS_VERSIONS[high]:
+        field = "max_version" if "max_version" in tls else "min_version"
+        raise WebConfigError(
+            f"{where}.{field}: max_version {high} is below min_version {low} (TLS12 to TLS13 unless set): "
+            "no TLS version is left for a scrape"
+        )
     cert, key_file = base / str(tls["cert_file"]), base / str(tls["key_file"])
     try:
         # a passphrase-protected key calls the password callback instead of prompting on the terminal
@@ -249,6 +308,11 @@ def _ssl_context(tls: dict[str, Any], base: Path, where: str) -> ssl.SSLContext:
             raise WebConfigError(f"{where}.client_auth_type: {auth} not supported ({hint})")
         raise WebConfigError(f"{where}.client_auth_type: {auth!r} is not one of {', '.join(CLIENT_AUTH)}")
     ctx.verify_mode = CLIENT_AUTH[auth]
+    if ctx.verify_mode == ssl.CERT_NONE and tls.get("client_ca_file"):
+        raise WebConfigError(
+            f"{where}.client_ca_file: given without a client_auth_type that asks for certificates "
+            "(VerifyClientCertIfGiven or RequireAndVerifyClientCert), as exporter-toolkit requires"
+        )
     if ctx.verify_mode != ssl.CERT_NONE:
         if not tls.get("client_ca_file"):
             raise WebConfigError(f"{where}: client_auth_type {auth} needs client_ca_file")
@@ -257,4 +321,46 @@ def _ssl_context(tls: dict[str, Any], base: Path, where: str) -> ssl.SSLContext:
             ctx.load_verify_locations(ca)
         except (OSError, ssl.SSLError) as exc:
             raise WebConfigError(f"{where}: client_ca_file {ca}: {exc}") from None
+    failure = _handshake_failure(ctx)
+    if failure is not None:
+        if "min_version" in tls or "max_version" in tls:
+            raise WebConfigError(
+                f"{where}.min_version: no TLS handshake from {low} to {high} succeeds with "
+                f"{ssl.OPENSSL_VERSION} ({failure}): no scrape could pass"
+            )
+        raise WebConfigError(f"{where}: cert_file {cert}: a TLS handshake with it fails ({failure})")
     return ctx
+
+
+def _handshake_failure(server: ssl.SSLContext) -> str | None:
+    """Why no client at all can complete a handshake with ``server`` (None when one can): a handshake in
+    memory with a client that takes any version, cipher and certificate OpenSSL knows. A server that asks
+    for a client certificate is satisfied as far as the handshake goes once it gets to asking."""
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.check_hostname = False
+    client.verify_mode = ssl.CERT_NONE
+    with contextlib.suppress(ValueError, ssl.SSLError):
+        client.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+        client.maximum_version = ssl.TLSVersion.MAXIMUM_SUPPORTED
+        client.set_ciphers("ALL:@SECLEVEL=0")
+    pipes = [(ssl.MemoryBIO(), ssl.MemoryBIO()) for _ in range(2)]  # (incoming, outgoing) of each side
+    sides = [
+        client.wrap_bio(pipes[0][0], pipes[0][1], server_side=False),
+        server.wrap_bio(pipes[1][0], pipes[1][1], server_side=True),
+    ]
+    done = [False, False]
+    try:
+        for _ in range(8):  # a TLS 1.2 handshake takes 2 round trips, TLS 1.3 one and a half
+            for i, side in enumerate(sides):
+                if not done[i]:
+                    with contextlib.suppress(ssl.SSLWantReadError):
+                        side.do_handshake()
+                        done[i] = True
+                pipes[1 - i][0].write(pipes[i][1].read())
+            if all(done):
+                return None
+    except ssl.SSLError as exc:
+        if exc.reason == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
+            return None
+        return str(exc.reason or exc)
+    return "the handshake did not finish"
