@@ -325,3 +325,12 @@ def test_a_jobs_file_without_jobs_is_refused_and_an_empty_cluster_is_said(tmp_pa
     assert code == 2 and "--workloads: no Job, JobSet, RayJob or RayCluster" in out
     code, out = run("-c", write(tmp_path, "empty.yaml", [{"apiVersion": "v1", "kind": "List", "items": []}]))
     assert code == 0 and "warning: no ClusterQueue in the input: Kueue admits nothing" in out
+
+
+def test_a_document_without_kind_in_a_folder_names_its_file(tmp_path: Path) -> None:
+    """A rendered folder holds Helm values next to the objects: the error names the file and document."""
+    (tmp_path / "a-kueue.yaml").write_text(Path(KUEUE).read_text())
+    (tmp_path / "b-chart-values.yaml").write_text("settings:\n  clusterName: gpu\n---\nreplicas: 2\n")
+    code, out = run("-c", str(tmp_path))
+    assert code == 2
+    assert f"{tmp_path / 'b-chart-values.yaml'}: document 1: object without kind" in out

@@ -41,6 +41,8 @@ GUIDE_PODS = {
     },
     # seed 004: a RayCluster with a CPU head and one GPU worker
     "kuberay": {"raycluster-gpu-head-0", "raycluster-gpu-gpu-group-worker-0"},
+    # Karpenter pools as in eks-karpenter: seed 000's examples
+    "kueue-two-teams": {"pytorch-training-0", "tensorflow-serving-0", "tensorflow-serving-1"},
 }
 
 

@@ -60,7 +60,8 @@ def command(template: str, file: str | None, output: str | None, force: bool) ->
 
     Templates: eks-karpenter (Karpenter NodePools), eks-eksctl (eksctl spot node groups +
     cluster-autoscaler), onprem (existing GPU hosts), tke-supernode (Tencent TKE super nodes),
-    kuberay (EKS node groups for a KubeRay cluster).
+    kuberay (EKS node groups for a KubeRay cluster), kueue-two-teams (Karpenter spot and on-demand GPU
+    pools shared by two teams through Kueue).
     """
     from kgpu.model.profile import builtin_profile, template_text
 

@@ -49,21 +49,23 @@ def _key(text: str, where: str) -> tuple[str, str]:
     return ns, name
 
 
-def _flatten(docs: Iterable[Any], source: str) -> list[dict[str, Any]]:
+def _flatten(docs: Iterable[Any], source: str, what: str = "document") -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for n, doc in enumerate(docs):
         if doc is None:
             continue
         if not isinstance(doc, dict):
-            raise InputError(f"document {n + 1} is not an object", where=source)
+            raise InputError(f"{what} {n + 1} is not an object", where=source)
         kind = doc.get("kind")
-        if isinstance(kind, str) and (kind.endswith("List") or kind == SNAPSHOT_KIND) and "items" in doc:
+        if not isinstance(kind, str) or not kind:
+            raise InputError("object without kind", where=f"{source}: {what} {n + 1}")
+        if (kind.endswith("List") or kind == SNAPSHOT_KIND) and "items" in doc:
             items = doc["items"]
             if items is None:
                 continue
             if not isinstance(items, list):
                 raise InputError("items must be a list", where=f"{source}: {kind}")
-            out.extend(_flatten(items, source))
+            out.extend(_flatten(items, source, f"{kind} item"))
         else:
             out.append(doc)
     return out

@@ -12,8 +12,9 @@ This module holds the document itself (``Profile``: metadata, provider, autoscal
 sections), reading it with errors that name the field, the built-in templates, and Karpenter NodePools read
 as pools. Its sections live beside it: ``profile_pool`` (a pool), ``profile_nodes`` (a pool's nodes: kinds,
 requirements, taints, static nodes), ``profile_sharing`` (shared GPUs), ``profile_cluster`` (the cluster
-and its add-ons), ``profile_base`` (what every section shares). ``Pool`` and ``PoolKind``, which most
-readers of a profile name, are importable from here too.
+and its add-ons), ``profile_queues`` (teams sharing the pools through Kueue), ``profile_base`` (what every
+section shares). ``Pool`` and ``PoolKind``, which most readers of a profile name, are importable from here
+too.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from kgpu.model.profile_cluster import (
 from kgpu.model.profile_nodes import _UNION_TAGS
 from kgpu.model.profile_nodes import PoolKind as PoolKind
 from kgpu.model.profile_pool import Pool as Pool
+from kgpu.model.profile_queues import Queues
 from kgpu.model.safeyaml import load_document
 from kgpu.model.storage import Storage
 
@@ -48,7 +50,7 @@ API_VERSION = "kgpu.dev/v1alpha1"
 TKE_SUPERNODE_TAINT = "eks.tke.cloud.tencent.com/eklet"
 
 
-TEMPLATES = ("eks-karpenter", "eks-eksctl", "onprem", "tke-supernode", "kuberay")
+TEMPLATES = ("eks-karpenter", "eks-eksctl", "onprem", "tke-supernode", "kuberay", "kueue-two-teams")
 DEFAULT_TEMPLATE = "eks-karpenter"
 
 
@@ -114,6 +116,12 @@ class Profile(_Model):
         description="persistent volumes for datasets, checkpoints and logs: EBS, EFS, FSx for Lustre (kgpu render --target storage)",
     )
 
+    queues: Queues | None = Field(
+        default=None,
+        description="teams sharing the pools through Kueue: a ResourceFlavor per pool, a ClusterQueue per team "
+        "with its GPU quota per pool, LocalQueues in its namespaces (kgpu render --target kueue)",
+    )
+
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
         names = [p.name for p in self.pools]
@@ -173,6 +181,9 @@ class Profile(_Model):
             raise ValueError(
                 f"kuberay.headPool: {quote(self.kuberay.head_pool)} is not a pool ({', '.join(names)})"
             )
+        queues = self.queues.check(names) if self.queues else None
+        if queues:
+            raise ValueError(queues)
         return self
 
     @property

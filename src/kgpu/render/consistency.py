@@ -12,7 +12,8 @@ Warnings: a Karpenter pool of GPU instance types without a taint (any pod may la
 it up), a Bottlerocket NVIDIA pool with the DaemonSet forced on, a node group whose ASG does not describe
 its taints, a malformed explicit ``node-template/taint`` tag, a cluster-autoscaler node group mixing
 instance types with different GPU counts (it scales from zero on its first type's template, so a pod asking
-for more GPUs than that never scales it up).
+for more GPUs than that never scales it up), a Kueue GPU quota (a team's nominal, or the teams' sum in one
+flavor) beyond what the pool can ever launch.
 
 Instance types and GPU names go through the same catalog check as ``kgpu plan``
 (:func:`kgpu.sim.provisioners.provision.validate`): an unknown or retired type is the same input error (exit 2) in both,
@@ -474,6 +475,51 @@ def _check_ray_head_pool(profile: Profile, stack: Mapping[str, list[dict[str, An
     ]
 
 
+def _check_kueue_quotas(profile: Profile) -> list[Problem]:
+    """A team's nominal GPU quota in a pool's flavor, or the teams' sum there, beyond what the pool can ever
+    launch (:func:`kgpu.render.kueue.pool_capacity`): Kueue admits jobs on quota alone, so they would wait
+    for nodes that never come. Borrowing limits are not counted: borrowing is bounded by others' quota."""
+    if profile.queues is None:
+        return []
+    from kgpu.render.kueue import pool_capacity
+
+    out: list[Problem] = []
+    for pool in profile.pools:
+        cap = pool_capacity(profile, pool)
+        if cap.gpu is None:
+            continue
+        total = 0
+        over = False
+        for i, team in enumerate(profile.queues.teams):
+            for j, quota in enumerate(team.quotas):
+                if quota.pool != pool.name:
+                    continue
+                nominal = quota.gpu.amounts(GPU)[0]
+                total += nominal
+                if nominal > cap.gpu:
+                    over = True
+                    out.append(
+                        Problem(
+                            WARNING,
+                            f"team {team.name}",
+                            f"queues.teams[{i}].quotas[{j}].gpu",
+                            f"nominal quota {nominal} {GPU} in flavor {pool.name}, but the pool can launch at most "
+                            f"{cap.gpu} ({cap.source}): Kueue would admit jobs whose pods never find a node",
+                        )
+                    )
+        if total > cap.gpu and not over:  # one team over the pool says it already
+            out.append(
+                Problem(
+                    WARNING,
+                    f"pool {pool.name}",
+                    "queues.teams",
+                    f"the teams' nominal quotas in flavor {pool.name} add up to {total} {GPU}, more than the "
+                    f"{cap.gpu} the pool can launch ({cap.source}): admitted jobs would wait for nodes",
+                )
+            )
+    return out
+
+
 def check(profile: Profile, stack: Mapping[str, list[dict[str, Any]]]) -> list[Problem]:
     """Every problem and warning, errors first, each naming its pool/workload and field."""
     pods = _workload_pods(stack)
@@ -486,5 +532,6 @@ def check(profile: Profile, stack: Mapping[str, list[dict[str, Any]]]) -> list[P
         + _check_device_plugin(profile, stack)
         + _check_autoscaler_tags(profile, stack, pods)
         + _check_karpenter_taints(profile)
+        + _check_kueue_quotas(profile)
     )
     return errors(problems) + warnings(problems)

@@ -21,6 +21,7 @@ from kgpu.render import (
     gpu_pools_needing_plugin,
     karpenter,
     kuberay,
+    kueue,
     onprem,
     rbac,
     storage,
@@ -44,6 +45,7 @@ TARGETS: tuple[str, ...] = (
     "workloads",
     "kuberay",
     "kuberay-operator",
+    "kueue",
     "monitoring",
     "onprem",
     "rbac",
@@ -123,6 +125,7 @@ RENDERERS: dict[str, Renderer] = {
     "workloads": workloads.render,
     "kuberay": kuberay.render,
     "kuberay-operator": addons.kuberay_operator_values,
+    "kueue": kueue.render,
     "monitoring": _render_monitoring,
     "onprem": onprem.render,
     "rbac": rbac.render,
@@ -150,6 +153,7 @@ def applicable_targets(profile: Profile) -> list[str]:
         "workloads": has_gpu,
         "kuberay": profile.kuberay is not None,
         "kuberay-operator": profile.kuberay is not None,
+        "kueue": kueue.applies(profile),
         "monitoring": profile.monitoring.enabled and has_gpu and _monitoring_module() is not None,
         "onprem": onprem.applies(profile),
         "rbac": True,
@@ -209,6 +213,8 @@ def target_notes(profile: Profile, target: str) -> list[str]:
         return dra.notes(profile)
     if target == "dra-driver-chart":
         return dra.chart_notes(profile)
+    if target == "kueue":
+        return kueue.notes(profile)
     if target == "onprem":
         return [
             f"Host files (also under onprem-files/ with --output-dir DIR): {onprem.CONTAINERD_DROPIN} (containerd) or "

@@ -12,6 +12,8 @@
   not run on an object whose schema errors are blocking (a missing required field, a wrong type, a value not
   in an enum, a string, list or map over its maximum): one line says so instead. An object over 3 MiB is
   refused, as the API server refuses the request.
+- Kueue (kueue.x-k8s.io/v1beta2: ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass,
+  AdmissionCheck, ProvisioningRequestConfig): Kueue v0.15.0's CRDs (``KUEUE_CRDS``), checked the same way.
 - eksctl ClusterConfig (eksctl.io/v1alpha5): eksctl's JSON schema (draft-07).
 - Core Kubernetes objects: ``kubernetes_validate``'s schemas in strict mode, for the profile's Kubernetes
   version (the newest schema not newer than it; the newest shipped when the profile is newer still), with
@@ -52,6 +54,19 @@ CRDS: dict[tuple[str, str], tuple[str, str]] = {
     ("karpenter.sh/v1alpha1", "NodeOverlay"): ("karpenter.sh_nodeoverlays.yaml", "v1alpha1"),
     ("ray.io/v1", "RayCluster"): ("ray.io_rayclusters.yaml", "v1"),
 }
+# Kueue v0.15.0's CRDs, for the objects kgpu renders (kgpu.render.kueue); see schemas/SOURCES.md.
+KUEUE_CRDS: dict[tuple[str, str], tuple[str, str]] = {
+    ("kueue.x-k8s.io/v1beta2", kind): (f"kueue.x-k8s.io_{plural}.yaml", "v1beta2")
+    for kind, plural in (
+        ("ResourceFlavor", "resourceflavors"),
+        ("Cohort", "cohorts"),
+        ("ClusterQueue", "clusterqueues"),
+        ("LocalQueue", "localqueues"),
+        ("WorkloadPriorityClass", "workloadpriorityclasses"),
+        ("AdmissionCheck", "admissionchecks"),
+        ("ProvisioningRequestConfig", "provisioningrequestconfigs"),
+    )
+}
 EKSCTL = ("eksctl.io/v1alpha5", "ClusterConfig")
 EKSCTL_SCHEMA = "eksctl.io_v1alpha5_clusterconfig.schema.json"
 
@@ -84,6 +99,19 @@ def crd_schema(file: str, version: str) -> dict[str, Any]:
     raise KeyError(f"{file} has no version {version}")
 
 
+_GO_FLAGS = re.compile(r"\(\?([imsU]+)\)")
+
+
+def _python_pattern(pattern: str) -> str:
+    """A CRD ``pattern`` (Go RE2) for Python's ``re``: a flag group after the start (Kueue's
+    ``^(?i)[a-z]...``) applies to the rest of the pattern in RE2, and Python 3.11 refuses it there; it
+    becomes a scoped group ``(?i:...)`` over that rest. Only top-level flag groups occur in the CRDs."""
+    m = _GO_FLAGS.search(pattern)
+    if m is None or m.start() == 0:
+        return pattern
+    return f"{pattern[: m.start()]}(?{m.group(1)}:{pattern[m.end() :]})"
+
+
 def to_json_schema(node: Any) -> Any:
     """Structural OpenAPI v3 -> JSON Schema, strict about unknown fields."""
     if isinstance(node, list):
@@ -98,6 +126,8 @@ def to_json_schema(node: Any) -> Any:
             out[key] = {k: to_json_schema(v) for k, v in value.items()}
         elif key in ("items", "additionalProperties", "not") or key in ("allOf", "anyOf", "oneOf"):
             out[key] = to_json_schema(value)
+        elif key == "pattern" and isinstance(value, str):
+            out[key] = _python_pattern(value)
         else:
             out[key] = value
     if node.get("x-kubernetes-int-or-string"):
@@ -229,8 +259,9 @@ def validate_document(
     """(errors, skipped reason): errors name the field path; skipped is set when no schema applies, or says
     which CRD rules were not evaluated."""
     api, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
-    if (api, kind) in CRDS:
-        return _crd_errors(doc, *CRDS[(api, kind)])
+    crd = CRDS.get((api, kind)) or KUEUE_CRDS.get((api, kind))
+    if crd is not None:
+        return _crd_errors(doc, *crd)
     if (api, kind) == EKSCTL:
         return _schema_errors(_eksctl_validator(), doc), None
     if "." not in api.split("/")[0] or api.split("/")[0].endswith(".k8s.io") or "/" not in api:
