@@ -334,3 +334,28 @@ def test_a_document_without_kind_in_a_folder_names_its_file(tmp_path: Path) -> N
     code, out = run("-c", str(tmp_path))
     assert code == 2
     assert f"{tmp_path / 'b-chart-values.yaml'}: document 1: object without kind" in out
+
+
+def test_plan_queue_puts_the_jobs_behind_the_profiles_own_kueue(tmp_path: Path) -> None:
+    """`kgpu plan --queue`: the kueue-two-teams profile's rendered Kueue objects as the cluster, seed 000's
+    Job and seed 004's RayJob and RayCluster submitted now: each admitted in its team's ClusterQueue with a
+    flavor of its pool, placed on nodes the profile launches, with their cost."""
+    profile = tmp_path / "kgpu.yaml"
+    profile.write_text((ROOT / "src" / "kgpu" / "model" / "templates" / "kueue-two-teams.yaml").read_text())
+    jobs = str(EXAMPLE / "two-teams-jobs.yaml")
+    res = CliRunner().invoke(cli, ["plan", "-f", str(profile), "--queue", "-w", jobs, "-o", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    jsonschema.validate(data, json.loads((ROOT / "src/kgpu/cli/schemas/queue.schema.json").read_text()))
+    by_cq = {(w["namespace"], w["name"]): w for w in data["workloads"]}
+    assert len(by_cq) == 3 and all(w["admitted"] for w in by_cq.values())
+    prod = next(w for w in data["workloads"] if w["cluster_queue"] == "prod")
+    assert {f for ps in prod["flavors"].values() for f in ps.values()} == {"gpu-on-demand"}
+    research = [w for w in data["workloads"] if w["cluster_queue"] == "research"]
+    assert len(research) == 2 and all(
+        "gpu-spot" in {f for ps in w["flavors"].values() for f in ps.values()} for w in research
+    )
+    bare = tmp_path / "bare.yaml"
+    bare.write_text((ROOT / "src" / "kgpu" / "model" / "templates" / "eks-karpenter.yaml").read_text())
+    res = CliRunner().invoke(cli, ["plan", "-f", str(bare), "--queue", "-w", jobs])
+    assert res.exit_code == 2 and "needs a profile file with a queues section" in res.output

@@ -89,6 +89,15 @@ from kgpu.cli.report import compare_report, plan_report
     default=None,
     help="Also write one self-contained HTML page (no network): node view and cost as SVG, placements.",
 )
+@click.option(
+    "--queue",
+    "queue",
+    is_flag=True,
+    help="Put the jobs behind the profile's own Kueue set-up (its `queues` section, as `kgpu render` writes "
+    "it): for each Job, JobSet, RayJob or RayCluster that names a LocalQueue (kueue.x-k8s.io/queue-name), "
+    "Kueue's verdict, flavors and start, then where its pods land and what they cost, as `kgpu queue` "
+    "prints it (exit 0 every job admitted, 1 some is not).",
+)
 @by_option
 @catalog_option
 @output_option("table", "wide", "json", "yaml", "name")
@@ -98,6 +107,7 @@ def command(
     workload: tuple[str, ...],
     compare: bool,
     report: Path | None,
+    queue: bool,
     by: str,
     output: str,
     catalog: str | None,
@@ -122,6 +132,8 @@ def command(
     if profile is None and Path("kgpu.yaml").is_file():
         profile = "kgpu.yaml"
     prof = load_profile_file(profile, catalog)
+    if queue:
+        _queue(prof, profile, list(workload), output)
     if output in ("table", "wide"):
         used = (
             f"{profile} ({prof.metadata.name})" if profile else f"the built-in template {prof.metadata.name}"
@@ -134,8 +146,13 @@ def command(
     sim = result.simulation
     view = []
     if report is not None or (output in ("table", "wide") and headers_wanted()):
-        view = nodeview.pools(sim.nodes, sim.new_nodes, nodeview.profile_pools(prof), _baseline_pricer(prof),
-                              dra_gpus=sim.dra_gpus)
+        view = nodeview.pools(
+            sim.nodes,
+            sim.new_nodes,
+            nodeview.profile_pools(prof),
+            _baseline_pricer(prof),
+            dra_gpus=sim.dra_gpus,
+        )
     if report is not None:
         grouped, reasons = placement_rows(data)
         _write_report(report, plan_report(data, view, grouped, reasons, warnings_footer(data["pods"]), by=by))
@@ -147,6 +164,55 @@ def command(
         names=lambda d: [f"pod/{p['name']}" for p in d["pods"]],
     )
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
+
+
+def _queue(prof: Any, profile: str | None, paths: list[str], output: str) -> None:
+    """``--queue``: the profile's Kueue objects as the cluster, the jobs submitted now (kgpu.cli.queue_cmd)."""
+    from datetime import UTC, datetime
+
+    from kgpu.cli import queue_cmd
+    from kgpu.errors import InputError
+    from kgpu.render import kueue
+
+    where = profile or f"the built-in template {prof.metadata.name}"
+    if prof.queues is None or profile is None:
+        raise InputError(
+            "--queue needs a profile file with a queues section (teams and their GPU quotas)",
+            where=where,
+            hint="kgpu init -t kueue-two-teams writes one",
+        )
+    if not paths and prof.workloads:
+        paths = profile_workload_paths(profile, prof)
+    if not paths:
+        raise InputError(
+            "--queue needs the jobs to submit: -w FILES, or the profile's workloads",
+            where=where,
+            hint="each Job, JobSet, RayJob or RayCluster names its LocalQueue in the kueue.x-k8s.io/queue-name label",
+        )
+    cluster = kueue.render(prof)
+    have = {o["metadata"]["name"] for o in cluster if o["kind"] == "Namespace"}
+    for ns in sorted({ns for team in prof.queues.teams for ns in team.namespaces} - have):
+        cluster.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+            }
+        )
+    jobs = queue_cmd.read_files(paths)
+    with Progress(f"queueing on {prof.metadata.name}: admission, start times, placement"):
+        data = queue_cmd.build(
+            cluster,
+            jobs,
+            source=f"{profile} (queues)",
+            now=datetime.now(UTC).replace(microsecond=0),
+            runtimes={},
+            targets=[],
+            within=None,
+            profile=profile,
+        )
+    emit(data, "table" if output in ("wide", "name") else output, queue_cmd.render)
+    raise SystemExit(ExitCode.OK if all(w["admitted"] for w in data["workloads"]) else ExitCode.FINDINGS)
 
 
 def _workloads(paths: list[str], profile: str | None, prof: Any) -> Any:
@@ -187,8 +253,9 @@ def plan_data(result: Any, prof: Any, profile: str | None, catalog: str | None) 
     return data
 
 
-def _compare(profiles: list[str], workload: list[str], report: Path | None, output: str,
-             catalog: str | None) -> None:
+def _compare(
+    profiles: list[str], workload: list[str], report: Path | None, output: str, catalog: str | None
+) -> None:
     """--compare (kgpu.cli.plan_compare): plan every profile compared, print the rows, exit."""
     from kgpu.cli.files import load_objects
     from kgpu.cli.profile_io import load_profile_file
@@ -238,10 +305,7 @@ def _baseline_pricer(prof: Any) -> nodeview.PriceOf:
         n.name: n.hourly_price for p in prof.pools if p.kind == PoolKind.STATIC for n in p.nodes
     }
     caps = {
-        g: capacity_type(p)
-        for p in prof.pools
-        if p.kind == PoolKind.NODE_GROUP
-        for g in group_names(prof, p)
+        g: capacity_type(p) for p in prof.pools if p.kind == PoolKind.NODE_GROUP for g in group_names(prof, p)
     }
 
     from kgpu.sim.provisioners.pools import catalog_for
@@ -407,7 +471,9 @@ def _cost(data: dict[str, Any]) -> list[str]:
         out.append(f"  baseline nodes   {_both(cost.get('baseline'))}  (node groups, static nodes)")
         out.append(f"  with baseline    {_both(cost.get('with_baseline'))}")
     if cost.get("unpriced_nodes"):
-        out.append(f"  unpriced nodes   {cost['unpriced_nodes']} new node(s) without a price: not in the totals")
+        out.append(
+            f"  unpriced nodes   {cost['unpriced_nodes']} new node(s) without a price: not in the totals"
+        )
     if cost.get("unpriced_baseline_nodes"):
         out.append(
             f"  unpriced nodes   {cost['unpriced_baseline_nodes']} of the profile's own node(s) without a price: "
