@@ -28,7 +28,7 @@ from click.testing import CliRunner, Result
 
 from fake_apiserver import CORE, FakeApiServer, Fault, Request
 from kgpu.cli.main import cli
-from kgpu.live.client import MAX_BODY, NODE, ApiClient
+from kgpu.live.client import MAX_BODY, MAX_EMPTY_PAGES, NODE, ApiClient
 from kgpu.live.kubeconfig import Access, ClusterError, resolve
 from kgpu.live.snapshot import redact
 from test_live import _lifecycle, _terminated, cluster_objects, node, pod, write_kubeconfig
@@ -312,6 +312,29 @@ def test_ever_new_continue_tokens_end_at_the_page_limit(api: FakeApiServer, tmp_
             api.faults.insert(0, Fault("GET", r"^/api/v1/nodes$", 200, times=100,
                                        body=lambda req: list_body([node("a"), node("b")], {"continue": f"u{next(pages)}"})))
             client.list(NODE, max_items=3)
+
+
+def test_ever_new_continue_tokens_on_empty_pages_end_within_the_empty_page_limit(
+    api: FakeApiServer, tmp_path: Path
+) -> None:
+    """A server answering every page with no object and a new token is cut off after MAX_EMPTY_PAGES pages,
+    not after the 10,000-page limit (about 8 minutes at the rate a real client pages); a list that takes
+    longer than its time limit ends too, naming that limit."""
+    pages = iter(range(10**9))
+    api.faults.append(Fault("GET", r"^/api/v1/nodes$", 200, times=10**6,
+                            body=lambda req: list_body([], {"continue": f"t{next(pages)}"})))
+    res = snapshot(api, tmp_path)
+    assert res.exit_code == 2
+    assert f"list nodes: {MAX_EMPTY_PAGES} pages in a row without an object" in one_error_line(res)
+    assert len([r for r in api.requests if r.path == "/api/v1/nodes"]) == MAX_EMPTY_PAGES
+    api.faults.insert(0, Fault("GET", r"^/api/v1/nodes$", 200, times=10**6,
+                               body=lambda req: list_body([node("n")], {"continue": f"v{next(pages)}"})))
+    kc = write_kubeconfig(tmp_path / "kc", api.kubeconfig())
+    with (
+        ApiClient(resolve(Access(kubeconfig=str(kc)), {})) as client,
+        pytest.raises(ClusterError, match=r"list nodes: still more after 0s and 1 pages \(time limit of one list\)"),
+    ):
+        list(client.iter_list(NODE, max_seconds=0.0))
 
 
 def drip(piece: bytes, every: float, first: bytes = b"") -> Callable[[Request], Iterator[bytes]]:

@@ -13,8 +13,10 @@ Every request is bounded (docs/live.md, Limits):
 - in size: the answer is read in chunks, decoded (``Content-Encoding``) as it comes, and refused as soon as
   it passes :data:`MAX_BODY` (a gzip bomb stops there, not when memory runs out);
 - in shape: the JSON reader's limits (depth, integer digits) apply to every answer, as to files;
-- in number: a list follows at most :data:`MAX_PAGES` pages and :data:`MAX_LIST_ITEMS` objects, and a
-  ``continue`` token seen before ends it with an error.
+- in number: a list follows at most :data:`MAX_PAGES` pages and :data:`MAX_LIST_ITEMS` objects, at most
+  :data:`MAX_EMPTY_PAGES` pages in a row without an object (a server handing out ever new ``continue``
+  tokens is cut off in seconds, not after 10,000 pages), and for at most :data:`MAX_LIST_SECONDS`; a
+  ``continue`` token seen before ends it with an error. Each error names the limit hit.
 
 The watchdog and the chunked read are :mod:`kgpu.live.exchange`'s, shared with the Prometheus client.
 
@@ -57,6 +59,8 @@ MAX_LOG_LINE = 64 * 1024  # characters of one log line kept
 MAX_PAGES = 10_000  # pages of one list
 MAX_LIST_ITEMS = 1_000_000  # objects of one list
 MAX_TOKEN = 16 * 1024  # characters of a continue token
+MAX_EMPTY_PAGES = 50  # pages in a row without an object: the API server sends none but the last
+MAX_LIST_SECONDS = 900.0  # of one list, all its pages (150,000 pods list in about a minute)
 
 
 @dataclass(frozen=True)
@@ -329,7 +333,8 @@ class ApiClient(Watchdog):
     def iter_list(self, resource: Resource, namespace: str | None = None, *, page_size: int = 500,
                   field_selector: str | None = None, label_selector: str | None = None,
                   progress: Callable[[int], None] | None = None, max_pages: int = MAX_PAGES,
-                  max_items: int = MAX_LIST_ITEMS, prefetch: bool = False) -> Iterator[dict[str, Any]]:
+                  max_items: int = MAX_LIST_ITEMS, prefetch: bool = False,
+                  max_seconds: float = MAX_LIST_SECONDS) -> Iterator[dict[str, Any]]:
         """The objects of a kind as their pages arrive. With ``prefetch``, the next page is requested (in a
         thread: the request alone, each answer is decoded and checked here) while the caller works on this
         one, so the server's time and the caller's overlap; the caller must make no other request of this
@@ -345,8 +350,9 @@ class ApiClient(Watchdog):
         def fetch(page_params: dict[str, Any]) -> bytes:
             return self.request("GET", path, resource=resource, params=page_params, collection=True)
 
-        seen = 0
+        seen = empty = 0
         tokens: set[str] = set()
+        deadline = time.monotonic() + max_seconds
         data = fetch(dict(params))
         for page in range(max_pages):
             body = self._json(data, what)
@@ -368,7 +374,8 @@ class ApiClient(Watchdog):
                     raise ClusterError(f"{what}: items[{seen + i}] is a {_kind(item)}, not an object")
                 item.setdefault("apiVersion", resource.api_version)
                 item.setdefault("kind", resource.kind)
-            seen += len(items)
+            seen_now = len(items)
+            seen += seen_now
             if seen > max_items:
                 raise ClusterError(f"{what}: more than {max_items:,} objects (list limit)")
             token = meta.get("continue")
@@ -388,6 +395,13 @@ class ApiClient(Watchdog):
                 return
             if error is not None:
                 raise ClusterError(f"{what}: {error}")
+            empty = empty + 1 if not seen_now else 0
+            if empty >= MAX_EMPTY_PAGES:
+                raise ClusterError(f"{what}: {empty} pages in a row without an object, each with a new continue "
+                                   f"token (empty-page limit)")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{what}: still more after {max_seconds:.0f}s and {page + 1:,} pages "
+                                   f"(time limit of one list)", hint="raise --page-size")
             if page + 1 < max_pages:
                 data = ahead.result() if ahead is not None else fetch(dict(params))
         raise ClusterError(f"{what}: still more after {max_pages:,} pages of {page_size} (page limit)",
