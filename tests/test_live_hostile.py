@@ -326,7 +326,8 @@ def test_ever_new_continue_tokens_on_empty_pages_end_within_the_empty_page_limit
     res = snapshot(api, tmp_path)
     assert res.exit_code == 2
     assert f"list nodes: {MAX_EMPTY_PAGES} pages in a row without an object" in one_error_line(res)
-    assert len([r for r in api.requests if r.path == "/api/v1/nodes"]) == MAX_EMPTY_PAGES
+    # (a snapshot asks for the next page while it reads one: one more request may be on its way)
+    assert MAX_EMPTY_PAGES <= len([r for r in api.requests if r.path == "/api/v1/nodes"]) <= MAX_EMPTY_PAGES + 1
     api.faults.insert(0, Fault("GET", r"^/api/v1/nodes$", 200, times=10**6,
                                body=lambda req: list_body([node("n")], {"continue": f"v{next(pages)}"})))
     kc = write_kubeconfig(tmp_path / "kc", api.kubeconfig())
