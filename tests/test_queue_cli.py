@@ -359,3 +359,21 @@ def test_plan_queue_puts_the_jobs_behind_the_profiles_own_kueue(tmp_path: Path) 
     bare.write_text((ROOT / "src" / "kgpu" / "model" / "templates" / "eks-karpenter.yaml").read_text())
     res = CliRunner().invoke(cli, ["plan", "-f", str(bare), "--queue", "-w", jobs])
     assert res.exit_code == 2 and "needs a profile file with a queues section" in res.output
+
+
+def test_simulate_shows_quota_per_cluster_queue_beside_the_nodes() -> None:
+    """`kgpu simulate -c` on a cluster holding Kueue's objects: the quota per ClusterQueue, flavor and
+    resource after what Kueue admits now (JSON `cluster_queues`, a table under the node view); Kueue's kinds
+    are read, not reported as unknown; a bad Kueue object is bad input."""
+    res = CliRunner().invoke(cli, ["simulate", "-c", KUEUE, "-o", "json"])
+    data = json.loads(res.stdout)
+    rows = {(q["cluster_queue"], q["flavor"], q["resource"]): q for q in data["cluster_queues"]}
+    assert rows[("team-b", "p4d-on-demand", GPU)]["nominal"] == 8
+    assert {q["cohort"] for q in data["cluster_queues"]} == {"gpu-teams"}
+    res = CliRunner().invoke(cli, ["simulate", "-c", KUEUE])
+    assert "Quota per ClusterQueue" in res.output and "unknown kind 'ClusterQueue'" not in res.output
+    docs = [d for d in yaml.safe_load_all(Path(KUEUE).read_text()) if d]
+    cq = next(d for d in docs if d["kind"] == "ClusterQueue")
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "lots"
+    res = CliRunner().invoke(cli, ["simulate", "-c", "-"], input=yaml.safe_dump_all(docs))
+    assert res.exit_code == 2 and "nominalQuota" in res.output, res.output

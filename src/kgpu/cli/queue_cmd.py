@@ -224,24 +224,7 @@ def build(
                 "placement": placed.get(key),
             }
         )
-    queues = []
-    for name, usage in sorted(settled.cluster_queues.items()):
-        for flavor, resources in sorted(usage.resources.items()):
-            for resource, r in sorted(resources.items()):
-                queues.append(
-                    {
-                        "cluster_queue": name,
-                        "cohort": usage.cohort,
-                        "active": usage.active,
-                        "flavor": flavor,
-                        "resource": resource,
-                        "nominal": r.nominal,
-                        "used": r.used,
-                        "borrowed": r.borrowed,
-                        "admitted": usage.admitted,
-                        "pending": usage.pending,
-                    }
-                )
+    queues = quota_rows(settled)
     skipped = [
         {"kind": s.kind, "namespace": s.namespace, "name": s.name, "reason": s.reason}
         for s in (submitted.skipped if submitted is not None else [])
@@ -257,6 +240,49 @@ def build(
         "warnings": list(settled.warnings)
         + ([] if settled.cluster_queues else ["no ClusterQueue in the input: Kueue admits nothing"]),
     }
+
+
+def quota_rows(settled: Any) -> list[dict[str, Any]]:
+    """Per ClusterQueue, flavor and resource: nominal quota, use and borrowing (queue.schema.json's
+    ``cluster_queues``), from ``settle``'s result."""
+    rows = []
+    for name, usage in sorted(settled.cluster_queues.items()):
+        for flavor, resources in sorted(usage.resources.items()):
+            for resource, r in sorted(resources.items()):
+                rows.append(
+                    {
+                        "cluster_queue": name,
+                        "cohort": usage.cohort,
+                        "active": usage.active,
+                        "flavor": flavor,
+                        "resource": resource,
+                        "nominal": r.nominal,
+                        "used": r.used,
+                        "borrowed": r.borrowed,
+                        "admitted": usage.admitted,
+                        "pending": usage.pending,
+                    }
+                )
+    return rows
+
+
+def quota_table(rows: list[dict[str, Any]]) -> str:
+    return table(
+        ["CLUSTERQUEUE", "COHORT", "FLAVOR", "RESOURCE", "NOMINAL", "USED", "BORROWED"],
+        [
+            [
+                q["cluster_queue"] + ("" if q["active"] else " (inactive)"),
+                q["cohort"] or "-",
+                q["flavor"],
+                q["resource"],
+                _quantity(q["resource"], q["nominal"]),
+                _quantity(q["resource"], q["used"]),
+                _quantity(q["resource"], q["borrowed"]),
+            ]
+            for q in rows
+        ],
+        title="Quota per ClusterQueue (used includes what is borrowed)",
+    )
 
 
 def _key_of(w: dict[str, Any]) -> tuple[str, str]:
@@ -281,24 +307,7 @@ def render(data: dict[str, Any]) -> str:
     from kgpu.cli.output import style
 
     now = datetime.fromisoformat(data["now"].replace("Z", "+00:00")) if data["now"] else datetime.now(UTC)
-    out = [
-        table(
-            ["CLUSTERQUEUE", "COHORT", "FLAVOR", "RESOURCE", "NOMINAL", "USED", "BORROWED"],
-            [
-                [
-                    q["cluster_queue"] + ("" if q["active"] else " (inactive)"),
-                    q["cohort"] or "-",
-                    q["flavor"],
-                    q["resource"],
-                    _quantity(q["resource"], q["nominal"]),
-                    _quantity(q["resource"], q["used"]),
-                    _quantity(q["resource"], q["borrowed"]),
-                ]
-                for q in data["cluster_queues"]
-            ],
-            title="Quota per ClusterQueue (used includes what is borrowed)",
-        )
-    ]
+    out = [quota_table(data["cluster_queues"])]
     rows = []
     notes = []
     for w in data["workloads"]:

@@ -191,6 +191,10 @@ def command(
 
         gpus_from = aws_catalog()
     data["workload_cost"] = workload_cost(result, price_of, {**objects.owned, **work.owned}, prof, gpus_from)
+    quota = kueue_quota(objects.kueue, ", ".join(cluster) if cluster else "the input")
+    if quota is not None:
+        data["cluster_queues"], kueue_warnings = quota
+        result.warnings.extend(kueue_warnings)
     view = None
     if output in ("table", "wide") and headers_wanted():
         pool_of = nodeview.profile_pools(prof) if prof is not None else {}
@@ -235,6 +239,20 @@ def _priced(region: str) -> bool:
 def pod_names(data: dict[str, Any]) -> list[str]:
     """-o name: `pod/NAME`, as kubectl prints it."""
     return [f"pod/{p['name']}" for p in data["pods"]]
+
+
+def kueue_quota(objects: list[dict[str, Any]], source: str) -> tuple[list[dict[str, Any]], list[str]] | None:
+    """Quota use per ClusterQueue, flavor and resource as Kueue holds it now (what it admits at once
+    included; ``kgpu queue`` says when the rest starts), and settle's warnings; None without a ClusterQueue."""
+    if not any(o.get("kind") == "ClusterQueue" for o in objects):
+        return None
+    from kgpu.cli.queue_cmd import quota_rows
+    from kgpu.sim.queue.admission import settle
+
+    settled = settle(objects, source=source)
+    pending = sum(u.pending for u in settled.cluster_queues.values())
+    notes = [f"Kueue: {pending} Workload(s) pending quota (kgpu queue says why and when they start)"] if pending else []
+    return quota_rows(settled), [*settled.warnings, *notes]
 
 
 def render_wide(data: dict[str, Any], view: list[nodeview.Pool] | None = None, by: str = "workload") -> str:
@@ -330,6 +348,10 @@ def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None, 
     out += nodeview.shared_cost(data.get("shared_gpus") or [])
     out += nodeview.consolidated(data.get("karpenter_consolidated"))
     out += section(data.get("workload_cost"), by)
+    if data.get("cluster_queues"):
+        from kgpu.cli.queue_cmd import quota_table
+
+        out += ["", quota_table(data["cluster_queues"])]
     out.append("")
     out.append(summary_line(data["summary"]))
     return "\n".join(out)

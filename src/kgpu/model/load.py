@@ -65,6 +65,7 @@ KARPENTER_KINDS = {
 }
 DRA_KINDS = frozenset({"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"})  # kgpu.model.dra
 STORAGE_KINDS = frozenset({"PersistentVolumeClaim", "PersistentVolume", "StorageClass"})  # kgpu.model.volumes
+KUEUE_GROUP = "kueue.x-k8s.io/"  # Kueue's objects, kept as read for the quota view (kgpu.sim.queue)
 KNOWN_KINDS = (
     POD_KINDS | REPLICATED_KINDS | JOB_KINDS | {"DaemonSet", "Node", "RayCluster", "PriorityClass"} | set(KARPENTER_KINDS)
     | DRA_KINDS | STORAGE_KINDS
@@ -129,10 +130,13 @@ class Objects:
     dra: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     # PersistentVolumeClaims, PersistentVolumes, StorageClasses as read, with their file (kgpu.model.volumes)
     storage: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    # Kueue's objects (kueue.x-k8s.io) and the Namespaces (their labels, for namespaceSelectors), as read
+    kueue: list[dict[str, Any]] = field(default_factory=list)
 
     def extend(self, other: Objects) -> None:
         self.owned.update(other.owned)
         self.dra.extend(other.dra)
+        self.kueue.extend(other.kueue)
         self.storage.extend(other.storage)
         self.nodepools.extend(other.nodepools)
         self.nodeoverlays.extend(other.nodeoverlays)
@@ -342,6 +346,13 @@ class Parser:
                 return
             decoder = _DECODERS.get(kind)
             if decoder is None:
+                kueue = (head.api_version or "").startswith(KUEUE_GROUP)
+                if kind == "Namespace" or kueue:
+                    doc = msgspec.json.decode(raw)
+                    if isinstance(doc, dict):
+                        self.out.kueue.append(doc)
+                    if kueue:
+                        return  # read by the quota view, not ignored
                 self._ignore(kind, label)
                 return
             obj = decoder.decode(raw)
@@ -389,6 +400,12 @@ class Parser:
             return
         typ = _TYPES.get(kind)
         if typ is None:
+            api = doc.get("apiVersion")
+            kueue = isinstance(api, str) and api.startswith(KUEUE_GROUP)
+            if kind == "Namespace" or kueue:
+                self.out.kueue.append(doc)
+                if kueue:
+                    return  # read by the quota view, not ignored
             self._ignore(kind, label)
             return
         try:
