@@ -10,7 +10,10 @@ NodePools. Then, in fresh processes, best of three:
   encode the report as JSON;
 - stdlib ``json.load`` of the same file, the yardstick;
 
-and prints both times and the ratio (the target is doctor <= 3x json.load). It never asserts.
+and prints both times and the ratio (the target is doctor <= 3x json.load). Then, as a user runs them on the
+same file, the whole verbs with their table output: ``kgpu top -f`` (per-pool and per-node GPU view, 160
+columns) and ``kgpu doctor --snapshot`` (grouped findings), each as a ratio to json.load, with how many lines
+it printed. It never asserts.
 """
 
 from __future__ import annotations
@@ -498,6 +501,21 @@ print(json.dumps({"json_load": time.perf_counter() - t0}))
 """
 
 
+VERBS = """
+import json, sys, time
+from click.testing import CliRunner
+from kgpu.cli.main import cli
+out = {}
+for name, args in (("top", ["top", "-f", sys.argv[1]]), ("doctor", ["doctor", "--snapshot", sys.argv[1]])):
+    t = time.perf_counter()
+    res = CliRunner(env={"COLUMNS": "160"}).invoke(cli, args)
+    out[name] = time.perf_counter() - t
+    out[name + "_lines"] = res.output.count("\\n")
+    out[name + "_code"] = res.exit_code
+print(json.dumps(out))
+"""
+
+
 def _run(code: str, *args: str) -> dict:
     out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -528,6 +546,12 @@ def main() -> None:
     )
     print(f"  json.load of the same snapshot: {base:.3f}s")
     print(f"  ratio doctor / json.load: {doc['total'] / base:.2f}  (target <= 3)")
+    verbs = min((_run(VERBS, str(path)) for _ in range(2)), key=lambda r: r["top"] + r["doctor"])
+    for name in ("top", "doctor"):
+        print(
+            f"  kgpu {name} (the verb, table output): {verbs[name]:.3f}s, {verbs[name] / base:.2f}x json.load, "
+            f"{verbs[name + '_lines']} lines (exit {verbs[name + '_code']})"
+        )
 
 
 if __name__ == "__main__":
