@@ -24,8 +24,9 @@ from kgpu.catalog import InstanceType, aws_catalog
 from kgpu.errors import InputError
 from kgpu.model import wire
 from kgpu.model.gpus import NodeGpus, dra_devices, node_gpus
-from kgpu.model.load import DRA_KINDS, STORAGE_KINDS, Objects, Parser, bound_spec, parse_time, spec_info
+from kgpu.model.load import DRA_KINDS, STORAGE_KINDS, Objects, Parser, bound_spec, parse_time
 from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo, Taint
+from kgpu.model.podspec import spec_info
 from kgpu.model.predicates import first_untolerated, static_reasons
 from kgpu.model.quantity import parse_quantity
 from kgpu.model.sharing import is_gpu_resource

@@ -16,9 +16,10 @@ import msgspec
 from kgpu.errors import InputError, quote
 from kgpu.model import wire
 from kgpu.model.fields import list_at, mapping_at
-from kgpu.model.load import _label_selector, parse_time
+from kgpu.model.load import parse_time
 from kgpu.model.names import is_dns1123_subdomain, is_label_value, is_qualified_name
 from kgpu.model.objects import LabelSelector, Taint
+from kgpu.model.podspec import _label_selector
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")

@@ -26,8 +26,8 @@ from kgpu.model import wire
 from kgpu.model.fields import list_at, mapping_at
 from kgpu.model.kueue_fields import Obj, mapping
 from kgpu.model.kueue_rolehash import quantity_string
-from kgpu.model.load import spec_info
 from kgpu.model.names import DNS1123_SUBDOMAIN_ERR_MSG, is_dns1123_label, is_dns1123_subdomain
+from kgpu.model.podspec import spec_info
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -204,7 +204,7 @@ def max_exec_time(labels: Mapping[str, Any]) -> int | None:
 
 
 def check_pod_spec(spec: object, where: str) -> None:
-    """A pod template's spec as the API server validates what kgpu reads of it (kgpu.model.load.spec_info)."""
+    """A pod template's spec as the API server validates what kgpu reads of it (kgpu.model.podspec.spec_info)."""
     try:
         parsed = msgspec.convert(mapping_at(spec, where), wire.PodSpec)
     except msgspec.ValidationError as exc:

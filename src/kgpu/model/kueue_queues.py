@@ -46,9 +46,9 @@ from kgpu.model.kueue_fields import (
     taints,
 )
 from kgpu.model.kueue_resources import resource_value
-from kgpu.model.load import _validate_toleration
 from kgpu.model.names import is_qualified_name
 from kgpu.model.objects import LabelSelector, Taint, Toleration
+from kgpu.model.podspec import _validate_toleration
 from kgpu.model.quantity import parse_quantity
 
 NEVER = "Never"

@@ -4,7 +4,7 @@ A PodSet's requests are one pod's ``PodRequests`` (k8s.io/component-helpers: the
 sum and each init container's, restartable init containers (sidecars) added to both, pod overhead, the
 pod-level requests where set), after Kueue's ``AdjustResources``: a container's limits stand in for the
 requests it does not set (``UseLimitsAsMissingRequestsInPod``). kgpu's own pod reader
-(``kgpu.model.load.spec_info``) computes exactly that; resources a pod names with a zero amount are kept
+(``kgpu.model.podspec.spec_info``) computes exactly that; resources a pod names with a zero amount are kept
 (Kueue then needs a ClusterQueue that covers them). The total a PodSet asks for is one pod's requests times
 its count less the pods ``status.reclaimablePods`` gives back (``totalRequestsFromPodSets``); an admitted
 Workload holds what ``status.admission.podSetAssignments`` records (``totalRequestsFromAdmission``).
@@ -42,8 +42,8 @@ from kgpu.model.kueue_fields import (
     time_at,
 )
 from kgpu.model.kueue_resources import PODS, resource_value
-from kgpu.model.load import spec_info
 from kgpu.model.objects import NodeSelector, Toleration
+from kgpu.model.podspec import spec_info
 from kgpu.model.quantity import MAX_INT64, parse_quantity
 
 QUOTA_RESERVED = "QuotaReserved"
