@@ -581,3 +581,19 @@ def test_apportion_property(total: int, parts: list[tuple[int, int]]):
     scale = 1 / whole if whole > 1 else Fraction(1)
     for key, share in shares.items():
         assert abs(amounts[key] - total * share * scale) < 1
+
+
+def test_a_workload_on_nodes_without_a_price_reads_n_a_not_zero(tmp_path: Path) -> None:
+    """The TKE template's super nodes have no packaged price: its workloads, idle and the total read "n/a"
+    (a $0.0000 would read as free), and so does the plan's new-node cost; JSON keeps the numbers and counts."""
+    prof = tmp_path / "kgpu.yaml"
+    assert CliRunner().invoke(cli, ["init", "-t", "tke-supernode", "-f", str(prof)]).exit_code == 0
+    res = CliRunner().invoke(cli, ["plan", "-f", str(prof)])
+    section = res.stdout.split("Cost per workload")[1].split("(each pod pays")[0]
+    rows = [ln for ln in section.splitlines()[3:] if ln.strip()]
+    assert rows and all(ln.split()[-2:] == ["n/a", "n/a"] for ln in rows), section
+    assert "$0.0000" not in section
+    assert "new nodes        n/a: none has a price" in res.stdout
+    data = json.loads(CliRunner().invoke(cli, ["plan", "-f", str(prof), "-o", "json"]).stdout)
+    costs = data["workload_cost"]["workloads"]
+    assert costs and all(w["hourly"] == 0 and w["unpriced_pods"] == w["pods"] for w in costs)

@@ -51,6 +51,7 @@ def test_compare_covers_every_template() -> None:
         "onprem",
         "tke-supernode",
         "kuberay",
+        "kueue-two-teams",
     ]
     eksctl = next(r for r in rows if r["template"] == "eks-eksctl")
     assert eksctl["new_nodes"] >= 10 and eksctl["hourly_cost"] > 0

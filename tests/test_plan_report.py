@@ -156,9 +156,10 @@ def test_compare_report_has_a_bar_per_comparable_template_only(tmp_path: Path):
     """Templates that cannot run every pod get no bar (their $0 would read as cheapest) but say why."""
     path = tmp_path / "compare.html"
     res = CliRunner().invoke(cli, ["plan", "-w", WORK, "--compare", "--report", str(path)])
-    assert res.exit_code == 0  # some templates cannot run the GPU pods, eks-karpenter and eks-eksctl can
+    assert res.exit_code == 0  # some templates cannot run the GPU pods; eks-karpenter, eks-eksctl and
+    # kueue-two-teams (Karpenter pools too) can
     html = path.read_text()
-    assert html.count('<rect class="bar cost"') == 2  # eks-karpenter and eks-eksctl run everything
+    assert html.count('<rect class="bar cost"') == 3  # the three that run everything
     assert "no bar: cannot run 12 pod(s)" in html  # onprem: three GPUs for fifteen GPU pods
     assert html.index(">eks-karpenter<") < html.index(">eks-eksctl<") < html.index(">onprem<")
     assert "prices as of 2026-11-21" in html and "/mo)" in html
@@ -260,9 +261,10 @@ def test_compare_bars_only_for_templates_that_run_everything_in_the_order_the_he
     res = CliRunner().invoke(cli, ["plan", "-w", WORK, "--compare", "--color", "never"])
     out = res.stdout
     rows = [ln.split()[0] for ln in out.split("---\n")[1].split("\n\n")[0].splitlines()]
-    assert rows[:2] == ["eks-karpenter", "eks-eksctl"]  # comparable, cheapest first
+    assert rows[:3] == ["eks-karpenter", "kueue-two-teams", "eks-eksctl"]  # comparable, cheapest first
     bars = {ln.split()[0]: ln for ln in out.split("Cost per hour")[1].splitlines()[1:] if ln and ln[0] != "("}
     assert bars["eks-eksctl"].count("█") == 30 and 0 < bars["eks-karpenter"].count("█") < 30
+    assert bars["eks-karpenter"].count("█") <= bars["kueue-two-teams"].count("█") < 30
     for template in ("onprem", "tke-supernode", "kuberay"):
         assert "█" not in bars[template] and "no bar: cannot run" in bars[template]
     assert "($4,933.41/mo)" in bars["eks-karpenter"]

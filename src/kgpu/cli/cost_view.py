@@ -100,16 +100,23 @@ def rows(data: Mapping[str, Any], by: str = "workload", top: int | None = TOP) -
     items = list(data.get("workloads" if by == "workload" else "namespaces") or [])
     shown, rest = (items, []) if top is None or len(items) <= top + 1 else (items[:top], items[top:])
 
-    def cells(first: str, second: str, item: Mapping[str, Any]) -> tuple[str, ...]:
+    def cells(first: str, second: str, item: Mapping[str, Any], unknown: bool = False) -> tuple[str, ...]:
+        """``unknown``: no price applies (every pod that runs is on a node without a price): "n/a", not $0."""
         head = (first, second, str(item.get("pods", "")), _gpus(item.get("gpus")))
+        if unknown:
+            return (*head, *(("n/a", "n/a") if wide else ()), "n/a", "n/a")
         split = (_money(item["new_nodes_hourly"]), _money(item["existing_nodes_hourly"])) if wide else ()
         return (*head, *split, _money(item["hourly"]), f"${item['monthly']:,.2f}")
+
+    def unpriced(item: Mapping[str, Any]) -> bool:
+        running = item.get("pods", 0) - item.get("pending", 0)
+        return running > 0 and item.get("unpriced_pods", 0) >= running
 
     out = []
     for item in shown:
         label = f"{item['kind']}/{item['name']}" if by == "workload" else f"{item['workloads']} workload(s)"
         pending = f" ({item['pending']} pending)" if item.get("pending") else ""
-        out.append(cells(item["namespace"], label + pending, item))
+        out.append(cells(item["namespace"], label + pending, item, unpriced(item)))
     if rest:
         summed: dict[str, Any] = {
             "pods": sum(i["pods"] for i in rest),
@@ -120,9 +127,12 @@ def rows(data: Mapping[str, Any], by: str = "workload", top: int | None = TOP) -
         what = "workloads" if by == "workload" else "namespaces"
         out.append(cells("", f"{len(rest)} more {what}", summed))
     idle = data["idle"]
-    out.append(cells("", "idle", {**idle, "pods": "", "gpus": None}))
     nodes = data["nodes"]
-    out.append(cells("", f"total ({nodes['priced']} priced node(s))", {**nodes, "pods": "", "gpus": None}))
+    none_priced = not nodes["priced"]
+    out.append(cells("", "idle", {**idle, "pods": "", "gpus": None}, none_priced))
+    out.append(
+        cells("", f"total ({nodes['priced']} priced node(s))", {**nodes, "pods": "", "gpus": None}, none_priced)
+    )
     return out
 
 

@@ -465,7 +465,10 @@ def _cost(data: dict[str, Any]) -> list[str]:
     cost = data.get("cost", {})
     out.append("")
     out.append("Cost")
-    out.append(f"  new nodes        {_both(cost.get('total', 0.0))}")
+    if cost.get("unpriced_nodes") and not cost.get("total"):  # $0.00 would read as free
+        out.append("  new nodes        n/a: none has a price")
+    else:
+        out.append(f"  new nodes        {_both(cost.get('total', 0.0))}")
     out += _spot_line(cost)
     if cost.get("baseline"):
         out.append(f"  baseline nodes   {_both(cost.get('baseline'))}  (node groups, static nodes)")
