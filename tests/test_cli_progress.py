@@ -57,8 +57,8 @@ def test_compare_on_a_terminal_shows_each_template_and_keeps_json_clean():
     )
     assert code == 0  # some templates cannot run the GPU pods, others can
     data = json.loads(out)  # nothing but the JSON on stdout
-    assert [r["template"] for r in data["compare"]][:2] == ["eks-karpenter", "eks-eksctl"]
-    assert "planning the workloads on template" in err and "/5) (" in err
+    assert [r["template"] for r in data["compare"]][:3] == ["eks-karpenter", "kueue-two-teams", "eks-eksctl"]
+    assert "planning the workloads on template" in err and "/6) (" in err
     assert err.endswith(ERASE), repr(err[-40:])  # the line is erased at the end
 
 
