@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,3 +29,20 @@ def cases(default: int) -> int:
 
 def seed() -> int:
     return int(os.environ.get("KGPU_CONFORMANCE_SEED", "20261122"))
+
+
+@pytest.fixture(scope="module")
+def kueue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Kueue's minimal manager on a kube-apiserver and etcd of its own, for one test module (kueue_rig)."""
+    from kueue_rig import BINARY, KueueRig, start_api_server
+
+    work = tmp_path_factory.mktemp("kueue")
+    server = start_api_server(binary("kube", "kube-apiserver").parent.parent, work)
+    try:
+        rig = KueueRig(server, binary(*BINARY), work).start()
+        try:
+            yield rig
+        finally:
+            rig.stop()
+    finally:
+        server.stop()

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kueue_diff import FIELDS, KNOWN, Case, Tally, compare, run
-from kueue_rig import BINARY, KueueRig, start_api_server
+from kueue_rig import KueueRig
 from kueue_scenarios import scenario
 
-from conftest import binary, cases, seed
+from conftest import cases, seed
 from kgpu.sim.queue.admission import settle
 
 SCENARIOS = max(1, cases(300) // 5)
@@ -33,17 +32,8 @@ FLOOR = 0.99
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueRig]:
-    work = tmp_path_factory.mktemp("kueue")
-    server = start_api_server(binary("kube", "kube-apiserver").parent.parent, work)
-    try:
-        r = KueueRig(server, binary(*BINARY), work).start()
-        try:
-            yield r
-        finally:
-            r.stop()
-    finally:
-        server.stop()
+def rig(kueue: KueueRig) -> KueueRig:
+    return kueue
 
 
 def test_known_classes_are_documented() -> None:

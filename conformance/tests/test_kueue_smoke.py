@@ -8,30 +8,18 @@ two failing resources Kueue names them in Go map order (``kueue_diff.resource_or
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kueue_rig import API, BINARY, Key, KueueRig, condition, is_true, start_api_server
-
-from conftest import binary
+from kueue_rig import API, Key, KueueRig, condition, is_true
 
 GPU = "nvidia.com/gpu"
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueRig]:
-    work = tmp_path_factory.mktemp("kueue")
-    server = start_api_server(binary("kube", "kube-apiserver").parent.parent, work)
-    try:
-        r = KueueRig(server, binary(*BINARY), work).start()
-        try:
-            yield r
-        finally:
-            r.stop()
-    finally:
-        server.stop()
+def rig(kueue: KueueRig) -> KueueRig:
+    return kueue
 
 
 def flavor(name: str, product: str = "NVIDIA-A100-SXM4-80GB") -> dict[str, Any]:

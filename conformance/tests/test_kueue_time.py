@@ -25,17 +25,16 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from kueue_diff import ready_check
-from kueue_rig import API, BINARY, Key, KueueRig, is_true, key, start_api_server
+from kueue_rig import API, Key, KueueRig, is_true, key
 from kueue_scenarios import Queue, Scenario, _meta, _template, scenario
 
-from conftest import binary, cases, seed
+from conftest import cases, seed
 from kgpu.sim.queue.replay import replay
 
 SCENARIOS = max(1, cases(300) // 10)
@@ -120,17 +119,8 @@ def trace(n: int) -> Trace:
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueRig]:
-    work = tmp_path_factory.mktemp("kueue-time")
-    server = start_api_server(binary("kube", "kube-apiserver").parent.parent, work)
-    try:
-        r = KueueRig(server, binary(*BINARY), work).start()
-        try:
-            yield r
-        finally:
-            r.stop()
-    finally:
-        server.stop()
+def rig(kueue: KueueRig) -> KueueRig:
+    return kueue
 
 
 def play(rig: KueueRig, traces: list[Trace], *, max_steps: int = 100) -> int:
