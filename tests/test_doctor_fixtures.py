@@ -169,6 +169,16 @@ def test_every_check_id_fires_on_some_fixture():
         "dra-driver-missing",
         "dra-double-advertised",
         "dra-karpenter",
+        # Kueue: tests/test_doctor_kueue.py
+        "kueue-unreadable",
+        "kueue-clusterqueue-inactive",
+        "kueue-localqueue-no-clusterqueue",
+        "kueue-queue-name-unknown",
+        "kueue-flavor-no-nodes",
+        "kueue-quota-beyond-capacity",
+        "kueue-pending-on-quota",
+        "kueue-pending-on-nodes",
+        "kueue-preemption-loop",
     }
     all_ids = {c for ids in CHECK_IDS.values() for c in ids}
     assert all_ids - fired == unit_tested

@@ -110,7 +110,7 @@ def rows(data: Mapping[str, Any], by: str = "workload", top: int | None = TOP) -
 
     def unpriced(item: Mapping[str, Any]) -> bool:
         running = item.get("pods", 0) - item.get("pending", 0)
-        return running > 0 and item.get("unpriced_pods", 0) >= running
+        return bool(running > 0 and item.get("unpriced_pods", 0) >= running)
 
     out = []
     for item in shown:

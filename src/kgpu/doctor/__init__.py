@@ -21,6 +21,7 @@ from kgpu.doctor import (
     monitoring,
     nodes,
     pending,
+    queues,
     sharing,
     tke_cuda,
     visible_devices,
@@ -46,6 +47,7 @@ CHECK_IDS: dict[str, tuple[str, ...]] = {
     "shared GPUs": tuple(sharing.CHECKS),
     "TKE image cache": tuple(image_cache.CHECKS),
     "DRA": tuple(dra.CHECKS),
+    "Kueue": tuple(queues.CHECKS),
 }
 
 
@@ -58,7 +60,7 @@ def _functions() -> list[Check]:
     out: list[Check] = []
     for module in (
         deviceplugin, nodes, workloads, cuda, tke_cuda, cuda_arch, visible_devices, monitoring, sharing, image_cache,
-        dra,
+        dra, queues,
     ):
         for fn in module.CHECKS.values():
             if fn not in out:

@@ -214,7 +214,9 @@ class ClusterState:
     pods_by_node: dict[str, list[PodInfo]] = field(default_factory=dict)
     region: str = ""
     dra_nodes: set[str] = field(default_factory=set)  # nodes with a ResourceSlice of NVIDIA's DRA driver
+    kueue: list[dict[str, Any]] = field(default_factory=list)  # kueue.x-k8s.io objects and Namespaces
     _dra: Any = None
+    _kueue_settled: Any = None  # kgpu.doctor.queues: read and settled once
 
     def dra(self) -> Any:
         """The snapshot's resource.k8s.io objects read once (``kgpu.model.dra.DRAObjects``); None without any.
@@ -561,6 +563,8 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
             state.nodeoverlays.append(item)
         elif ikind == "ImageCache":
             state.imagecaches.append(item)
+        elif ikind == "Namespace" or str(item.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
+            state.kueue.append(item)  # kgpu.doctor.queues
         elif ikind in STORAGE_KINDS:  # claims, volumes, classes: simulate places pods with claims by them
             parser.feed_object(item, label)
         elif ikind in DRA_KINDS:  # resource.k8s.io objects: simulate allocates claims; kgpu.doctor.dra
