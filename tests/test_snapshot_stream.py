@@ -46,6 +46,7 @@ def reference_take(client: ApiClient, namespace: str | None, page_size: int) -> 
     counts: dict[str, int] = {}
     absent: list[str] = []
     forbidden: list[str] = []
+    left_out: list[str] = []
     pods: list[dict[str, Any]] = []
     daemonsets: list[dict[str, Any]] = []
     for resource, optional in snapshot.SOURCES:
@@ -63,6 +64,9 @@ def reference_take(client: ApiClient, namespace: str | None, page_size: int) -> 
             continue
         for obj in got:
             snapshot.redact(obj)
+        if resource.kind in snapshot.VALIDATED_KINDS:
+            left_out += [why for obj in got if (why := snapshot.unreadable(obj))]
+            got = [obj for obj in got if snapshot.unreadable(obj) is None]
         items.extend(got)
         counts[resource.kind] = len(got)
         if resource is POD:
@@ -87,7 +91,8 @@ def reference_take(client: ApiClient, namespace: str | None, page_size: int) -> 
         "kind": snapshot.KIND,
         "metadata": {"createdAt": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"), "context": client.target.context,
                      "server": client.target.server, "namespace": namespace, "kgpuVersion": snapshot.__version__,
-                     "counts": counts, "absent": absent, "forbidden": forbidden},
+                     "counts": counts, "absent": absent, "forbidden": forbidden,
+                     "leftOut": left_out},
         "items": items,
     }
 

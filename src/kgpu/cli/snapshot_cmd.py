@@ -105,6 +105,10 @@ def take(access: Any, page_size: int, items: Items) -> dict[str, Any]:
     for line in head["metadata"]["forbidden"]:
         click.echo(f"note: skipped, {line} (the checks that read it say nothing); grant it with "
                    "`kgpu render --target rbac`", err=True)
+    for line in head["metadata"]["leftOut"]:
+        click.echo(f"note: left out {line} (the API server served it, kgpu's readers refuse it as the API "
+                   "server's validation would; the rest of the snapshot is usable, metadata.leftOut lists it)",
+                   err=True)
     return head
 
 

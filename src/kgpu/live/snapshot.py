@@ -164,6 +164,7 @@ def collect(client: ApiClient, items: Items, namespace: str | None = None, *, pa
         return None if progress is None else (lambda n: progress(label, n))
 
     forbidden: list[str] = []
+    left_out: list[str] = []
     in_snapshot: set[tuple[str, str]] = set()
     daemonsets: list[dict[str, Any]] = []
     for resource, optional in SOURCES:
@@ -173,6 +174,10 @@ def collect(client: ApiClient, items: Items, namespace: str | None = None, *, pa
             for obj in client.iter_list(resource, namespace if resource.namespaced else None, page_size=page_size,
                                         progress=step(resource.plural), prefetch=True):
                 redact(obj)
+                odd = unreadable(obj) if resource.kind in VALIDATED_KINDS else None
+                if odd is not None:  # the snapshot stays readable: the object is left out, and said
+                    left_out.append(odd)
+                    continue
                 items.add(obj)
                 count += 1
                 if resource is POD:
@@ -215,8 +220,38 @@ def collect(client: ApiClient, items: Items, namespace: str | None = None, *, pa
             "counts": counts,
             "absent": absent,
             "forbidden": forbidden,
+            "leftOut": left_out,
         },
     }
+
+
+# Kinds kgpu's readers validate as the API server would (an object it would have refused is bad input for
+# simulate and doctor): one the cluster's API server served anyway is left out of the snapshot, and said.
+VALIDATED_KINDS = frozenset(
+    {"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice", "PersistentVolumeClaim",
+     "PersistentVolume", "StorageClass", "NodeOverlay"}
+)
+
+
+def unreadable(obj: dict[str, Any]) -> str | None:
+    """Why kgpu's readers would refuse this object ("Kind ns/name: field: why"), or None."""
+    from kgpu.model import dra, volumes
+    from kgpu.sim.provisioners.karpenter.overlay import parse_overlay
+
+    kind = obj.get("kind")
+    meta = obj.get("metadata")
+    ref = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p) if isinstance(meta, dict) else ""
+    try:
+        if kind == "NodeOverlay":
+            parse_overlay(obj)
+        elif kind in ("PersistentVolumeClaim", "PersistentVolume", "StorageClass"):
+            volumes.read([(obj, "the cluster")])
+        else:
+            dra.read([(obj, "the cluster")])
+    except InputError as exc:
+        where = exc.where.removeprefix("the cluster: ") if exc.where else f"{kind} {ref}"
+        return f"{where}: {exc.message}"
+    return None
 
 
 _MIN_ENVELOPE = len(b'{"items":[]}\n')  # bytes a document holds besides its items, at the least
