@@ -377,3 +377,28 @@ def test_simulate_shows_quota_per_cluster_queue_beside_the_nodes() -> None:
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "lots"
     res = CliRunner().invoke(cli, ["simulate", "-c", "-"], input=yaml.safe_dump_all(docs))
     assert res.exit_code == 2 and "nominalQuota" in res.output, res.output
+
+
+def test_without_c_kgpu_queue_reads_the_live_cluster(tmp_path: Path) -> None:
+    """No -c: Kueue's objects, the Namespaces and the nodes and pods are read from the kubeconfig's cluster
+    (an API server on 127.0.0.1 serving them as kube-apiserver does), as `kgpu snapshot` reads them; the
+    answer is the one the same objects in a file give."""
+    from fake_apiserver import RESOURCES, FakeApiServer
+
+    objs = [d for d in yaml.safe_load_all(Path(KUEUE).read_text()) if d]
+    server = FakeApiServer(objs, served=tuple(RESOURCES))
+    kc = tmp_path / "kc"
+    with server.running():
+        kc.write_text(yaml.safe_dump(server.kubeconfig()))
+        live = CliRunner().invoke(
+            cli, ["queue", "--kubeconfig", str(kc), "-w", JOBS, "--now", NOW, "-o", "json"],
+            env={"KUBECONFIG": "", "HOME": "/nonexistent"},
+        )
+    assert live.exit_code in (0, 1), live.output
+    got = json.loads(live.stdout)
+    from_file = queue_json("-c", KUEUE, "-w", JOBS, "--now", NOW)
+    assert got["cluster_queues"] == from_file["cluster_queues"]
+    assert [(w["namespace"], w["name"], w["admitted"], w["flavors"]) for w in got["workloads"]] == [
+        (w["namespace"], w["name"], w["admitted"], w["flavors"]) for w in from_file["workloads"]
+    ]
+    assert any(r.path.startswith("/apis/kueue.x-k8s.io/") for r in server.requests)

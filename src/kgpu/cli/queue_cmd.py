@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from kgpu.cli.cluster_flags import cluster_options
 from kgpu.cli.output import ExitCode, emit, examples, handle_input_errors, output_option, table
 from kgpu.errors import InputError, quote
 
@@ -378,8 +379,9 @@ def render(data: dict[str, Any]) -> str:
     name="queue",
     epilog=examples(
         (
-            "which pending Workloads Kueue admits now, with which flavor, and when the others start",
-            "kgpu queue -c cluster.json",
+            "on the live cluster of the kubeconfig context: which pending Workloads Kueue admits now, with which "
+            "flavor, and when the others start",
+            "kgpu queue",
         ),
         (
             "will my job start within 4 hours (exit 0 yes, 1 no)",
@@ -396,10 +398,10 @@ def render(data: dict[str, Any]) -> str:
     "--cluster",
     "cluster_paths",
     multiple=True,
-    required=True,
     metavar="PATH",
     help="The cluster's Kueue objects and Workloads: a `kgpu snapshot`, `kubectl get -o json` "
-    "output or YAML files (folders are read whole; - for standard input).",
+    "output or YAML files (folders are read whole; - for standard input). Without -c: the live cluster of the "
+    "kubeconfig context, read as `kgpu snapshot` reads it (nothing is written).",
 )
 @click.option(
     "-w",
@@ -445,6 +447,7 @@ def render(data: dict[str, Any]) -> str:
     help="A kgpu profile whose pools launch nodes for admitted pods that fit no existing node (and their cost).",
 )
 @output_option("table", "json", "yaml")
+@cluster_options(all_namespaces=False, namespace=False)
 @handle_input_errors
 def command(
     cluster_paths: tuple[str, ...],
@@ -455,6 +458,9 @@ def command(
     now_text: str | None,
     profile: str | None,
     output: str,
+    kubeconfig: str | None,
+    context: str | None,
+    request_timeout: float,
 ) -> None:
     """Kueue's answer for queued GPU jobs: admitted now or pending (its QuotaReserved message word for word),
     the ResourceFlavor each pod set gets, and when each starts as the running Workloads finish.
@@ -481,12 +487,20 @@ def command(
             raise InputError(f"{quote(now_text)} is not an RFC 3339 time", where="--now") from None
         if now.tzinfo is None:
             now = now.replace(tzinfo=UTC)
-    cluster = read_files(cluster_paths)
+    if cluster_paths:
+        cluster, source = read_files(cluster_paths), ", ".join(cluster_paths)
+    else:
+        from kgpu.cli.cluster_flags import access_from
+        from kgpu.cli.snapshot_cmd import fetch
+
+        doc = fetch(access_from(kubeconfig, context, None, True, request_timeout))
+        cluster = _flatten(doc["items"], "the cluster")
+        source = f"cluster {doc['metadata']['context'] or doc['metadata']['server']}"
     submitted = read_files(job_paths) if job_paths else []
     data = build(
         cluster,
         submitted,
-        source=", ".join(cluster_paths),
+        source=source,
         now=now,
         runtimes=given,
         targets=targets,
