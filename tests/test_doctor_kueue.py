@@ -101,6 +101,8 @@ def test_a_healthy_kueue_cluster_and_a_cluster_without_kueue_get_no_kueue_findin
     healthy = cluster(gpu_node("gpu-1"), gpu_node("gpu-2"), *team(16), running("train", 8))
     assert kueue_findings(healthy) == {}
     assert kueue_findings(cluster(gpu_node("gpu-1"))) == {}
+    # Kueue's objects alone (no node, no NodePool in the input): nothing said of the nodes
+    assert kueue_findings(cluster(*team(16, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}))) == {}
 
 
 def test_an_inactive_cluster_queue_in_kueues_words() -> None:

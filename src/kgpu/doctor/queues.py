@@ -81,7 +81,8 @@ def check_queues(state: ClusterState) -> Iterator[Finding]:
     kueue, settled = got
     yield from _inactive(settled)
     yield from _local_queues(state, kueue)
-    yield from _flavors(state, kueue)
+    if state.nodes or state.nodepools:  # an input of Kueue's objects alone says nothing of the nodes
+        yield from _flavors(state, kueue)
     yield from _pending(state, settled)
     yield from _loops(state, settled)
 
