@@ -476,7 +476,7 @@ DOCTOR = """
 import json, sys, time
 t0 = time.perf_counter()
 from kgpu.cli.doctor_cmd import paused_gc, read_snapshot
-from kgpu.doctor.state import cluster_state
+from kgpu.doctor.reading import cluster_state
 from kgpu.doctor import run_checks
 t1 = time.perf_counter()
 doc, label = read_snapshot(sys.argv[1])  # what `kgpu doctor --snapshot` does, step by step

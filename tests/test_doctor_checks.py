@@ -13,7 +13,7 @@ from kgpu.doctor import doctor_report
 from kgpu.doctor.cuda import node_driver
 from kgpu.doctor.deviceplugin_workloads import plugin_version
 from kgpu.doctor.nodepools import nodepool_pool, nodepool_profile
-from kgpu.doctor.state import cluster_state
+from kgpu.doctor.reading import cluster_state
 from kgpu.errors import InputError
 from snapshot_builders import (
     GPU_TAINT,

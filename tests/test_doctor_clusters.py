@@ -22,7 +22,7 @@ from kgpu.catalog import aws_catalog
 from kgpu.cli.main import cli
 from kgpu.doctor import CHECK_IDS, doctor_report
 from kgpu.doctor.deviceplugin_workloads import plugin_daemonsets, plugin_pods, runs_plugin
-from kgpu.doctor.state import cluster_state
+from kgpu.doctor.reading import cluster_state
 from snapshot_builders import event, pod, v1_list
 
 FIXTURES = Path(__file__).parent / "fixtures"

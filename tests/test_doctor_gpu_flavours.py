@@ -22,7 +22,7 @@ import pytest
 
 from kgpu.catalog.dra import node_slices
 from kgpu.doctor import doctor_report
-from kgpu.doctor.state import cluster_state
+from kgpu.doctor.reading import cluster_state
 from kgpu.live.top import summarize
 from kgpu.model.gpus import DraDevice, node_gpus
 from snapshot_builders import container, pod, snapshot

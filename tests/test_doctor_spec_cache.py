@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kgpu.doctor import state as state_mod
-from kgpu.doctor.state import cluster_state
+from kgpu.doctor import reading as state_mod
+from kgpu.doctor.reading import cluster_state
 from kgpu.model.load import parse_documents
 from snapshot_builders import container, daemon_pod, daemonset, node, pod, snapshot
 

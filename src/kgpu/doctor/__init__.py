@@ -28,7 +28,8 @@ from kgpu.doctor import (
     workloads,
 )
 from kgpu.doctor.findings import ERROR, INFO, SEVERITIES, WARNING, Finding, Group, Report, group_findings
-from kgpu.doctor.state import ClusterState, cluster_state
+from kgpu.doctor.reading import cluster_state
+from kgpu.doctor.state import ClusterState
 
 if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
     from kgpu.model.profile import Profile

@@ -17,7 +17,8 @@ from kgpu.catalog.tke import TkeMatchError
 from kgpu.doctor.common import names, snippet
 from kgpu.doctor.findings import ERROR, Finding
 from kgpu.doctor.nodepools import nodepool_pool
-from kgpu.doctor.state import TKE_PREFIX, ClusterState, ContainerGpu, container_gpus
+from kgpu.doctor.reading import container_gpus
+from kgpu.doctor.state import TKE_PREFIX, ClusterState, ContainerGpu
 from kgpu.errors import InputError
 from kgpu.model.objects import GPU
 from kgpu.model.quantity import parse_quantity, value

@@ -15,7 +15,7 @@ and ``kubectl top nodes`` show CPU and memory, from a live cluster or from its o
   ``Hostname`` (dcgm names), ``kubernetes_node``, or the host of ``instance`` (a node's name or address).
 
 A GPU node is one that offers GPUs, holds pods that ask for them, or that doctor counts as one
-(``kgpu.doctor.state.gpu_node_reason``: a GPU instance type, GFD / NFD labels, a GPU resource in its
+(``kgpu.doctor.reading.gpu_node_reason``: a GPU instance type, GFD / NFD labels, a GPU resource in its
 capacity); one that advertises none is shown with what is wrong, in doctor's terms (``kgpu.doctor.nodes``'
 ``gpu-node-no-gpus`` and ``gpu-node-missing-gpus``): ``no_gpus`` (no device plugin ever registered them:
 ``kubectl`` shows ``<none>``), ``plugin_gone`` (registered once, 0 now), ``gpus_unhealthy`` (capacity but 0
@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgpu.doctor.state import CatalogTypes
+from kgpu.doctor.reading import CatalogTypes
 from kgpu.errors import InputError
 from kgpu.live.client import (
     NODE,
@@ -241,7 +241,7 @@ def summarize(
 ) -> dict[str, Any]:
     """The view's data from the objects (and the utilisation series, None: no Prometheus); ``slices`` are typed
     ResourceSlices (``kgpu.model.dra``), ``claims`` the ResourceClaims as the API server serves them."""
-    from kgpu.doctor.state import gpu_node_reason
+    from kgpu.doctor.reading import gpu_node_reason
 
     slices = list(slices)
     requested: dict[str, dict[str, float]] = _claimed(claims, slices)
