@@ -24,6 +24,7 @@ from fake_apiserver import CORE, FakeApiServer, Fault, Request
 from kgpu.live.client import NODE, ApiClient
 from kgpu.live.kubeconfig import Access, ClusterError, resolve
 from kgpu.live.watch import Gone, watch_events
+from test_live_hostile import _default_signals
 from test_top_view import G5_BUSY, P4D_IDLE, eks_cluster, trainer
 
 WATCH_PATHS = r"^/api/v1/(nodes|pods)$"
@@ -112,6 +113,7 @@ def watched(tmp_path: Path) -> Iterator[tuple[FakeApiServer, Streams, subprocess
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=_default_signals,  # Ctrl-C reaches it even when the tests run with SIGINT ignored
         )
         try:
             yield api, streams, proc, Output(proc)
