@@ -131,6 +131,30 @@ def test_match_attribute_backtracks() -> None:
     assert [d["device"] for d in out["p"].devices] == ["gpu-1", "gpu-2"]
 
 
+def test_a_search_past_its_budget_is_kube_schedulers_filter_timeout() -> None:
+    """48 GPUs in two cliques of 24, a claim for 25 of one clique: no combination exists, and the allocator's
+    backtracking would try every subset of a clique (2^24 each). kube-scheduler gives up after its Filter timeout
+    ("timed out trying to allocate devices", unresolvable); kgpu after SEARCH_STEPS device tries, in seconds,
+    with the same words; a claim that fits on the same node is unaffected."""
+    import time
+
+    from kgpu.sim.scheduler.plugins.dynamicresources import SEARCH_STEPS, TIMED_OUT
+
+    devs = [gpu_device(i, "n1", clique="a" if i % 2 else "b") for i in range(48)]
+    greedy = template("clique-25", count=25)
+    greedy["spec"]["spec"]["devices"]["constraints"] = [{"matchAttribute": "gpu.nvidia.com/cliqueId"}]
+    fits = template("clique-4", count=4)
+    fits["spec"]["spec"]["devices"]["constraints"] = [{"matchAttribute": "gpu.nvidia.com/cliqueId"}]
+    cluster = [*nodes("n1"), gpu_class(), gpu_slice("n1", devices=devs), greedy, fits]
+    started = time.perf_counter()
+    out = run(cluster, [claim_pod("big", "clique-25"), claim_pod("small", "clique-4")])
+    took = time.perf_counter() - started
+    print(f"search budget of {SEARCH_STEPS:,} device tries spent in {took:.1f}s")
+    assert out["big"].node is None and TIMED_OUT in (out["big"].reason or "")
+    assert "1 timed out trying to allocate devices" in out["big"].reason
+    assert out["small"].node == "n1" and len(out["small"].devices) == 4
+
+
 def test_first_available_takes_the_first_subrequest_that_fits() -> None:
     tpl = template()
     tpl["spec"]["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": [

@@ -68,6 +68,14 @@ from kgpu.sim.scheduler.scheduler import _score, fits
 
 NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
+# kube-scheduler gives the allocator's search on one node 10 s (FilterTimeout, DRASchedulerFilterTimeout on
+# by default in 1.34), then the node is UnschedulableAndUnresolvable with these words. The search backtracks
+# over device combinations and can take exponential time on claims with constraints; kgpu stops it after a
+# number of device tries instead of a wall-clock time, so that its answer does not depend on the machine:
+# SEARCH_STEPS tries take about 5 s here (2 shared cores), inside the real timeout on any node kube-scheduler
+# runs on.
+TIMED_OUT = "timed out trying to allocate devices"
+SEARCH_STEPS = 1_000_000
 NO_CLAIMS = "no new claims to deallocate"
 STILL_NOT = "still not schedulable"
 PLUGIN = "DynamicResources"
@@ -75,6 +83,10 @@ PLUGIN = "DynamicResources"
 
 class AllocationError(Exception):
     """The allocator's error: the Filter returns an Error status and the cycle aborts."""
+
+
+class _TimedOut(Exception):
+    """The search ran past SEARCH_STEPS device tries (kube-scheduler's Filter timeout)."""
 
 
 @dataclass
@@ -279,7 +291,10 @@ class DRA:
                 return (NOT_AVAILABLE, []) if unavailable and reason is None else (reason, first)
         search = _Search(self, pod, todo, node, self._pools(node))
         search.validate()
-        result = search.run()
+        try:
+            result = search.run()
+        except _TimedOut:
+            return TIMED_OUT, []
         if result is None:
             return CANNOT_ALLOCATE, []
         return (NOT_AVAILABLE, []) if unavailable else (None, result)
@@ -510,6 +525,7 @@ class _Search:
         self.taken: dict[tuple[str, str, str], set[int]] = {}  # device -> the claims (indices) taking it
         self.chosen: list[list[AllocatedDevice]] = [[] for _ in claims]
         self._constraint_values: list[dict[int, tuple[Any, int]]] = [{} for _ in claims]
+        self.steps = 0  # device tries (SEARCH_STEPS)
 
     def validate(self) -> None:
         """The allocator's checks before its search; raises AllocationError."""
@@ -605,6 +621,9 @@ class _Search:
 
     def _take(self, ci: int, request: str, alt: Exact, c: _Candidate) -> bool:
         """Takes a free device if it keeps the claim's constraints."""
+        self.steps += 1
+        if self.steps > SEARCH_STEPS:
+            raise _TimedOut
         values = self._constraint_values[ci]
         spec: ClaimSpec = self.claims[ci].spec
         set_now: list[int] = []
