@@ -4,7 +4,7 @@ on a cluster with the fault and stays silent on a healthy one and on a cluster w
 
 from __future__ import annotations
 
-import copy
+import re
 import time
 from typing import Any
 
@@ -122,12 +122,22 @@ def test_an_inactive_cluster_queue_in_kueues_words() -> None:
 def test_a_local_queue_to_no_cluster_queue_and_pods_naming_no_local_queue() -> None:
     pod = pod_dict("train-0", gpus=1, namespace="team-a", tolerations=TOL)
     pod["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "jbos"}
-    doc = cluster(gpu_node("gpu-1"), *team(8), local_queue("team-a", "old", "team-z"), pod)
+    stranded = workload("team-a", "eval", "old", podset(1, container(1)))
+    typo = workload("team-a", "tune", "jbos", podset(1, container(1)))
+    doc = cluster(gpu_node("gpu-1"), *team(8), local_queue("team-a", "old", "team-z"), pod, stranded, typo)
     found = kueue_findings(doc)
     (lq,) = found["kueue-localqueue-no-clusterqueue"]
     assert lq.object == "LocalQueue/team-a/old" and "ClusterQueue team-z, which does not exist" in lq.message
+    assert "1 wait there (job-eval-" in lq.message
     (named,) = found["kueue-queue-name-unknown"]
     assert "LocalQueue jbos" in named.message and "it has jobs, old" in named.message
+    assert "1 Workload(s) (job-tune-" in named.message
+    assert ") and 1 pod(s) (train-0) name LocalQueue jbos" in named.message
+    assert "LocalQueue jbos doesn't exist" in named.message
+    # neither is counted as waiting for quota: there is no quota to wait for
+    assert "kueue-pending-on-quota" not in found
+    fixed = cluster(gpu_node("gpu-1"), *team(8), workload("team-a", "tune", "jobs", podset(1, container(1))))
+    assert kueue_findings(fixed) == {}
 
 
 def test_quota_in_a_flavor_no_node_and_no_nodepool_can_give() -> None:
@@ -146,6 +156,27 @@ def test_quota_in_a_flavor_no_node_and_no_nodepool_can_give() -> None:
     labels = {**h100, "karpenter.sh/capacity-type": "on-demand"}
     (g,) = kueue_findings(cluster(gpu_node("gpu-1"), *team(8, labels), pinned))["kueue-flavor-no-nodes"]
     assert "no NodePool can launch one" in g.message
+    # a NodePool of CPU instance types launches no node with nvidia.com/gpu
+    cpu_only = nodepool(
+        "general",
+        requirements=[
+            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]}
+        ],
+    )
+    assert "kueue-flavor-no-nodes" in kueue_findings(cluster(gpu_node("gpu-1"), *team(8, h100), cpu_only))
+    # the flavor selects p5 by instance type: a NodePool of A10G GPUs (g5) cannot launch one, a p5 one can
+    p5 = {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+    g5 = nodepool(
+        "g5", requirements=[{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g5"]}]
+    )
+    p5_pool = nodepool(
+        "p5",
+        requirements=[{"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["h100"]}],
+    )
+    assert "kueue-flavor-no-nodes" in kueue_findings(cluster(gpu_node("gpu-1"), *team(8, p5), g5))
+    assert "kueue-flavor-no-nodes" not in kueue_findings(
+        cluster(gpu_node("gpu-1"), *team(8, p5), g5, p5_pool)
+    )
 
 
 def test_quota_beyond_what_nodes_and_nodepool_limits_hold() -> None:
@@ -155,6 +186,14 @@ def test_quota_beyond_what_nodes_and_nodepool_limits_hold() -> None:
     assert "nominal quota of 48 nvidia.com/gpu" in f.message and "offer 16 plus 24" in f.message
     assert "kueue-quota-beyond-capacity" not in kueue_findings(
         cluster(gpu_node("gpu-1"), gpu_node("gpu-2"), pool, *team(40))
+    )
+    # a NodePool of CPU instance types without a GPU limit adds no GPUs: the warning stays
+    cpu_only = nodepool(
+        "general",
+        requirements=[{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]}],
+    )
+    assert "kueue-quota-beyond-capacity" in kueue_findings(
+        cluster(gpu_node("gpu-1"), gpu_node("gpu-2"), pool, cpu_only, *team(48))
     )
     unbounded = nodepool("gpu")  # no GPU limit: Karpenter may launch any number
     assert "kueue-quota-beyond-capacity" not in kueue_findings(
@@ -188,34 +227,61 @@ def test_pending_on_quota_quotes_kueue_and_pending_on_nodes_quotes_the_scheduler
     assert "1 Insufficient nvidia.com/gpu" in n.message and n.object == "Namespace/team-a"
 
 
-def test_a_workload_preempted_again_and_again() -> None:
-    looping = workload("team-a", "flaky", "jobs", podset(1, container(4)))
-    looping["status"] = {
-        "requeueState": {"count": 5},
+def preempted(job: str, times: int) -> dict[str, Any]:
+    """A Workload Kueue has preempted ``times`` times and requeued, as it reads after the last eviction."""
+    wl = workload("team-a", job, "jobs", podset(1, container(4)))
+    said = (
+        "Preempted to accommodate a workload (UID: 5b0e4c1e-8d4f-4c1a-9f55-1f3c2b7d9e01, JobUID: "
+        "0c3f1a2b-7e6d-4f8a-b1c2-d3e4f5a6b7c8) due to reclamation within the cohort; preemptor path: /gpu/team-b; "
+        "preemptee path: /gpu/team-a"
+    )
+    wl["status"] = {
         "conditions": [
             {
                 "type": "QuotaReserved",
                 "status": "False",
                 "reason": "Pending",
                 "lastTransitionTime": T0,
-                "message": "Preempted to accommodate a workload (UID: 1, JobUID: 2) due to prioritization in the "
-                "ClusterQueue",
+                "message": said,
             },
             {
                 "type": "Evicted",
                 "status": "True",
                 "reason": "Preempted",
                 "lastTransitionTime": T0,
-                "message": "Preempted to accommodate a workload (UID: 1, JobUID: 2) due to prioritization in the "
-                "ClusterQueue",
+                "message": said,
+            },
+            {
+                "type": "Preempted",
+                "status": "True",
+                "reason": "InCohortReclamation",
+                "lastTransitionTime": T0,
+                "message": said,
             },
         ],
+        "schedulingStats": {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": times}]},
     }
-    (f,) = kueue_findings(cluster(gpu_node("gpu-1"), *team(16), looping))["kueue-preemption-loop"]
-    assert "requeued 5 times" in f.message and "Preempted" in f.message
-    once = copy.deepcopy(looping)
-    once["status"]["requeueState"]["count"] = 1
-    assert "kueue-preemption-loop" not in kueue_findings(cluster(gpu_node("gpu-1"), *team(16), once))
+    return wl
+
+
+def test_workloads_preempted_again_and_again_one_finding_per_cluster_queue() -> None:
+    doc = cluster(
+        gpu_node("gpu-1"), *team(16), preempted("flaky", 5), preempted("shaky", 3), preempted("fine", 1)
+    )
+    (f,) = kueue_findings(doc)["kueue-preemption-loop"]
+    assert f.object == "ClusterQueue/team-a"
+    assert re.search(
+        r"2 Workload\(s\) preempted 3 or more times \(team-a/job-flaky-\w+ 5x, team-a/job-shaky-\w+ 3x;",
+        f.message,
+    )
+    assert "due to reclamation within the cohort" in f.message
+    assert "kueue-preemption-loop" not in kueue_findings(
+        cluster(gpu_node("gpu-1"), *team(16), preempted("x", 2))
+    )
+    # requeueState.count counts PodsReady-timeout evictions, not preemptions
+    timed_out = preempted("slow", 0)
+    timed_out["status"]["requeueState"] = {"count": 4, "requeueAt": T0}
+    assert "kueue-preemption-loop" not in kueue_findings(cluster(gpu_node("gpu-1"), *team(16), timed_out))
 
 
 def test_unreadable_kueue_objects_leave_the_other_checks_running() -> None:
