@@ -548,3 +548,13 @@ def test_other_objects_are_ignored_and_lists_flattened() -> None:
     k = read_kueue([doc], "list.json")
     assert set(k.flavors) == {"a100"}
     assert k.namespaces == {"team-a": {"kubernetes.io/metadata.name": "team-a", "team": "a"}}
+
+
+def test_a_quota_without_nominal_quota_is_the_missing_field_not_a_limit_error() -> None:
+    """A typo'd nominalQuota: the CRD requires the field; the error names it and the unknown spelling."""
+    cq = cluster_queue("team-a", gpu_group(("a100", 8)))
+    res = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    res["nominalQuta"] = res.pop("nominalQuota")
+    message = _error([resource_flavor("a100"), cq])
+    assert "resources[0].nominalQuota" in message and "Required value" in message
+    assert "unknown field 'nominalQuta'" in message

@@ -237,7 +237,13 @@ def read_resource_groups(
                     raise InputError(
                         f"{quote(rname)}: must match the name in coveredResources", where=f"{qat}.name"
                     )
-                nominal = resource_value(rname, q.get("nominalQuota", 0), f"{qat}.nominalQuota")
+                if "nominalQuota" not in q:  # required by the CRD's schema
+                    extra = sorted(set(q) - {"name", "nominalQuota", "borrowingLimit", "lendingLimit"})
+                    raise InputError(
+                        "Required value" + (f" (unknown field {', '.join(map(quote, extra))})" if extra else ""),
+                        where=f"{qat}.nominalQuota",
+                    )
+                nominal = resource_value(rname, q["nominalQuota"], f"{qat}.nominalQuota")
                 borrowing = _limit(q, "borrowingLimit", rname, qat)
                 lending = _limit(q, "lendingLimit", rname, qat)
                 for value, key in ((borrowing, "borrowingLimit"), (lending, "lendingLimit")):
