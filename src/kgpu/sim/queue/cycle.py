@@ -38,6 +38,7 @@ from kgpu.sim.queue.preemption import Preemptor, Target, add_workload, message, 
 from kgpu.sim.queue.reach import Holdings
 from kgpu.sim.queue.state import CQState, Info, Key, LastState, bucket_of, canonical
 from kgpu.sim.queue.tree import FR, Node, add_all, fits, remove_all
+from kgpu.sim.queue.versions import Versions
 
 GENERIC, FAILED_AFTER_NOMINATION, NAMESPACE_MISMATCH, PENDING_PREEMPTION = (
     "",
@@ -51,7 +52,8 @@ _NOT_NOMINATED, _SKIPPED, _ASSUMED = "", "skipped", "assumed"
 @dataclass(frozen=True, slots=True)
 class Nomination:
     """What nominating a head finds against the cycle's starting state; the same for every Workload of one
-    shape in one ClusterQueue until the quota tree changes (``Scheduler.version``)."""
+    shape in one ClusterQueue until what its ClusterQueue reads of the quota tree changes
+    (``Scheduler.versions``)."""
 
     nominated: bool
     message: str
@@ -102,7 +104,11 @@ class Scheduler:
         self.namespaces = namespaces
         self.requeue_groups = requeue_groups  # ClusterQueue -> the ClusterQueues of its cohort tree
         self.resolve = resolve  # a pending Workload's ClusterQueue, through its LocalQueue
-        self.holdings = Holdings(cqs)
+        # Per ClusterQueue, a counter that moves whenever the usage or the admitted Workloads of a
+        # flavor-resource it has quota for change anywhere in the tree (module docstring of
+        # kgpu.sim.queue.versions): what nominations, bounds and classifications found is kept against it.
+        self.versions = Versions(cqs, groups)
+        self.holdings = Holdings(cqs, self.versions.of)
         self.preemptor = Preemptor(cqs, now, self.holdings)
         self.now = now
         self.admitted = 0
@@ -111,10 +117,9 @@ class Scheduler:
         # evictions is a preemption loop), and how often each Workload was evicted.
         self.signature = 0
         self.evictions: dict[Key, int] = {}
-        # What admitted Workloads hold, by priority (bounds what preemption could free), a counter that
-        # moves whenever that changes, the nominations found since, and a clock for written conditions.
-        self.version = 0
-        self.memo: dict[Hashable, Nomination] = {}
+        # The nominations found, each with the version of its ClusterQueue it holds for, and a clock for
+        # written conditions.
+        self.memo: dict[Hashable, tuple[int, Nomination]] = {}
         self.seq = 0
         # Per ClusterQueue, the Workloads back in the heap with flavors still to try (their next flavor
         # search starts later than the first flavor, unlike every other Workload of their shape).
@@ -124,21 +129,19 @@ class Scheduler:
         self.heads: list[Entry] = []  # the last cycle's
 
     def changed(self) -> None:
-        """The quota tree changed: nominations found so far no longer hold."""
-        self.version += 1
-        self.memo.clear()
-        self.holdings.forget()
+        """Anything may have changed: nothing found so far holds."""
+        self.versions.touch_all()
 
     def hold(self, info: Info) -> None:
         """An admitted Workload starts holding its quota (Cache.AddOrUpdateWorkload)."""
         add_workload(self.cqs, info)
         self.holdings.add(self.cqs[info.cq or ""], info)
-        self.changed()
+        self.versions.held(info, True)
 
     def unhold(self, info: Info) -> None:
+        self.versions.held(info, False)
         remove_workload(self.cqs, info)
         self.holdings.remove(self.cqs[info.cq or ""], info)
-        self.changed()
 
     # --- 1-2: heads and nomination --------------------------------------------------------------------
 
@@ -178,12 +181,13 @@ class Scheduler:
         """The head against the current state, starting its flavor search after ``last``. Remembered per
         shape until the state changes, when ``last`` starts from the first flavor everywhere."""
         memo_key: Hashable = None
+        version = self.versions.of(cq.name)
         if canonical(last, cq.generation):
             t = info.order_time if cq.spec.preemption.within_cluster_queue == LOWER_OR_NEWER_EQUAL else None
-            memo_key = (cq.name, info.bucket, t)
+            memo_key = (cq.name, info.bucket, t, cq.generation)
             found = self.memo.get(memo_key)
-            if found is not None:
-                return found
+            if found is not None and found[0] == version:
+                return found[1]
             last = None
         refused = self.static_refusal(info, cq)
         if refused is not None:
@@ -192,7 +196,7 @@ class Scheduler:
             assignment, targets = self._assignments(info, cq, last)
             nom = Nomination(True, assignment.message(), GENERIC, assignment, tuple(targets))
         if memo_key is not None:
-            self.memo[memo_key] = nom
+            self.memo[memo_key] = (version, nom)
         return nom
 
     def _nominate(self, info: Info, cq: CQState) -> tuple[Entry, bool]:

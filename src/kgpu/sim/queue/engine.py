@@ -216,6 +216,7 @@ class Settler:
             if info.admitted:  # as the objects now record it: admitted at a whole second, not evicted
                 if info.reserved_at is not None:
                     info.reserved_at = float(math.floor(info.reserved_at))
+                    sched.versions.touch(info)  # a preemption search orders candidates by it
                 info.evicted, info.evicted_reason, info.evicted_message = False, "", ""
                 info.preempted_by = None
                 info.order = None
@@ -233,7 +234,6 @@ class Settler:
         sched.admitted = sched.signature = 0
         sched.evictions = {}
         sched.admissions, sched.released = [], []
-        sched.changed()
         sched.seq += 1
         return sched.seq
 
@@ -246,6 +246,7 @@ class Settler:
         for label in wanted:
             self.started[label] = start
         sched.now = sched.preemptor.now = now
+        sched.versions.at(now)
         scope = [self.tree.cqs[n] for n in names]
         workloads = sum(self.present.get(label, 0) for label in wanted)
         limit = 100 + 20 * (workloads + len(self.tree.cqs))

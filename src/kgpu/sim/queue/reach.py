@@ -17,13 +17,14 @@ fit when it exceeds what is available plus what every Workload the search could 
 
 ``Holdings`` keeps, per ClusterQueue and flavor-resource, what admitted Workloads hold by priority and the
 largest single Workload; ``reach`` is the bound. Both change only when a Workload is admitted or gives its
-quota back (``Scheduler.hold`` / ``unhold``); ``reach`` reads the current usage, so it is asked only at the
-start of a cycle, never while a cycle holds assumed usage.
+quota back (``Scheduler.hold`` / ``unhold``), and a bound is kept until its ClusterQueue's counter moves
+(kgpu.sim.queue.versions); ``reach`` reads the current usage, so it is asked only at the start of a cycle,
+never while a cycle holds assumed usage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from kgpu.model.kueue_queues import ANY, LOWER_OR_NEWER_EQUAL, LOWER_PRIORITY, NEVER
 from kgpu.sim.queue.state import CQState, Info
@@ -43,14 +44,15 @@ def _eligible(per: Mapping[int, int], policy: str, priority: int) -> int:
 class Holdings:
     """What admitted Workloads hold, per ClusterQueue and flavor-resource: by priority, and the sizes held."""
 
-    __slots__ = ("_cache", "_members", "by_cq", "cqs", "sizes")
+    __slots__ = ("_cache", "_members", "by_cq", "cqs", "sizes", "version")
 
-    def __init__(self, cqs: Mapping[str, CQState]) -> None:
+    def __init__(self, cqs: Mapping[str, CQState], version: Callable[[str], int]) -> None:
         self.cqs = cqs
+        self.version = version  # a ClusterQueue's counter (kgpu.sim.queue.versions): what a bound reads
         self.by_cq: dict[str, dict[FR, dict[int, int]]] = {}
         self.sizes: dict[str, dict[FR, dict[int, int]]] = {}  # usage of one Workload -> how many
         self._members: dict[Node, list[CQState]] = {}
-        self._cache: dict[tuple[str, FR, int, frozenset[FR] | None], int] = {}
+        self._cache: dict[tuple[str, FR, int, frozenset[FR] | None], tuple[int, int]] = {}
 
     def _apply(self, cq: CQState, info: Info, sign: int) -> None:
         prio = info.priority
@@ -69,17 +71,12 @@ class Holdings:
                 count[v] = n
             else:
                 count.pop(v, None)
-        self._cache.clear()
 
     def add(self, cq: CQState, info: Info) -> None:
         self._apply(cq, info, 1)
 
     def remove(self, cq: CQState, info: Info) -> None:
         self._apply(cq, info, -1)
-
-    def forget(self) -> None:
-        """The quota tree's usage changed (the bound reads it)."""
-        self._cache.clear()
 
     def _tree(self, cq: CQState) -> list[CQState]:
         root = cq.node.root()
@@ -93,9 +90,10 @@ class Holdings:
         """The most of ``fr`` that ``cq`` could have available after a search by a preemptor of ``priority``
         (module docstring); ``frs``: the flavor-resources the search is about, None for ``fr`` alone."""
         key = (cq.name, fr, priority, frs)
+        version = self.version(cq.name)
         got = self._cache.get(key)
-        if got is not None:
-            return got
+        if got is not None and got[0] == version:
+            return got[1]
         p = cq.spec.preemption
         total = cq_available(cq.node, fr)
         total += _eligible(self.by_cq.get(cq.name, {}).get(fr, {}), p.within_cluster_queue, priority)
@@ -117,5 +115,5 @@ class Holdings:
                         total += min(held, excess + max(self.sizes[other.name][fr]))
                 elif any(node.usage.get(f, 0) > node.subtree.get(f, 0) for f in frs):
                     total += held
-        self._cache[key] = total
+        self._cache[key] = (version, total)
         return total

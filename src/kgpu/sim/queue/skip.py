@@ -26,7 +26,8 @@ and PodSets get the same nomination against the same quota) and by position in t
 A shape is classified without a nomination when its first PodSet cannot get any flavor of some resource group
 even if every Workload its ClusterQueue's preemption policies could ever name were evicted
 (``hopeless``: the request exceeds what any set of victims could make available, ``kgpu.sim.queue.reach``); other
-shapes are nominated once per state (``Scheduler.nominate`` remembers the answer until the quota tree changes).
+shapes are nominated once per state (``Scheduler.nominate`` remembers the answer until what its ClusterQueue
+reads of the quota tree changes, kgpu.sim.queue.versions; so do ``classify`` and ``effect``, across events).
 
 The QuotaReserved message of a Workload set aside this way is Kueue's, but found only when asked
 (``Note.resolve``): a hopeless shape keeps the usage along its ClusterQueue's path to the root as it was, and
@@ -134,20 +135,14 @@ class Skipper:
         # each shape), and single heads tried again (blocked), by ClusterQueue
         self.segments: dict[str, list[tuple[int, list[HeapKey], dict[Hashable, Note]]]] = {}
         self.marks: dict[str, dict[HeapKey, tuple[int, Note]]] = {}
-        self._version = -1
-        self._classes: dict[tuple[str, Hashable], tuple[str, Note | None]] = {}
+        # what was found per ClusterQueue, each with the ClusterQueue's version it holds for
+        # (kgpu.sim.queue.versions); shapes and refusals do not depend on the quota tree
+        self._classes: dict[tuple[str, Hashable], tuple[int, tuple[str, Note | None]]] = {}
         self._shapes: dict[tuple[str, Hashable], _Shape | bool] = {}
         self._refusals: dict[tuple[str, Hashable], Nomination | None] = {}
-        self._usage: dict[str, tuple[tuple[Node, dict[FR, int]], ...]] = {}
-        self._effects: dict[tuple[str, Hashable], Effect] = {}
+        self._usage: dict[str, tuple[int, tuple[tuple[Node, dict[FR, int]], ...]]] = {}
+        self._effects: dict[tuple[str, Hashable], tuple[int, Effect]] = {}
         self.stops: list[Stop] = []
-
-    def _fresh(self) -> None:
-        if self._version != self.sched.version:
-            self._version = self.sched.version
-            self._classes.clear()
-            self._usage.clear()
-            self._effects.clear()
 
     # --- classification -------------------------------------------------------------------------------
 
@@ -221,24 +216,29 @@ class Skipper:
         return self._refusals[key]
 
     def _path_usage(self, cq: CQState) -> tuple[tuple[Node, dict[FR, int]], ...]:
-        got = self._usage.get(cq.name)
-        if got is None:
-            nodes = [cq.node, *cq.node.ancestors()]
-            got = self._usage[cq.name] = tuple((node, dict(node.usage)) for node in nodes)
+        version = self.sched.versions.of(cq.name)
+        kept = self._usage.get(cq.name)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        nodes = [cq.node, *cq.node.ancestors()]
+        got = tuple((node, dict(node.usage)) for node in nodes)
+        self._usage[cq.name] = (version, got)
         return got
 
     def classify(self, cq: CQState, bucket: Bucket) -> tuple[str, Note | None]:
         """What a cycle does with a head of this shape, against the current state (module docstring)."""
         key = (cq.name, bucket.key)
-        got = self._classes.get(key)
-        if got is not None:
-            return got
+        version = self.sched.versions.of(cq.name)
+        kept = self._classes.get(key)
+        if kept is not None and kept[0] == version:
+            return kept[1]
         hk = bucket.heap[0]
         info = cq.queue.infos[(hk[2], hk[3])]
         sched = self.sched
         best_effort = cq.spec.queueing_strategy == BEST_EFFORT_FIFO
         refused = self._refused(cq, info)
         nom: Nomination | None = None
+        got: tuple[str, Note | None]
         if refused is not None:
             aside = best_effort or refused.requeue_reason == NAMESPACE_MISMATCH
             got = (ASIDE if aside else BLOCK, Note(truncate(refused.message)))
@@ -251,7 +251,7 @@ class Skipper:
                 got = (INTERESTING, None)
             else:
                 got = (ASIDE if best_effort else BLOCK, Note(truncate(nom.message)))
-        self._classes[key] = got
+        self._classes[key] = (version, got)
         return got
 
     # --- planning and applying runs of cycles ---------------------------------------------------------
@@ -260,7 +260,6 @@ class Skipper:
         """The number of cycles before a ClusterQueue reaches an ``INTERESTING`` head (None: none will), with
         ``self.stops`` describing each ClusterQueue. Shapes are classified in the order of their first Workload
         and only as deep as needed: every head up to that cycle, and, when there is none, every one."""
-        self._fresh()
         self.stops = []
         for cq in scope:
             queue = cq.queue
@@ -373,9 +372,10 @@ class Skipper:
         (the quota it reserves (quotaResourcesToReserve), its borrowing) for the heads it sorts ahead of.
         Fixed while the state is: it reads only its own ClusterQueue's usage."""
         key = (cq.name, info.bucket)
+        version = self.sched.versions.of(cq.name)
         cached = self._effects.get(key)
-        if cached is not None:
-            return cached
+        if cached is not None and cached[0] == version:
+            return cached[1]
         nom = self.sched.nominate(info, cq, None)
         got: Effect = ()
         a = nom.assignment
@@ -388,7 +388,7 @@ class Skipper:
             reserve = tuple(sorted((fr, v) for fr, v in to_reserve(a, cq).items() if v))
             if reserve:
                 got = (reserve, a.borrowing)
-        self._effects[key] = got
+        self._effects[key] = (version, got)
         return got
 
     def takers(self) -> list[Taker] | None:
