@@ -10,7 +10,7 @@ own words, and :func:`kgpu.sim.queue.replay.replay` when each workload starts as
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +24,7 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 MAX_DURATION = 10 * 365 * 86400  # ten years: beyond it a duration is a typo
 SNAPSHOT_KIND = "ClusterSnapshot"
+MAX_LEVER_WORKLOADS = 5  # pending Workloads whose levers are re-simulated without --job (each ~20 settles)
 
 
 def parse_duration(text: str, where: str) -> timedelta:
@@ -116,6 +117,7 @@ def build(
     targets: Sequence[tuple[str, str]],
     within: timedelta | None,
     profile: str | None = None,
+    step: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """The verb's result as a JSON-ready dict (see queue.schema.json)."""
     from kgpu.model.kueue_jobs import read_jobs
@@ -194,6 +196,21 @@ def build(
         if admitted
         else {}
     )
+    from kgpu.sim.queue.levers import levers
+
+    pending = [k for k in wanted if not settled.workloads[k].admitted]
+    asked = pending if targets else pending[:MAX_LEVER_WORKLOADS]
+    found = {}
+    for n, k in enumerate(asked, 1):
+        if step is not None:
+            step(f"what would let {k[0]}/{k[1]} start now ({n}/{len(asked)}, each change re-simulated)")
+        found[k] = levers(objects, k, source=source, base=settled)
+    left = len(pending) - len(asked)
+    levers_note = (
+        f"levers are shown for the first {len(asked)} pending Workloads; {left} more: ask with --job NS/NAME"
+        if left
+        else ""
+    )
     rows = []
     for key in wanted:
         o = settled.workloads[key]
@@ -223,6 +240,7 @@ def build(
                 "ahead_count": start.ahead_count if start else 0,
                 "on_time": on_time,
                 "placement": placed.get(key),
+                "levers": [_lever_row(lv) for lv in found.get(key, ())],
             }
         )
     queues = quota_rows(settled)
@@ -240,6 +258,20 @@ def build(
         "replay": {"events": timeline.events, "estimated": timeline.estimated, "limit": timeline.limit},
         "warnings": list(settled.warnings)
         + ([] if settled.cluster_queues else ["no ClusterQueue in the input: Kueue admits nothing"]),
+        "levers_note": levers_note,
+    }
+
+
+def _lever_row(lv: Any) -> dict[str, Any]:
+    return {
+        "kind": lv.kind,
+        "change": lv.change,
+        "object": lv.object,
+        "fields": dict(lv.fields),
+        "flavors": lv.flavors,
+        "preempts": [f"{ns}/{n}" for ns, n in lv.preempts],
+        "also_admits": [f"{ns}/{n}" for ns, n in lv.also],
+        "displaces": [f"{ns}/{n}" for ns, n in lv.displaces],
     }
 
 
@@ -311,6 +343,7 @@ def render(data: dict[str, Any]) -> str:
     out = [quota_table(data["cluster_queues"])]
     rows = []
     notes = []
+    levers: list[str] = []
     for w in data["workloads"]:
         flavors = ",".join(sorted({f for ps in w["flavors"].values() for f in ps.values()})) or "-"
         status = "admitted" if w["admitted"] else ("evicted" if w["evicted"] else "pending")
@@ -349,6 +382,20 @@ def render(data: dict[str, Any]) -> str:
                 notes.append(f"  {w['namespace']}/{w['name']}: quota admits, nodes cannot: {pl['message']}")
         if w["start"]["earliest"] is None and w["start"]["note"]:
             notes.append(f"  {w['namespace']}/{w['name']}: no start time: {w['start']['note']}")
+        for lv in w["levers"]:
+            got = ",".join(sorted({f for ps in lv["flavors"].values() for f in ps.values()})) or "-"
+            extra = ""
+            if lv["preempts"]:
+                extra += f"; preempts {', '.join(lv['preempts'][:5])}" + (
+                    " ..." if len(lv["preempts"]) > 5 else ""
+                )
+            if lv["also_admits"]:
+                n = len(lv["also_admits"])
+                extra += f"; admits {n} other Workload{'s' if n != 1 else ''} too"
+            if lv["displaces"]:
+                n = len(lv["displaces"])
+                extra += f"; {n} admitted now would wait instead ({', '.join(lv['displaces'][:3])}{' ...' if n > 3 else ''})"
+            levers.append(f"  {w['namespace']}/{w['name']}: {lv['change']} -> admitted in {got}{extra}")
     out += [
         "",
         table(
@@ -363,6 +410,10 @@ def render(data: dict[str, Any]) -> str:
             "Verdicts (pending: Kueue's QuotaReserved message; admitted: where kube-scheduler's model places the pods):",
             *notes,
         ]
+    if levers:
+        out += ["", "What would let it start now (each change re-simulated with Kueue's admission):", *levers]
+    if data["levers_note"]:
+        out.append(f"  ({data['levers_note']})")
     for s in data["skipped_jobs"]:
         out.append(f"  {s['kind']} {s['namespace']}/{s['name']}: no Workload: {s['reason']}")
     if data["replay"]["estimated"]:
@@ -497,16 +548,20 @@ def command(
         cluster = _flatten(doc["items"], "the cluster")
         source = f"cluster {doc['metadata']['context'] or doc['metadata']['server']}"
     submitted = read_files(job_paths) if job_paths else []
-    data = build(
-        cluster,
-        submitted,
-        source=source,
-        now=now,
-        runtimes=given,
-        targets=targets,
-        within=limit,
-        profile=profile,
-    )
+    from kgpu.cli.progress import Progress
+
+    with Progress("Kueue: admission now and start times") as progress:
+        data = build(
+            cluster,
+            submitted,
+            source=source,
+            now=now,
+            runtimes=given,
+            targets=targets,
+            within=limit,
+            profile=profile,
+            step=progress.step,
+        )
     emit(data, output, render)
     ok = all(w["admitted"] or (limit is not None and w["on_time"]) for w in data["workloads"])
     if not ok:
