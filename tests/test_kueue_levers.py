@@ -152,3 +152,27 @@ def test_kgpu_queue_shows_the_levers_and_json_names_the_fields(tmp_path: Path) -
         "team-a/job-pytorch-training-adb98: raise ClusterQueue team-a's nominalQuota in flavor g5-spot: "
         "nvidia.com/gpu from 4 to 8 -> admitted in g5-spot"
     ) in out
+
+
+def test_the_html_report_shows_quota_per_cluster_queue_beside_the_workloads_and_levers(
+    tmp_path: Path,
+) -> None:
+    cluster = write(
+        tmp_path,
+        "cluster.yaml",
+        [*lone_team_a(kueue_docs()), running_workload("finetune", 4, "2026-11-28T11:00:00Z")],
+    )
+    jobs = write(tmp_path, "j.yaml", [_job(4)])
+    page = tmp_path / "queue.html"
+    code, _ = run("-c", cluster, "-w", jobs, "--now", NOW, "--report", str(page))
+    assert code == 1
+    html = page.read_text()
+    # team-a's spot row: nominal 4, used 4, nothing borrowed, 100 % of its quota in use
+    assert (
+        "<td>team-a</td><td>-</td><td>g5-spot</td><td>nvidia.com/gpu</td><td>4</td><td>4</td><td>0</td>"
+        in html
+    )
+    assert ">100%</td>" in html
+    assert "<td>team-a/job-pytorch-training-adb98 (new)</td><td>team-a</td>" in html
+    assert "nvidia.com/gpu from 4 to 8 -&gt; admitted in g5-spot" in html
+    assert "0 of 1 Workloads admitted now; 3 levers found" in html

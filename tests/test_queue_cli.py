@@ -343,9 +343,16 @@ def test_plan_queue_puts_the_jobs_behind_the_profiles_own_kueue(tmp_path: Path) 
     profile = tmp_path / "kgpu.yaml"
     profile.write_text((ROOT / "src" / "kgpu" / "model" / "templates" / "kueue-two-teams.yaml").read_text())
     jobs = str(EXAMPLE / "two-teams-jobs.yaml")
-    res = CliRunner().invoke(cli, ["plan", "-f", str(profile), "--queue", "-w", jobs, "-o", "json"])
+    page = tmp_path / "queue.html"
+    res = CliRunner().invoke(
+        cli, ["plan", "-f", str(profile), "--queue", "-w", jobs, "-o", "json", "--report", str(page)]
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
+    html = page.read_text()
+    assert "Queue for profile" in html and "3 of 3 Workloads admitted now" in html
+    for q in data["cluster_queues"]:  # every quota row of the JSON is a row of the page
+        assert f"<td>{q['cluster_queue']}</td>" in html and f"<td>{q['flavor']}</td>" in html
     jsonschema.validate(data, json.loads((ROOT / "src/kgpu/cli/schemas/queue.schema.json").read_text()))
     by_cq = {(w["namespace"], w["name"]): w for w in data["workloads"]}
     assert len(by_cq) == 3 and all(w["admitted"] for w in by_cq.values())
@@ -391,7 +398,8 @@ def test_without_c_kgpu_queue_reads_the_live_cluster(tmp_path: Path) -> None:
     with server.running():
         kc.write_text(yaml.safe_dump(server.kubeconfig()))
         live = CliRunner().invoke(
-            cli, ["queue", "--kubeconfig", str(kc), "-w", JOBS, "--now", NOW, "-o", "json"],
+            cli,
+            ["queue", "--kubeconfig", str(kc), "-w", JOBS, "--now", NOW, "-o", "json"],
             env={"KUBECONFIG": "", "HOME": "/nonexistent"},
         )
     assert live.exit_code in (0, 1), live.output

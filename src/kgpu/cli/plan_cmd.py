@@ -133,7 +133,7 @@ def command(
         profile = "kgpu.yaml"
     prof = load_profile_file(profile, catalog)
     if queue:
-        _queue(prof, profile, list(workload), output)
+        _queue(prof, profile, list(workload), output, report)
     if output in ("table", "wide"):
         used = (
             f"{profile} ({prof.metadata.name})" if profile else f"the built-in template {prof.metadata.name}"
@@ -166,7 +166,7 @@ def command(
     raise SystemExit(ExitCode.FINDINGS if result.unschedulable else ExitCode.OK)
 
 
-def _queue(prof: Any, profile: str | None, paths: list[str], output: str) -> None:
+def _queue(prof: Any, profile: str | None, paths: list[str], output: str, report: Path | None = None) -> None:
     """``--queue``: the profile's Kueue objects as the cluster, the jobs submitted now (kgpu.cli.queue_cmd)."""
     from datetime import UTC, datetime
 
@@ -211,6 +211,10 @@ def _queue(prof: Any, profile: str | None, paths: list[str], output: str) -> Non
             within=None,
             profile=profile,
         )
+    if report is not None:
+        from kgpu.cli.report import queue_report
+
+        _write_report(report, queue_report(data, f"Queue for profile {prof.metadata.name}"))
     emit(data, "table" if output in ("wide", "name") else output, queue_cmd.render)
     raise SystemExit(ExitCode.OK if all(w["admitted"] for w in data["workloads"]) else ExitCode.FINDINGS)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import click
@@ -336,66 +337,81 @@ def _quantity(resource: str, value: int) -> str:
     return quantity_string(resource, value)
 
 
-def render(data: dict[str, Any]) -> str:
-    from kgpu.cli.output import style
-
+def lines(data: dict[str, Any]) -> tuple[list[list[str]], list[str], list[str]]:
+    """What the terminal and the HTML report show of the result: a row per Workload (workload,
+    ClusterQueue, status, flavors, start, ahead), the verdict lines and the lever lines."""
     now = datetime.fromisoformat(data["now"].replace("Z", "+00:00")) if data["now"] else datetime.now(UTC)
-    out = [quota_table(data["cluster_queues"])]
     rows = []
     notes = []
     levers: list[str] = []
     for w in data["workloads"]:
+        who = f"{w['namespace']}/{w['name']}"
         flavors = ",".join(sorted({f for ps in w["flavors"].values() for f in ps.values()})) or "-"
         status = "admitted" if w["admitted"] else ("evicted" if w["evicted"] else "pending")
         earliest, latest = (
             datetime.fromisoformat(t.replace("Z", "+00:00")) if t else None
             for t in (w["start"]["earliest"], w["start"]["latest"])
         )
-        when = _when(earliest, latest, now)
         rows.append(
             [
-                f"{w['namespace']}/{w['name']}" + (" (new)" if w["submitted"] else ""),
+                who + (" (new)" if w["submitted"] else ""),
                 w["cluster_queue"] or "-",
-                style(status, fg="green" if w["admitted"] else "yellow"),
+                status,
                 flavors,
-                when,
+                _when(earliest, latest, now),
                 str(w["ahead_count"]),
             ]
         )
         if not w["admitted"] and w["message"]:
-            notes.append(f"  {w['namespace']}/{w['name']}: {w['message']}")
+            notes.append(f"{who}: {w['message']}")
         pl = w.get("placement")
         if pl is not None:
             nodes = ", ".join(pl["new_nodes"]) if pl["new_nodes"] else ", ".join(pl["nodes"][:3])
             cost = f", ${pl['hourly_cost']:.4f}/h" if pl["hourly_cost"] is not None else ""
             if pl["status"] == "placed":
                 where = f"launches {nodes}{cost}" if pl["new_nodes"] else f"runs on {nodes}"
-                notes.append(
-                    f"  {w['namespace']}/{w['name']}: quota admits, nodes too: {pl['scheduled']} pod(s); {where}"
-                )
+                notes.append(f"{who}: quota admits, nodes too: {pl['scheduled']} pod(s); {where}")
             elif pl["status"] == "partly-placed":
                 notes.append(
-                    f"  {w['namespace']}/{w['name']}: quota admits, only {pl['scheduled']} of {pl['pods']} pods "
+                    f"{who}: quota admits, only {pl['scheduled']} of {pl['pods']} pods "
                     f"fit (the job waits for the rest): {pl['message']}"
                 )
             else:
-                notes.append(f"  {w['namespace']}/{w['name']}: quota admits, nodes cannot: {pl['message']}")
+                notes.append(f"{who}: quota admits, nodes cannot: {pl['message']}")
         if w["start"]["earliest"] is None and w["start"]["note"]:
-            notes.append(f"  {w['namespace']}/{w['name']}: no start time: {w['start']['note']}")
-        for lv in w["levers"]:
-            got = ",".join(sorted({f for ps in lv["flavors"].values() for f in ps.values()})) or "-"
-            extra = ""
-            if lv["preempts"]:
-                extra += f"; preempts {', '.join(lv['preempts'][:5])}" + (
-                    " ..." if len(lv["preempts"]) > 5 else ""
-                )
-            if lv["also_admits"]:
-                n = len(lv["also_admits"])
-                extra += f"; admits {n} other Workload{'s' if n != 1 else ''} too"
-            if lv["displaces"]:
-                n = len(lv["displaces"])
-                extra += f"; {n} admitted now would wait instead ({', '.join(lv['displaces'][:3])}{' ...' if n > 3 else ''})"
-            levers.append(f"  {w['namespace']}/{w['name']}: {lv['change']} -> admitted in {got}{extra}")
+            notes.append(f"{who}: no start time: {w['start']['note']}")
+        levers += [f"{who}: {_lever_words(lv)}" for lv in w["levers"]]
+    return rows, notes, levers
+
+
+def _lever_words(lv: dict[str, Any]) -> str:
+    got = ",".join(sorted({f for ps in lv["flavors"].values() for f in ps.values()})) or "-"
+    extra = ""
+    if lv["preempts"]:
+        extra += f"; preempts {', '.join(lv['preempts'][:5])}" + (" ..." if len(lv["preempts"]) > 5 else "")
+    if lv["also_admits"]:
+        n = len(lv["also_admits"])
+        extra += f"; admits {n} other Workload{'s' if n != 1 else ''} too"
+    if lv["displaces"]:
+        n = len(lv["displaces"])
+        shown = ", ".join(lv["displaces"][:3]) + (" ..." if n > 3 else "")
+        extra += f"; {n} admitted now would wait instead ({shown})"
+    return f"{lv['change']} -> admitted in {got}{extra}"
+
+
+VERDICTS = "Verdicts (pending: Kueue's QuotaReserved message; admitted: where kube-scheduler's model places the pods)"
+LEVERS = "What would let it start now (each change re-simulated with Kueue's admission)"
+
+
+def render(data: dict[str, Any]) -> str:
+    from kgpu.cli.output import style
+
+    out = [quota_table(data["cluster_queues"])]
+    rows, notes, levers = lines(data)
+    for row in rows:
+        row[2] = style(row[2], fg="green" if row[2] == "admitted" else "yellow")
+    notes = [f"  {n}" for n in notes]
+    levers = [f"  {n}" for n in levers]
     out += [
         "",
         table(
@@ -405,13 +421,9 @@ def render(data: dict[str, Any]) -> str:
         ),
     ]
     if notes:
-        out += [
-            "",
-            "Verdicts (pending: Kueue's QuotaReserved message; admitted: where kube-scheduler's model places the pods):",
-            *notes,
-        ]
+        out += ["", f"{VERDICTS}:", *notes]
     if levers:
-        out += ["", "What would let it start now (each change re-simulated with Kueue's admission):", *levers]
+        out += ["", f"{LEVERS}:", *levers]
     if data["levers_note"]:
         out.append(f"  ({data['levers_note']})")
     for s in data["skipped_jobs"]:
@@ -497,6 +509,13 @@ def render(data: dict[str, Any]) -> str:
     default=None,
     help="A kgpu profile whose pools launch nodes for admitted pods that fit no existing node (and their cost).",
 )
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Also write an HTML page: quota per ClusterQueue, the Workloads, verdicts and levers.",
+)
 @output_option("table", "json", "yaml")
 @cluster_options(all_namespaces=False, namespace=False)
 @handle_input_errors
@@ -508,6 +527,7 @@ def command(
     within: str | None,
     now_text: str | None,
     profile: str | None,
+    report: Path | None,
     output: str,
     kubeconfig: str | None,
     context: str | None,
@@ -562,6 +582,12 @@ def command(
             profile=profile,
             step=progress.step,
         )
+    if report is not None:
+        from kgpu.cli.files import write_atomic
+        from kgpu.cli.report import queue_report
+
+        write_atomic(report, queue_report(data, f"Queue: {source}"))
+        click.echo(f"wrote {report}", err=True)
     emit(data, output, render)
     ok = all(w["admitted"] or (limit is not None and w["on_time"]) for w in data["workloads"])
     if not ok:
