@@ -300,23 +300,25 @@ def quota_rows(settled: Any) -> list[dict[str, Any]]:
     return rows
 
 
+QUOTA_HEADERS = ["CLUSTERQUEUE", "COHORT", "FLAVOR", "RESOURCE", "NOMINAL", "USED", "BORROWED"]
+QUOTA_TITLE = "Quota per ClusterQueue (used includes what is borrowed)"
+
+
+def quota_cells(q: dict[str, Any]) -> list[str]:
+    """One row of ``cluster_queues`` as the quota table shows it (QUOTA_HEADERS)."""
+    return [
+        q["cluster_queue"] + ("" if q["active"] else " (inactive)"),
+        q["cohort"] or "-",
+        q["flavor"],
+        q["resource"],
+        _quantity(q["resource"], q["nominal"]),
+        _quantity(q["resource"], q["used"]),
+        _quantity(q["resource"], q["borrowed"]),
+    ]
+
+
 def quota_table(rows: list[dict[str, Any]]) -> str:
-    return table(
-        ["CLUSTERQUEUE", "COHORT", "FLAVOR", "RESOURCE", "NOMINAL", "USED", "BORROWED"],
-        [
-            [
-                q["cluster_queue"] + ("" if q["active"] else " (inactive)"),
-                q["cohort"] or "-",
-                q["flavor"],
-                q["resource"],
-                _quantity(q["resource"], q["nominal"]),
-                _quantity(q["resource"], q["used"]),
-                _quantity(q["resource"], q["borrowed"]),
-            ]
-            for q in rows
-        ],
-        title="Quota per ClusterQueue (used includes what is borrowed)",
-    )
+    return table(QUOTA_HEADERS, [quota_cells(q) for q in rows], title=QUOTA_TITLE)
 
 
 def _key_of(w: dict[str, Any]) -> tuple[str, str]:

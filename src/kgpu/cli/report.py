@@ -353,34 +353,18 @@ def compare_report(rows: Sequence[dict[str, Any]], compared: str = "") -> str:
 def queue_report(data: dict[str, Any], title: str) -> str:
     """The page for ``kgpu queue`` / ``plan --queue``: quota per ClusterQueue (used against nominal, red
     when borrowing), the Workloads with their flavor and start, the verdicts and the levers."""
-    from kgpu.cli.queue_cmd import LEVERS, VERDICTS, _quantity, lines
+    from kgpu.cli.queue_cmd import LEVERS, QUOTA_HEADERS, QUOTA_TITLE, VERDICTS, lines, quota_cells
 
     quota = []
     for q in data["cluster_queues"]:
         share = f"{q['used'] / q['nominal']:.0%}" if q["nominal"] else ("-" if not q["used"] else "borrowed")
         colour = "#c62828" if q["borrowed"] else "#2e7d32" if q["used"] else "#212121"
-        quota.append(
-            (
-                q["cluster_queue"] + ("" if q["active"] else " (inactive)"),
-                q["cohort"] or "-",
-                q["flavor"],
-                q["resource"],
-                _quantity(q["resource"], q["nominal"]),
-                _quantity(q["resource"], q["used"]),
-                _quantity(q["resource"], q["borrowed"]),
-                (share, colour),
-            )
-        )
+        quota.append((*quota_cells(q), (share, colour)))
     rows, notes, levers = lines(data)
     status = {"admitted": "#2e7d32", "pending": "#ef6c00", "evicted": "#c62828"}
     workloads = [(*r[:2], (r[2], status.get(r[2], "#212121")), *r[3:]) for r in rows]
     sections = [
-        (
-            "Quota per ClusterQueue (used includes what is borrowed)",
-            _table(
-                ("CLUSTERQUEUE", "COHORT", "FLAVOR", "RESOURCE", "NOMINAL", "USED", "BORROWED", "USE"), quota
-            ),
-        ),
+        (QUOTA_TITLE, _table((*QUOTA_HEADERS, "USE"), quota)),
         (
             f"Workloads (starts relative to {data['now']})",
             _table(("WORKLOAD", "CLUSTERQUEUE", "STATUS", "FLAVORS", "STARTS", "AHEAD"), workloads),
