@@ -176,3 +176,27 @@ def test_the_html_report_shows_quota_per_cluster_queue_beside_the_workloads_and_
     assert "<td>team-a/job-pytorch-training-adb98 (new)</td><td>team-a</td>" in html
     assert "nvidia.com/gpu from 4 to 8 -&gt; admitted in g5-spot" in html
     assert "0 of 1 Workloads admitted now; 3 levers found" in html
+
+
+def test_with_more_than_five_pending_levers_are_tried_only_for_the_jobs_asked(tmp_path: Path) -> None:
+    cluster = write(
+        tmp_path,
+        "cluster.yaml",
+        [*lone_team_a(kueue_docs()), running_workload("finetune", 4, "2026-11-28T11:00:00Z")],
+    )
+    jobs = []
+    for i in range(6):
+        job = _job(4)
+        job["metadata"]["name"] = f"train-{i}"
+        job["metadata"]["uid"] = f"uid-train-{i}"
+        jobs.append(job)
+    files = write(tmp_path, "j.yaml", jobs)
+    data = queue_json("-c", cluster, "-w", files, "--now", NOW)
+    assert len(data["workloads"]) == 6 and not any(w["levers"] for w in data["workloads"])
+    assert "6 are pending: ask with --job NS/NAME" in data["levers_note"]
+    data = queue_json("-c", cluster, "-w", files, "--now", NOW, "--job", "team-a/train-3")
+    (row,) = data["workloads"]
+    assert row["levers"] and data["levers_note"] == ""
+    # the others take any new spot quota first: train-3 needs room for them too (4 GPUs each, ahead of it)
+    spot = next(lv for lv in row["levers"] if lv["flavors"]["main"][GPU] == "g5-spot")
+    assert int(next(iter(spot["fields"].values()))) > 8 and spot["also_admits"]

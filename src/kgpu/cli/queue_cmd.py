@@ -25,7 +25,7 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 MAX_DURATION = 10 * 365 * 86400  # ten years: beyond it a duration is a typo
 SNAPSHOT_KIND = "ClusterSnapshot"
-MAX_LEVER_WORKLOADS = 5  # pending Workloads whose levers are re-simulated without --job (each ~20 settles)
+MAX_LEVER_WORKLOADS = 5  # without --job, levers are re-simulated only when at most this many are pending
 
 
 def parse_duration(text: str, where: str) -> timedelta:
@@ -200,7 +200,7 @@ def build(
     from kgpu.sim.queue.levers import levers
 
     pending = [k for k in wanted if not settled.workloads[k].admitted]
-    asked = pending if targets else pending[:MAX_LEVER_WORKLOADS]
+    asked = pending if targets or len(pending) <= MAX_LEVER_WORKLOADS else []
     found = {}
     for n, k in enumerate(asked, 1):
         if step is not None:
@@ -208,7 +208,8 @@ def build(
         found[k] = levers(objects, k, source=source, base=settled)
     left = len(pending) - len(asked)
     levers_note = (
-        f"levers are shown for the first {len(asked)} pending Workloads; {left} more: ask with --job NS/NAME"
+        f"what would let a Workload start now is re-simulated for up to {MAX_LEVER_WORKLOADS} pending Workloads "
+        f"(each takes about 20 settles of the whole cluster); {left} are pending: ask with --job NS/NAME"
         if left
         else ""
     )
