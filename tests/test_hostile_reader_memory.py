@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import yaml
 
 from hostile_inputs import TEMPLATES
 from kgpu.model.safeyaml import MAX_BYTES, read_limited
+from launch import launched
 
 ROOT = Path(__file__).resolve().parent.parent
 KGPU = [sys.executable, "-m", "kgpu.cli.main"]
@@ -38,14 +38,10 @@ POD = {
 }
 
 
-def _limit() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
-
-
 def _run(args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     return subprocess.run(
-        [*KGPU, *args], input=stdin, capture_output=True, timeout=120, env=env, preexec_fn=_limit
+        launched([*KGPU, *args], address_space=ADDRESS_SPACE), input=stdin, capture_output=True, timeout=120, env=env
     )
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +19,7 @@ import yaml
 
 from hostile_inputs import EXAMPLES, TEMPLATES, check_result, invoke, tree
 from kgpu.errors import InputError, quote
+from launch import launched
 
 ROOT = Path(__file__).resolve().parent.parent
 KGPU = [sys.executable, "-m", "kgpu.cli.main"]
@@ -67,12 +66,19 @@ def profile_text(template: str = "eks-karpenter") -> dict[str, object]:
     return data
 
 
-def run_cli(args: list[str], *, timeout: float = 60, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str], *, timeout: float = 60, file_size: int | None = None, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
+    """kgpu in a subprocess; ``file_size``: under that RLIMIT_FSIZE, SIGXFSZ ignored (writes then fail with
+    EFBIG, as on a full disk)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     if "stdout" not in kwargs:
         kwargs["capture_output"] = True
+    cmd = [*KGPU, *args]
+    if file_size is not None:
+        cmd = launched(cmd, file_size=file_size, ignore_xfsz=True)
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        [*KGPU, *args], text=True, timeout=timeout, env=env, **kwargs
+        cmd, text=True, timeout=timeout, env=env, **kwargs
     )
 
 
@@ -200,19 +206,12 @@ def test_output_faults(tmp_path: Path) -> None:
     assert not (tmp_path / "nowhere").exists()
 
 
-def _limit_file_size() -> None:
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes then fail with EFBIG, as on a full disk
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
-
-
 def test_full_disk_leaves_the_directory_as_it_was(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "karpenter.yaml").write_text("old\n")
     before = tree(out)
-    proc = run_cli(
-        ["render", "--template", "eks-karpenter", "--output-dir", str(out)], preexec_fn=_limit_file_size
-    )
+    proc = run_cli(["render", "--template", "eks-karpenter", "--output-dir", str(out)], file_size=2000)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [f"error: {out}: cannot write: File too large"]
     assert tree(out) == before

@@ -31,6 +31,7 @@ from kgpu.cli.main import cli
 from kgpu.live.client import MAX_BODY, MAX_EMPTY_PAGES, NODE, ApiClient
 from kgpu.live.kubeconfig import Access, ClusterError, resolve
 from kgpu.live.snapshot import redact
+from launch import launched
 from test_live import _lifecycle, _terminated, cluster_objects, node, pod, write_kubeconfig
 
 SERVED = (*CORE, "nodepools", "rayclusters")
@@ -508,19 +509,13 @@ def test_a_password_in_the_server_url_is_never_printed_or_saved(api: FakeApiServ
 # --- signals: a real kgpu process ----------------------------------------------------------------------------
 
 
-def _default_signals() -> None:
-    """In the child before it runs kgpu: the interrupting signals at their default, as a terminal or a CI
-    runner starts a command, even when the tests themselves run with one ignored (under ``nohup``, which
-    kgpu honours by leaving an ignored signal ignored)."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-
-
 def spawn(args: list[str]) -> subprocess.Popen[str]:
     env = {**os.environ, "KUBECONFIG": "", "HOME": "/nonexistent", "NO_COLOR": "1"}
-    return subprocess.Popen([sys.executable, "-m", "kgpu.cli.main", *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=_default_signals)
+    # the interrupting signals at their default, as a terminal or a CI runner starts a command, even when the
+    # tests themselves run with one ignored (under nohup, which kgpu honours by leaving it ignored)
+    return subprocess.Popen(launched([sys.executable, "-m", "kgpu.cli.main", *args], default_signals=True),
+                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
 
 
 def wait_for(check: Callable[[], bool], what: str, limit: float = 30.0) -> None:

@@ -24,7 +24,7 @@ from fake_apiserver import CORE, FakeApiServer, Fault, Request
 from kgpu.live.client import NODE, ApiClient
 from kgpu.live.kubeconfig import Access, ClusterError, resolve
 from kgpu.live.watch import Gone, watch_events
-from test_live_hostile import _default_signals
+from launch import launched
 from test_top_view import G5_BUSY, P4D_IDLE, eks_cluster, trainer
 
 WATCH_PATHS = r"^/api/v1/(nodes|pods)$"
@@ -107,13 +107,16 @@ def watched(tmp_path: Path) -> Iterator[tuple[FakeApiServer, Streams, subprocess
         kc.write_text(yaml.safe_dump(api.kubeconfig()))
         env = {**os.environ, "KUBECONFIG": "", "HOME": "/nonexistent", "NO_COLOR": "1", "COLUMNS": "200"}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kgpu.cli.main", "top", "--kubeconfig", str(kc), "--watch"],
+            # Ctrl-C reaches it even when the tests run with SIGINT ignored
+            launched(
+                [sys.executable, "-m", "kgpu.cli.main", "top", "--kubeconfig", str(kc), "--watch"],
+                default_signals=True,
+            ),
             env=env,
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_default_signals,  # Ctrl-C reaches it even when the tests run with SIGINT ignored
         )
         try:
             yield api, streams, proc, Output(proc)
