@@ -71,389 +71,42 @@ clusters.
 from __future__ import annotations
 
 import heapq
-import sys
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-from kgpu.model.objects import CPU, EPHEMERAL, MEMORY, HostPort, Node, Pod, PodSpecInfo, Taint
+from kgpu.model.objects import CPU, MEMORY, Node, Pod, PodSpecInfo
 from kgpu.model.predicates import (
     ERR_AFFINITY_CONFLICT,
-    ERR_NODE_AFFINITY,
-    ERR_NODE_NAME,
-    ERR_NODE_PORTS,
-    ERR_PREFILTER_NODE_AFFINITY,
-    ERR_TAINTS,
-    ERR_TOO_MANY_PODS,
-    ERR_UNSCHEDULABLE,
-    TAINT_NODE_UNSCHEDULABLE,
-    affinity_matches,
     filter_reasons,
-    first_untolerated,
-    insufficient,
-    insufficient_resources,
-    ports_conflict,
-    prefilter_node_names,
-    tolerated,
     unschedulable_message,
+)
+from kgpu.sim.scheduler.arrays import ArrayMode, _NodeArrays
+from kgpu.sim.scheduler.classes import (
+    ARRAY_AFTER,
+    NO_NODES,
+    Decision,
+    NodeState,
+    StaticFilter,
+    _Class,
+    _dynamic_reasons,
+    _filter_key,
+    _FilterGroup,
+    _score,
+    dynamic_reasons,
+    fits,
+    gated,
+    score,
 )
 from kgpu.sim.scheduler.plugins.scoring import (
     MAX_NODE_SCORE,
-    NODE_AFFINITY,
     STATIC_PLUGINS,
     normalized_total,
     preferred_weight,
-    untolerated_prefer_no_schedule,
 )
-from kgpu.sim.scheduler.plugins.topology import REASONS as TOPOLOGY_REASONS
 from kgpu.sim.scheduler.plugins.topology import Topology, needs_filters
 
-NO_NODES = "no nodes available to schedule pods"
-# Classes beyond this many use array mode (a heap per class is cheaper when there are few).
-ARRAY_AFTER = 24
-# Quantities array mode computes with (x100 must fit an int64); larger ones stay on the heap path.
-ARRAY_LIMIT = 1 << 52
-# Up to this many nodes bound since a class's last turn are re-scored one by one, not in numpy.
-SMALL_REFRESH = 8
 
-
-@dataclass(slots=True)
-class NodeState:
-    """A node and what the simulation has put on it so far."""
-
-    node: Node
-    index: int
-    requested: dict[str, int] = field(default_factory=dict)
-    nonzero_cpu: int = 0
-    nonzero_memory: int = 0
-    pod_count: int = 0
-    ports: list[HostPort] = field(default_factory=list)
-    pods: list[Pod] = field(default_factory=list)
-    version: int = 0
-    alloc_cpu: int = 0
-    alloc_memory: int = 0
-    alloc_pods: int = 0
-    req_cpu: int = 0  # requested[CPU] and requested[MEMORY], read on every score
-    req_memory: int = 0
-    available: dict[str, int] = field(default_factory=dict)  # allocatable minus requested
-
-    def __post_init__(self) -> None:
-        a = self.node.allocatable
-        self.alloc_cpu, self.alloc_memory, self.alloc_pods = a.get(CPU, 0), a.get(MEMORY, 0), a.get("pods", 0)
-        self.available = {k: v - self.requested.get(k, 0) for k, v in a.items()}
-        self.req_cpu, self.req_memory = self.requested.get(CPU, 0), self.requested.get(MEMORY, 0)
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-    def add(self, pod: Pod) -> None:
-        spec = pod.spec
-        req, free = self.requested, self.available
-        for k, v in spec.requests:
-            req[k] = req.get(k, 0) + v
-            free[k] = free.get(k, 0) - v
-        self.req_cpu, self.req_memory = req.get(CPU, 0), req.get(MEMORY, 0)
-        self.nonzero_cpu += spec.nonzero_cpu
-        self.nonzero_memory += spec.nonzero_memory
-        self.pod_count += 1
-        if spec.host_ports:
-            self.ports.extend(spec.host_ports)
-        self.pods.append(pod)
-        self.version += 1
-
-    def remove(self, pod: Pod) -> None:
-        """Take ``pod`` (this very object) off the node: the inverse of ``add``."""
-        pods = self.pods
-        for i, p in enumerate(pods):
-            if p is pod:
-                del pods[i]
-                break
-        else:
-            raise ValueError(f"{pod.key} is not on node {self.name}")
-        spec = pod.spec
-        req, free = self.requested, self.available
-        for k, v in spec.requests:
-            req[k] = req.get(k, 0) - v
-            free[k] = free.get(k, 0) + v
-        self.req_cpu, self.req_memory = req.get(CPU, 0), req.get(MEMORY, 0)
-        self.nonzero_cpu -= spec.nonzero_cpu
-        self.nonzero_memory -= spec.nonzero_memory
-        self.pod_count -= 1
-        for port in spec.host_ports:
-            self.ports.remove(port)
-        self.version += 1
-
-    def free(self, resource: str) -> int:
-        return self.available.get(resource, 0)
-
-
-def gated(spec: PodSpecInfo) -> str:
-    return f"waiting for scheduling gates: {', '.join(spec.scheduling_gates)}"
-
-
-def fits(spec: PodSpecInfo, st: NodeState) -> bool:
-    """The dynamic filters (NodePorts, NodeResourcesFit) as a yes/no, on the hot path."""
-    if st.pod_count >= st.alloc_pods:
-        return False
-    free = st.available
-    for k, v in spec.requests:
-        if v > free.get(k, 0):
-            return False
-    return not (spec.host_ports and ports_conflict(spec.host_ports, st.ports))
-
-
-def dynamic_reasons(spec: PodSpecInfo, st: NodeState) -> tuple[str, ...]:
-    if spec.host_ports and ports_conflict(spec.host_ports, st.ports):
-        return (ERR_NODE_PORTS,)
-    return tuple(insufficient_resources(spec, st.node.allocatable, st.requested, st.pod_count))
-
-
-def _dynamic_reasons(cls: _Class, st: NodeState) -> tuple[str, ...]:
-    """``dynamic_reasons`` with the class's requests sorted once."""
-    spec = cls.spec
-    if spec.host_ports and ports_conflict(spec.host_ports, st.ports):
-        return (ERR_NODE_PORTS,)
-    alloc, req = st.node.allocatable, st.requested
-    out = [text for k, v, text in cls.reqs if v > alloc.get(k, 0) - req.get(k, 0)]
-    if st.pod_count + 1 > st.alloc_pods:
-        out.insert(0, ERR_TOO_MANY_PODS)
-    return tuple(out)
-
-
-def score(spec: PodSpecInfo, st: NodeState) -> int:
-    """LeastAllocated (non-zero requests) + BalancedAllocation (actual requests), cpu and memory."""
-    return _score(spec.nonzero_cpu, spec.nonzero_memory, spec.request(CPU), spec.request(MEMORY), st)
-
-
-def _score(nz_cpu: int, nz_memory: int, req_cpu: int, req_memory: int, st: NodeState) -> int:
-    total = 0
-    least = n = 0
-    ac, am = st.alloc_cpu, st.alloc_memory
-    if ac:
-        r = st.nonzero_cpu + nz_cpu
-        least += (ac - r) * MAX_NODE_SCORE // ac if r <= ac else 0
-        n += 1
-    if am:
-        r = st.nonzero_memory + nz_memory
-        least += (am - r) * MAX_NODE_SCORE // am if r <= am else 0
-        n += 1
-    if n:
-        total += least // n
-    if not req_cpu and not req_memory:
-        # BalancedAllocation skips pods that request neither (PreScore returns Skip; kubernetes#129138).
-        return total
-    if ac and am:
-        f_cpu = min(1.0, float(st.req_cpu + req_cpu) / float(ac))
-        f_memory = min(1.0, float(st.req_memory + req_memory) / float(am))
-        std = abs((f_cpu - f_memory) / 2)
-    else:
-        std = 0.0
-    total += int((1 - std) * MAX_NODE_SCORE)
-    return total
-
-
-class _FilterGroup:
-    """The node-only filters of every class with the same tolerations, selector, affinity and nodeName:
-    which nodes pass, and why the others do not. Nodes are filtered up to ``seen``, when asked."""
-
-    __slots__ = (
-        "_prefer_memo",
-        "feasible",
-        "feasible_set",
-        "flt",
-        "prefer",
-        "prefer_counts",
-        "seen",
-        "static_counter",
-    )
-
-    def __init__(self, spec: PodSpecInfo) -> None:
-        self.flt = StaticFilter(spec)
-        self.feasible: list[int] = []
-        self.feasible_set: set[int] = set()
-        self.static_counter: Counter[str] = Counter()
-        self.seen = 0
-        # TaintToleration's raw score (untolerated PreferNoSchedule taints) of the feasible nodes where it is
-        # not 0, and every value it takes over them: with one value it cannot change any ranking.
-        self.prefer: dict[int, int] = {}
-        self.prefer_counts: set[int] = set()
-        self._prefer_memo: dict[tuple[Taint, ...], int] = {}
-
-    def catch_up(self, states: Sequence[NodeState], by_name: Mapping[str, NodeState] | None = None) -> None:
-        reason = self.flt.reason
-        counter, feasible, fset = self.static_counter, self.feasible, self.feasible_set
-        memo, prefer, counts = self._prefer_memo, self.prefer, self.prefer_counts
-        tolerations = self.flt.spec.tolerations
-        todo: Iterable[int] = range(self.seen, len(states))
-        names = self.flt.names
-        if names is not None and by_name is not None and len(by_name) == len(states):
-            # Pinned by NodeAffinity's PreFilter (a DaemonSet's pod): the nodes outside the names are counted,
-            # not filtered one by one; names are unique, so each named node has one index.
-            picked = sorted(
-                st.index for st in (by_name.get(n) for n in names) if st is not None and st.index >= self.seen
-            )
-            outside = len(states) - self.seen - len(picked)
-            if outside:
-                counter[ERR_PREFILTER_NODE_AFFINITY] += outside
-            todo = picked
-        for idx in todo:
-            node = states[idx].node
-            why = reason(node)
-            if why is None:
-                feasible.append(idx)
-                fset.add(idx)
-                taints = node.taints
-                if taints:
-                    c = memo.get(taints)
-                    if c is None:
-                        c = memo[taints] = untolerated_prefer_no_schedule(taints, tolerations)
-                    if c:
-                        prefer[idx] = c
-                    counts.add(c)
-                else:
-                    counts.add(0)
-            else:
-                counter[why] += 1
-        self.seen = len(states)
-
-    @property
-    def prefer_varies(self) -> bool:
-        return len(self.prefer_counts) > 1
-
-
-class _Class:
-    """Scheduling state shared by every pod with the same spec."""
-
-    __slots__ = (
-        "affinity_keys",
-        "affinity_memo",
-        "affinity_pos",
-        "affinity_raw",
-        "affinity_values",
-        "dyn",
-        "dyn_counter",
-        "extra_cache",
-        "group",
-        "grown_pos",
-        "heap",
-        "latest",
-        "log_pos",
-        "msg",
-        "msg_nodes",
-        "new",
-        "pos",
-        "raws",
-        "reqs",
-        "score_key",
-        "scores",
-        "spec",
-        "topology",
-        "varies",
-        "vec_log_pos",
-    )
-
-    def __init__(self, spec: PodSpecInfo, group: _FilterGroup) -> None:
-        self.spec = spec
-        self.group = group
-        self.score_key = (spec.nonzero_cpu, spec.nonzero_memory, spec.request(CPU), spec.request(MEMORY))
-        # requests with their "Insufficient" text, in the order insufficient_resources sorts them
-        order = {CPU: 1, MEMORY: 2, EPHEMERAL: 3}
-        self.reqs = tuple(
-            sorted(
-                ((k, v, insufficient(k)) for k, v in spec.requests), key=lambda r: (order.get(r[0], 4), r[2])
-            )
-        )
-        self.heap: list[tuple[int, str, int, int]] = []
-        self.latest: dict[int, int] = {}  # node index -> version of its newest heap entry
-        self.pos = 0  # how many of the group's feasible nodes this class has taken in
-        self.new: list[int] = []  # feasible nodes taken in since the message was last built
-        self.dyn: dict[int, tuple[str, ...]] = {}
-        self.dyn_counter: Counter[str] = Counter()
-        self.log_pos = 0
-        self.msg: str | None = None
-        self.msg_nodes = -1
-        self.scores: Any = None  # array mode: exact score of every node, -1 where infeasible or unfit
-        self.vec_log_pos = 0
-        self.grown_pos = 0  # how much of the scheduler's log of grown nodes (evictions) the class has seen
-        # Normalised score plugins (kgpu.sim.scheduler.plugins.scoring). A class *varies* once its feasible nodes differ in a
-        # static plugin's raw score: the heap and array invariants hold only for scores that do not depend on
-        # which other nodes are feasible, so such a class re-normalises over its feasible nodes at each turn.
-        self.varies = False
-        self.raws: list[Any] | None = None  # array mode, varies: raw score of every node, per static plugin
-        self.extra_cache: dict[tuple[int, ...], Any] = {}  # array mode, varies: see _place_array
-        self.affinity_raw: dict[int, int] = {}  # NodeAffinity's raw score per feasible node (preferred terms)
-        self.affinity_values: set[int] = set()
-        self.affinity_pos = 0
-        self.affinity_memo: dict[tuple[str | None, ...], int] = {}
-        keys = sorted({r.key for p in spec.preferred for r in p.term.match_expressions})
-        self.affinity_keys = (tuple(keys), any(p.term.match_fields for p in spec.preferred))
-        # PodTopologySpread or InterPodAffinity filter or score every pod of the class: the exact path
-        self.topology = needs_filters(spec)
-
-
-class StaticFilter:
-    """The node-only filters for one pod spec, memoised on what each filter reads of a node."""
-
-    def __init__(self, spec: PodSpecInfo) -> None:
-        self.spec = spec
-        self.tolerates_unschedulable = tolerated(
-            spec.tolerations, Taint(TAINT_NODE_UNSCHEDULABLE, "", "NoSchedule")
-        )
-        self._taints: dict[tuple[Taint, ...], str | None] = {}
-        self._affinity: dict[tuple[str | None, ...], bool] = {}
-        keys = {k for k, _ in spec.node_selector}
-        by_name = False
-        if spec.affinity is not None:
-            for term in spec.affinity.terms:
-                keys.update(r.key for r in term.match_expressions)
-                by_name = by_name or bool(term.match_fields)
-        self._keys = tuple(sorted(keys))
-        self._by_name = by_name
-        self._trivial_affinity = not keys and spec.affinity is None
-        self.names = prefilter_node_names(spec)
-
-    def reason(self, node: Node) -> str | None:
-        spec = self.spec
-        if self.names is not None and node.name not in self.names:
-            return ERR_PREFILTER_NODE_AFFINITY  # outside NodeAffinity's PreFilter result: not filtered
-        if node.unschedulable and not self.tolerates_unschedulable:
-            return ERR_UNSCHEDULABLE
-        if spec.node_name and spec.node_name != node.name:
-            return ERR_NODE_NAME
-        if node.taints:
-            hit = self._taints.get(node.taints, "")
-            if hit == "":
-                taint = first_untolerated(node.taints, spec.tolerations)
-                hit = ERR_TAINTS if taint is not None else None
-                self._taints[node.taints] = hit
-            if hit is not None:
-                return hit
-        if self._trivial_affinity:
-            return None
-        labels = node.labels
-        key = tuple(labels.get(k) for k in self._keys)
-        if self._by_name:
-            key += (node.name,)
-        ok = self._affinity.get(key)
-        if ok is None:
-            ok = affinity_matches(spec, labels, node.name)
-            self._affinity[key] = ok
-        return None if ok else ERR_NODE_AFFINITY
-
-
-def _filter_key(spec: PodSpecInfo) -> tuple[object, ...]:
-    return (spec.tolerations, spec.node_selector, spec.affinity, spec.node_name)
-
-
-@dataclass(slots=True)
-class Decision:
-    node: NodeState | None
-    reason: str | None
-
-
-class Scheduler:
+class Scheduler(ArrayMode):
     """Places pods one at a time onto a growing set of nodes."""
 
     def __init__(
@@ -646,7 +299,9 @@ class Scheduler:
         extra = [0] * len(feasible)
         if cls.group.prefer_varies or cls.spec.preferred:
             raws = [self._static_raws(cls, st.index) for st in feasible]
-            extra = normalized_total(STATIC_PLUGINS, [[r[i] for r in raws] for i in range(len(STATIC_PLUGINS))])
+            extra = normalized_total(
+                STATIC_PLUGINS, [[r[i] for r in raws] for i in range(len(STATIC_PLUGINS))]
+            )
         if topo is not None:
             extra = [a + b for a, b in zip(extra, topo, strict=True)]
         best = min(
@@ -858,87 +513,6 @@ class Scheduler:
             return feasible, ""
         return feasible, unschedulable_message(len(states), group.static_counter + counter)
 
-    def _exact_in_array(self, cls: _Class) -> bool:
-        """An exact-path class keeps its scores in array mode whatever the number of classes (when its
-        quantities allow), so each of its pods costs a few vectorised passes over the nodes."""
-        if cls.scores is None and self._array_after != sys.maxsize and self._array_ok(cls.spec):
-            self._to_array_mode(cls)
-        if cls.scores is not None:
-            self._class(cls.spec, cls)  # catch up the array, or step back to heaps
-        return cls.scores is not None
-
-    def _evaluate_array(self, pod: Pod, cls: _Class, always: bool = False) -> tuple[Any, str]:
-        """``_evaluate`` over the class's score array: the nodes that pass every filter (a mask), or the
-        message when none does (or ``always``)."""
-        import numpy as np
-
-        n = len(self.states)
-        if not n:
-            return None, NO_NODES
-        group = cls.group
-        if group.flt.names is not None and not group.flt.names:
-            return None, f"0/{n} nodes are available: {ERR_AFFINITY_CONFLICT}."
-        self._refresh_array(cls)
-        view = cls.scores[:n]
-        fit = view >= 0
-        if not fit.any():
-            # No node passes the node-only filters and has room: the topology filters run on none of them,
-            # and the message is the class's, kept while nothing is bound (what leaves pods pending fast).
-            return None, self._explain_array(cls)
-        code = self.topology.prepare(pod).codes(self.topology.domain_ids)
-        ok = fit & (code == 0)
-        if not always and ok.any():
-            return ok, ""
-        arrays = self._arrays
-        assert arrays is not None
-        counts = group.static_counter + arrays.reasons(cls, np.array(group.feasible, dtype=np.int64))
-        for c, k in enumerate(np.bincount(code[fit], minlength=len(TOPOLOGY_REASONS)).tolist()):
-            if c and k:
-                counts[TOPOLOGY_REASONS[c]] += k
-        return (ok if ok.any() else None), unschedulable_message(n, counts)
-
-    def _place_exact_array(self, pod: Pod, cls: _Class) -> Decision:
-        ok, message = self._evaluate_array(pod, cls)
-        if ok is None:
-            return Decision(None, message)
-        st = self._best_array(pod, cls, ok)
-        self.bind(pod, st)
-        return Decision(st, None)
-
-    def _best_array(self, pod: Pod, cls: _Class, ok: Any) -> NodeState:
-        """The best of the nodes where ``ok`` holds (each passes every filter for the pod), from the class's
-        score array: ``_best`` vectorised (the same integer and float operations)."""
-        import numpy as np
-
-        n = len(self.states)
-        view = cls.scores[:n]
-        arrays = self._arrays
-        assert arrays is not None
-        if cls.raws is not None:
-            # varying class: TaintToleration and NodeAffinity normalised over the nodes that pass every filter
-            view = view.copy()
-            for plugin, raw in zip(STATIC_PLUGINS, cls.raws, strict=True):
-                if plugin is NODE_AFFINITY and not cls.spec.preferred:
-                    continue  # 0 on every node
-                view += plugin.weight * plugin.normalize_array(raw[:n], ok)
-        if self.topology.scored(pod):
-            idx = np.flatnonzero(ok)
-            totals = view[idx]
-            extra = self.topology.scores_at(pod, idx) if len(idx) > 1 else None
-            if extra is not None:
-                totals = totals + extra
-            ties = np.flatnonzero(totals == totals.max())
-            best = ties[0] if len(ties) == 1 else ties[arrays.name_rank(self.states)[idx[ties]].argmin()]
-            st = self.states[int(idx[best])]
-        else:
-            masked = np.where(ok, view, -1)
-            top = int(masked.argmax())
-            ties = np.flatnonzero(masked == masked[top])
-            if len(ties) > 1:
-                top = int(ties[arrays.name_rank(self.states)[ties].argmin()])
-            st = self.states[top]
-        return st
-
     def _place_exact(self, pod: Pod, cls: _Class) -> Decision:
         """A pod whose placement depends on where other pods run: every node checked and scored for it."""
         if self._exact_in_array(cls):
@@ -949,41 +523,6 @@ class Scheduler:
         best = self._best(cls, feasible, pod)
         self.bind(pod, best)
         return Decision(best, None)
-
-    def fit_mask(self, pod: Pod) -> Any:
-        """The node-only filters, NodePorts and NodeResourcesFit as a numpy bool per node, from the class's
-        score array; None when the class cannot keep one (host ports, quantities numpy cannot hold)."""
-        if not self.states or self._array_after == sys.maxsize:
-            return None
-        cls = self._classes.get(pod.spec) or self._new_class(pod.spec)
-        if not self._exact_in_array(cls):
-            return None
-        self._refresh_array(cls)
-        return cls.scores[: len(self.states)] >= 0
-
-    def resource_reasons(self, spec: PodSpecInfo, idx: Any) -> Counter[str]:
-        """NodeResourcesFit's reasons over the nodes ``idx`` (a numpy array), counted, for a class
-        ``fit_mask`` gave an array."""
-        assert self._arrays is not None
-        return self._arrays.reasons(self._classes[spec], idx)
-
-    def passing(self, pod: Pod) -> Any:
-        """Every filter the scheduler runs (the node-only ones, NodePorts and NodeResourcesFit, and for a pod
-        on the exact path PodTopologySpread and InterPodAffinity) as a numpy bool per node, from the class's
-        score array; None when the class cannot keep one (``fit_mask``)."""
-        ok = self.fit_mask(pod)
-        if ok is None:
-            return None
-        if ok.any() and self.needs_exact(pod):
-            ok &= self.topology.prepare(pod).codes(self.topology.domain_ids) == 0
-        return ok
-
-    def best_in(self, pod: Pod, ok: Any) -> NodeState:
-        """The best-scored of the nodes where ``ok`` holds (each passes every filter for the pod), after
-        ``passing`` gave the pod's class an array."""
-        cls = self._classes[pod.spec]
-        assert cls.scores is not None
-        return self._best_array(pod, cls, ok)
 
     def best_of(self, pod: Pod, feasible: list[NodeState]) -> NodeState:
         """The best-scored of ``feasible``, nodes that passed every filter for ``pod`` (kgpu.sim.scheduler.plugins.dynamicresources: a pod
@@ -1053,262 +592,17 @@ class Scheduler:
         most what it was (``_cannot_raise``), so a heap entry stays an upper bound."""
         return self._raised[position:]
 
-    # --- array mode: many classes -----------------------------------------------------------------------
 
-    def _array_ok(self, spec: PodSpecInfo) -> bool:
-        """Array mode needs integers numpy holds exactly; host ports stay on the heap path."""
-        if spec.host_ports:
-            return False
-        limit = ARRAY_LIMIT
-        if max(spec.nonzero_cpu, spec.nonzero_memory, *(v for _, v in spec.requests), 0) >= limit:
-            return False
-        if self._arrays is None:
-            big = (
-                max(st.alloc_cpu, st.alloc_memory, st.nonzero_cpu, st.nonzero_memory) for st in self.states
-            )
-            if any(v >= limit for v in big):
-                self._array_after = sys.maxsize
-                return False
-            self._arrays = _NodeArrays(self.states)
-        if not self._arrays.ok:
-            self._array_after = sys.maxsize
-        return self._arrays.ok
-
-    def _to_array_mode(self, cls: _Class) -> None:
-        """From now on the class keeps every node's exact score in an array and re-scores, at each of its
-        turns, the nodes bound since its last one: no work per bind, whatever the number of classes."""
-        import numpy as np
-
-        assert self._arrays is not None
-        for name, _ in cls.spec.requests:
-            self._arrays.track(name)
-        cls.heap, cls.latest = [], {}  # bind skips the class in the node lists it is still in
-        cls.scores = np.full(max(16, len(self.states)), -1, dtype=np.int64)
-        if cls.varies:
-            cls.raws = [np.zeros(len(cls.scores), dtype=np.int64) for _ in STATIC_PLUGINS]
-            cls.extra_cache = {}
-        cls.pos = 0
-        cls.vec_log_pos = self._arrays.log_n
-        cls.msg, cls.log_pos = None, -1  # from now on log_pos counts the arrays' log
-
-    def _catch_up_array(self, cls: _Class) -> None:
-        import numpy as np
-
-        arrays = self._arrays
-        assert arrays is not None
-        group = cls.group
-        if group.seen < len(self.states):
-            group.catch_up(self.states, self.by_name)
-        if len(cls.scores) < len(self.states):
-            size = max(len(self.states), 2 * len(cls.scores))
-            grown = np.full(size, -1, dtype=np.int64)
-            grown[: len(cls.scores)] = cls.scores
-            cls.scores = grown
-            if cls.raws is not None:
-                for i, raw in enumerate(cls.raws):
-                    cls.raws[i] = np.zeros(size, dtype=np.int64)
-                    cls.raws[i][: len(raw)] = raw
-        feasible = group.feasible
-        if cls.pos < len(feasible):
-            fresh = np.array(feasible[cls.pos :], dtype=np.int64)
-            cls.scores[fresh] = arrays.scores(cls, fresh)
-            if cls.raws is not None:
-                cls.extra_cache = {}
-                raws = [self._static_raws(cls, idx) for idx in feasible[cls.pos :]]
-                for i, raw in enumerate(cls.raws):
-                    raw[fresh] = [r[i] for r in raws]
-            cls.new.extend(feasible[cls.pos :])
-            cls.pos = len(feasible)
-
-    def _explain_array(self, cls: _Class) -> str:
-        import numpy as np
-
-        self._catch_up_array(cls)
-        arrays = self._arrays
-        assert arrays is not None
-        if cls.msg is not None and cls.log_pos == arrays.log_n and cls.msg_nodes == len(self.states):
-            return cls.msg
-        feasible = np.array(cls.group.feasible, dtype=np.int64)
-        counts = cls.group.static_counter + arrays.reasons(cls, feasible)
-        cls.msg = unschedulable_message(len(self.states), counts)
-        cls.msg_nodes, cls.log_pos = len(self.states), arrays.log_n
-        cls.new = []
-        return cls.msg
-
-    def _place_array(self, pod: Pod, cls: _Class) -> Decision:
-        import numpy as np
-
-        arrays = self._arrays
-        assert arrays is not None
-        scores = cls.scores
-        self._refresh_array(cls)
-        n = len(self.states)
-        view = scores[:n]
-        if cls.raws is not None and n:
-            # varying class: add the normalised plugins over the nodes that are feasible now. DefaultNormalizeScore
-            # depends only on the largest raw score among them, which rarely changes: the weighted sum is kept
-            # per such maxima (and number of nodes) until the class takes in new nodes.
-            fit = view >= 0
-            used = [
-                (p, raw[:n])
-                for p, raw in zip(STATIC_PLUGINS, cls.raws, strict=True)
-                if p is not NODE_AFFINITY or cls.spec.preferred
-            ]
-            tops = (n, *(int(raw.max(where=fit, initial=0)) for _, raw in used))
-            extra = cls.extra_cache.get(tops)
-            if extra is None:
-                extra = cls.extra_cache[tops] = sum(p.weight * p.normalize_array(raw, fit) for p, raw in used)
-            view = np.where(fit, view + extra, -1)
-        best = int(view.argmax()) if n else 0
-        if not n or view[best] < 0:
-            return Decision(None, self.explain(cls))
-        ties = np.flatnonzero(view == view[best])
-        if len(ties) > 1:
-            best = int(ties[arrays.name_rank(self.states)[ties].argmin()])
-        st = self.states[best]
-        self.bind(pod, st)
-        return Decision(st, None)
-
-    def _refresh_array(self, cls: _Class) -> None:
-        """Re-score, in the class's array, the nodes bound since its last turn."""
-        arrays = self._arrays
-        assert arrays is not None
-        scores = cls.scores
-        n_log = arrays.log_n
-        if cls.vec_log_pos < n_log:
-            changed = arrays.log[cls.vec_log_pos : n_log]
-            cls.vec_log_pos = n_log
-            if len(changed) <= SMALL_REFRESH:
-                # A class placing its pods one after another sees a node or two change between its turns:
-                # _score and fits on those, the same integer and float operations as arrays.scores.
-                states, spec = self.states, cls.spec
-                nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
-                for idx in changed.tolist():
-                    if scores[idx] >= 0:  # infeasible and unfit nodes stay out for good
-                        st = states[idx]
-                        scores[idx] = _score(nz_cpu, nz_memory, req_cpu, req_memory, st) if fits(spec, st) else -1
-                return
-            changed = changed[scores[changed] >= 0]  # infeasible and unfit nodes stay out for good
-            if len(changed):
-                scores[changed] = arrays.scores(cls, changed)
-
-
-class _NodeArrays:
-    """Every node's allocatable, requests and free resources as numpy arrays, kept current on each bind."""
-
-    def __init__(self, states: Sequence[NodeState]) -> None:
-        import numpy as np
-
-        self.np = np
-        self.n = 0
-        cap = max(64, 2 * len(states))
-        self.cols: dict[str, Any] = {
-            k: np.zeros(cap, dtype=np.int64) for k in ("ac", "am", "nzc", "nzm", "rc", "rm", "pods")
-        }
-        self.free: dict[str, Any] = {}
-        self.states = states
-        self.ok = True
-        self.log = np.zeros(1024, dtype=np.int64)  # node index of every bind since the arrays exist
-        self.log_n = 0
-        self._rank: Any = None
-        self._rank_n = -1
-        for st in states:
-            self.add(st)
-
-    def _grow(self, need: int) -> None:
-        np = self.np
-        for table in (self.cols, self.free):
-            for k, arr in table.items():
-                if len(arr) < need:
-                    grown = np.zeros(max(need, 2 * len(arr)), dtype=np.int64)
-                    grown[: len(arr)] = arr
-                    table[k] = grown
-
-    def add(self, st: NodeState) -> None:
-        i = st.index
-        self._grow(i + 1)
-        if max(st.alloc_cpu, st.alloc_memory) >= ARRAY_LIMIT:
-            self.ok = False
-        self.n = max(self.n, i + 1)
-        self._set(st)
-        for name, arr in self.free.items():
-            arr[i] = st.available.get(name, 0)
-
-    def _set(self, st: NodeState) -> None:
-        c, i = self.cols, st.index
-        c["ac"][i], c["am"][i] = st.alloc_cpu, st.alloc_memory
-        c["nzc"][i], c["nzm"][i] = st.nonzero_cpu, st.nonzero_memory
-        c["rc"][i], c["rm"][i] = st.req_cpu, st.req_memory
-        c["pods"][i] = st.alloc_pods - st.pod_count
-
-    def track(self, name: str) -> None:
-        """Keep ``name``'s free amount per node (a class that requests it is in array mode)."""
-        if name in self.free:
-            return
-        np = self.np
-        arr = np.zeros(len(self.cols["ac"]), dtype=np.int64)
-        self.free[name] = arr
-        for st in self.states:
-            arr[st.index] = st.available.get(name, 0)
-
-    def bound(self, spec: PodSpecInfo, st: NodeState) -> None:
-        """``spec`` was bound to ``st`` or evicted from it: log the node and copy its new figures."""
-        if self.log_n == len(self.log):
-            grown = self.np.zeros(2 * len(self.log), dtype=self.np.int64)
-            grown[: self.log_n] = self.log
-            self.log = grown
-        self.log[self.log_n] = st.index
-        self.log_n += 1
-        self._set(st)
-        for name, _ in spec.requests:
-            arr = self.free.get(name)
-            if arr is not None:
-                arr[st.index] = st.available.get(name, 0)
-
-    def reasons(self, cls: _Class, feasible: Any) -> Counter[str]:
-        """NodeResourcesFit's reasons over the class's feasible nodes, counted (no host ports here)."""
-        out: Counter[str] = Counter()
-        n = int((self.cols["pods"][feasible] <= 0).sum())
-        if n:
-            out[ERR_TOO_MANY_PODS] = n
-        for name, amount, text in cls.reqs:
-            n = int((self.free[name][feasible] < amount).sum())
-            if n:
-                out[text] += n
-        return out
-
-    def name_rank(self, states: Sequence[NodeState]) -> Any:
-        if self._rank_n != len(states):
-            np = self.np
-            order = sorted(range(len(states)), key=lambda i: states[i].node.name)
-            rank = np.empty(len(states), dtype=np.int64)
-            rank[np.array(order, dtype=np.int64)] = np.arange(len(states), dtype=np.int64)
-            self._rank, self._rank_n = rank, len(states)
-        return self._rank
-
-    def scores(self, cls: _Class, idx: Any) -> Any:
-        """``_score`` of the class on the nodes ``idx``, exactly (same integer and float operations), and
-        -1 where the class does not fit (NodeResourcesFit; host-port classes never come here)."""
-        np = self.np
-        c = self.cols
-        nz_cpu, nz_memory, req_cpu, req_memory = cls.score_key
-        ac, am = c["ac"][idx], c["am"][idx]
-        has_c, has_m = ac > 0, am > 0
-        safe_c, safe_m = np.where(has_c, ac, 1), np.where(has_m, am, 1)
-        r = c["nzc"][idx] + nz_cpu
-        least_c = np.where(has_c & (r <= ac), (ac - r) * MAX_NODE_SCORE // safe_c, 0)
-        r = c["nzm"][idx] + nz_memory
-        least_m = np.where(has_m & (r <= am), (am - r) * MAX_NODE_SCORE // safe_m, 0)
-        count = has_c.astype(np.int64) + has_m.astype(np.int64)
-        total = np.where(count > 0, (least_c + least_m) // np.where(count > 0, count, 1), 0)
-        if req_cpu or req_memory:
-            f_cpu = np.minimum(1.0, (c["rc"][idx] + req_cpu).astype(np.float64) / safe_c.astype(np.float64))
-            f_memory = np.minimum(
-                1.0, (c["rm"][idx] + req_memory).astype(np.float64) / safe_m.astype(np.float64)
-            )
-            std = np.where(has_c & has_m, np.abs((f_cpu - f_memory) / 2), 0.0)
-            total = total + np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
-        fit = c["pods"][idx] > 0
-        for name, amount in cls.spec.requests:
-            fit &= self.free[name][idx] >= amount
-        return np.where(fit, total, -1)
+__all__ = [
+    "ARRAY_AFTER",
+    "NO_NODES",
+    "Decision",
+    "NodeState",
+    "Scheduler",
+    "StaticFilter",
+    "_score",
+    "dynamic_reasons",
+    "fits",
+    "gated",
+    "score",
+]
