@@ -285,7 +285,7 @@ def test_the_node_lane_agrees_with_filtering_every_node(monkeypatch: pytest.Monk
     taking the best-scored one does (seeded: mixed GPU counts, nodes of different sizes)."""
     import random
 
-    import kgpu.sim.scheduler.plugins.dynamicresources as dra_mod
+    import kgpu.sim.scheduler.plugins.dra_place as dra_mod
 
     rng = random.Random(7)
     cl: list[dict[str, Any]] = [gpu_class(), template("one", 1), template("two", 2), template("four", 4)]
@@ -311,7 +311,7 @@ def test_the_node_lane_agrees_when_scores_rise_and_tie(monkeypatch: pytest.Monke
     bind in between. Every placement and device equals filtering every node."""
     import random
 
-    import kgpu.sim.scheduler.plugins.dynamicresources as dra_mod
+    import kgpu.sim.scheduler.plugins.dra_place as dra_mod
     from kgpu.sim.scheduler.scheduler import Scheduler
 
     rng = random.Random(seed)

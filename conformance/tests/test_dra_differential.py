@@ -40,7 +40,7 @@ from dra_scenarios import Scenario, generate
 
 from conftest import binary, cases, seed
 from kgpu.cli.main import cli
-from kgpu.sim.scheduler.plugins.dynamicresources import not_enqueued
+from kgpu.sim.scheduler.plugins.dra_place import not_enqueued
 
 # Behaviours kgpu's DRA placement does not model (docs/simulate.md, "Dynamic Resource Allocation").
 KNOWN: dict[str, str] = {

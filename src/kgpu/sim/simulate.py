@@ -435,7 +435,7 @@ def _place_with_claims(dra: Any, sched: Scheduler, postfilter: Preemption, pod: 
                        placements: dict[int, Placement], again: bool) -> bool:
     """A pod with resource claims (kgpu.sim.scheduler.plugins.dynamicresources); True when it fits nowhere. Preemption is not tried for it:
     evicting pods frees no devices kgpu's allocator would see."""
-    from kgpu.sim.scheduler.plugins import dynamicresources as dra_mod
+    from kgpu.sim.scheduler.plugins import dra_place as dra_mod
     out = dra_mod.place(dra, sched, pod)
     if out.node is not None:
         placements[id(pod)] = Placement(pod, SCHEDULED, out.node.name, recreated=again, devices=out.devices)

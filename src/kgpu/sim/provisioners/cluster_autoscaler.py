@@ -282,7 +282,7 @@ class ClusterAutoscaler:
         """Pods with resource claims (kgpu.sim.provisioners.dra_pools), one at a time: the group's template node must pass
         the filters and allocate the claims; a group with nodes copies a node's ResourceSlices (kgpu: the
         pool's generated slices, devices free), an empty one has none from the AWS provider."""
-        from kgpu.sim.scheduler.plugins.dynamicresources import place
+        from kgpu.sim.scheduler.plugins.dra_place import place
 
         groups = self.groups(ctx)
         notes: dict[str, str] = {}

@@ -142,7 +142,7 @@ class ProfileProvisioner:
         kube-scheduler would once the new nodes publish their slices, each again over every node. Returns
         those still waiting."""
         from kgpu.sim.provisioners.dra_pools import KARPENTER_DRA
-        from kgpu.sim.scheduler.plugins.dynamicresources import place
+        from kgpu.sim.scheduler.plugins.dra_place import place
 
         for part in self.parts:
             left = [p for p in pods if p.key not in ctx.outcome]

@@ -3,12 +3,13 @@
 | module | upstream plugin folders |
 |---|---|
 | ``scoring`` | ``tainttoleration``, ``nodeaffinity`` (normalised scores), ``helper/normalize_score.go`` |
-| ``topology`` | ``podtopologyspread``, ``interpodaffinity`` |
+| ``topology``, ``topology_counters``, ``topology_filter`` | ``podtopologyspread``, ``interpodaffinity`` |
 | ``volumebinding`` | ``volumebinding``, ``volumerestrictions``, ``volumezone`` |
-| ``dynamicresources``, ``cel`` | ``dynamicresources``; k8s.io/dynamic-resource-allocation ``structured``, ``cel`` |
+| ``dynamicresources``, ``dra_place`` | ``dynamicresources`` |
+| ``dra_allocator``, ``cel`` | k8s.io/dynamic-resource-allocation ``structured``, ``cel`` |
 | ``defaultpreemption`` | ``defaultpreemption``; ``framework/preemption`` |
 
 NodeResourcesFit, NodeUnschedulable, NodeName, NodePorts, TaintToleration's and NodeAffinity's filters are
-pure predicates in ``kgpu.model.predicates``; their scores live in ``scheduler.py`` (``_score``) and
+pure predicates in ``kgpu.model.predicates``; their scores live in ``classes.py`` (``_score``) and
 ``scoring``.
 """

@@ -34,13 +34,14 @@ There is no scoring: the first solution wins. ``All`` takes every matching devic
 there is none or when one is taken; one that breaks a constraint is an error. Filter says
 ``resourceclaim not available on the node`` only where the allocator succeeded.
 
+Here: the plugin's state and its PreFilter and Filter (``DRA``); the allocator's search is in
+``dra_allocator``, the scheduling of one pod with claims (and ``not_enqueued``) in ``dra_place``.
+
 Checked against the real plugin by ``conformance/tests/test_dra_differential.py`` (dra-oracle).
 """
 
 from __future__ import annotations
 
-import heapq
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,8 +53,6 @@ from kgpu.model.dra import (
     AllocatedDevice,
     Allocation,
     Claim,
-    ClaimSpec,
-    Device,
     DeviceClass,
     DRAObjects,
     Exact,
@@ -61,53 +60,25 @@ from kgpu.model.dra import (
     Selector,
 )
 from kgpu.model.gpus import slice_devices
-from kgpu.model.objects import CPU, MEMORY, Node, NodeSelector, Pod, Requirement, Term
-from kgpu.model.predicates import filter_reasons, node_selector_matches, unschedulable_message
+from kgpu.model.objects import Node, NodeSelector, Pod, Requirement, Term
+from kgpu.model.predicates import node_selector_matches
 from kgpu.sim.scheduler.plugins.cel import CelSyntaxError, Evaluator, Unsupported, readers
-from kgpu.sim.scheduler.scheduler import _score, fits
+from kgpu.sim.scheduler.plugins.dra_allocator import (
+    SEARCH_STEPS,
+    TIMED_OUT,
+    AllocationError,
+    _Candidate,
+    _error_text,
+    _Pool,
+    _Search,
+    _TimedOut,
+)
 
 NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
-# kube-scheduler gives the allocator's search on one node 10 s (FilterTimeout, DRASchedulerFilterTimeout on
-# by default in 1.34), then the node is UnschedulableAndUnresolvable with these words. The search backtracks
-# over device combinations and can take exponential time on claims with constraints; kgpu stops it after a
-# number of device tries instead of a wall-clock time, so that its answer does not depend on the machine:
-# SEARCH_STEPS tries take about 5 s here (2 shared cores), inside the real timeout on any node kube-scheduler
-# runs on.
-TIMED_OUT = "timed out trying to allocate devices"
-SEARCH_STEPS = 1_000_000
 NO_CLAIMS = "no new claims to deallocate"
 STILL_NOT = "still not schedulable"
 PLUGIN = "DynamicResources"
-
-
-class AllocationError(Exception):
-    """The allocator's error: the Filter returns an Error status and the cycle aborts."""
-
-
-class _TimedOut(Exception):
-    """The search ran past SEARCH_STEPS device tries (kube-scheduler's Filter timeout)."""
-
-
-@dataclass
-class _Pool:
-    driver: str
-    name: str
-    slices: list[ResourceSlice]
-    incomplete: bool
-
-
-class _Candidate:
-    """A device the allocator may take for a request, with its driver and pool (``id`` names it)."""
-
-    __slots__ = ("device", "driver", "error", "id", "pool")
-
-    def __init__(self, driver: str, pool: str, device: Device, error: str = "") -> None:
-        self.driver, self.pool, self.device = driver, pool, device
-        # the text of the CEL runtime error evaluating the device's selectors ("claim: ..." for the
-        # request's, which the allocator names with the claim): the allocator fails when it gets to the device
-        self.error = error
-        self.id = (driver, pool, device.name)
 
 
 @dataclass
@@ -498,268 +469,7 @@ def _verdict(r: bool | Exception, sel: Selector, label: str, warned: list[str]) 
     return r
 
 
-def _error_text(c: _Candidate, claim: Claim) -> str:
-    """The allocator's error for a device whose selector failed: a request's selector names the claim."""
-    if c.error.startswith("claim: "):
-        return f"claim {claim.key}: {c.error[len('claim: '):]}"
-    return c.error
-
-
-def _short(alt: Exact) -> str:
-    """The request's name as the allocator's errors give it: a sub-request's own name."""
-    return alt.name.rpartition("/")[2]
-
-
-class _Search:
-    """One run of the allocator for one pod's claims on one node.
-
-    As the stable allocator: the requests are validated first, in claim and request order (``All``
-    counts its devices there, and fails on an incomplete pool; a claim asking for more than 32 devices
-    is an error); then a depth-first search, claim by claim, request by request, device by device, takes
-    the first solution. A device is in use when a claim holds it, or when this search took it for a
-    request without ``adminAccess`` or for any request of the same claim; one taken with ``adminAccess``
-    stays free for other claims' admin requests only."""
-
-    def __init__(self, dra: DRA, pod: Pod, claims: list[Claim], node: Node, pools: list[_Pool]) -> None:
-        self.dra, self.pod, self.claims, self.node, self.pools = dra, pod, claims, node, pools
-        self.taken: dict[tuple[str, str, str], set[int]] = {}  # device -> the claims (indices) taking it
-        self.chosen: list[list[AllocatedDevice]] = [[] for _ in claims]
-        self._constraint_values: list[dict[int, tuple[Any, int]]] = [{} for _ in claims]
-        self.steps = 0  # device tries (SEARCH_STEPS)
-
-    def validate(self) -> None:
-        """The allocator's checks before its search; raises AllocationError."""
-        for claim in self.claims:
-            total = 0
-            for req in claim.spec.requests:
-                least = -1
-                for alt in req.alternatives:
-                    n = self._count(claim, alt)
-                    least = n if least < 0 else min(least, n)
-                total += max(least, 0)
-            if total > ALLOCATION_RESULTS_MAX:
-                raise AllocationError(f"claim {claim.key}: number of requested devices {total} exceeds the claim "
-                                      f"limit of {ALLOCATION_RESULTS_MAX}")
-
-    def _count(self, claim: Claim, alt: Exact) -> int:
-        if alt.mode != ALL:
-            return alt.count
-        entries = self._devices(alt)
-        by_pool: dict[tuple[str, str], list[_Candidate]] = {}
-        for e in entries:
-            by_pool.setdefault((e.driver, e.pool), []).append(e)
-        for pool in self.pools:
-            if pool.incomplete:
-                raise AllocationError(f"claim {claim.key}, request {_short(alt)}: asks for all devices, but resource "
-                                      f"pool {pool.driver}/{pool.name} is currently being updated")
-            for e in by_pool.get((pool.driver, pool.name), ()):
-                if e.error:
-                    raise AllocationError(_error_text(e, claim))
-        return len(entries)
-
-    def run(self) -> list[list[AllocatedDevice]] | None:
-        return self.chosen if self._request(0, 0) else None
-
-    def _request(self, ci: int, ri: int) -> bool:
-        if ci == len(self.claims):
-            return True
-        spec = self.claims[ci].spec
-        if ri == len(spec.requests):
-            return self._request(ci + 1, 0)
-        req = spec.requests[ri]
-        return any(self._fill(ci, ri, req.name, alt) for alt in req.alternatives)
-
-    def _devices(self, alt: Exact) -> list[_Candidate]:
-        return self.dra.candidates(self.pod, self.node, self.pools, alt)
-
-    def _busy(self, ci: int, alt: Exact, c: _Candidate) -> bool:
-        holders = self.taken.get(c.id)
-        if alt.admin_access:
-            return holders is not None and ci in holders
-        return c.id in self.dra._in_use or bool(holders)
-
-    def _fill(self, ci: int, ri: int, request: str, alt: Exact) -> bool:
-        entries = self._devices(alt)
-        if alt.mode == ALL:
-            if not entries or len(self.chosen[ci]) + len(entries) > ALLOCATION_RESULTS_MAX:
-                return False
-            undo: list[_Candidate] = []
-            ok = True
-            for c in entries:  # validated: no device with an error
-                if self._busy(ci, alt, c):
-                    ok = False
-                    break
-                if not self._take(ci, request, alt, c):
-                    raise AllocationError(f"claim {self.claims[ci].key}, request {_short(alt)}: cannot add device "
-                                          f"{c.driver}/{c.pool}/{c.device.name} because a claim constraint would not be "
-                                          "satisfied")
-                undo.append(c)
-            if ok and self._request(ci, ri + 1):
-                return True
-            for c in reversed(undo):
-                self._give_back(ci, request, alt, c)
-            return False
-        if len(self.chosen[ci]) + alt.count > ALLOCATION_RESULTS_MAX:
-            return False
-        return self._pick(ci, ri, request, alt, entries, 0, alt.count)
-
-    def _pick(self, ci: int, ri: int, request: str, alt: Exact, devices: list[_Candidate], start: int, left: int) -> bool:
-        if left == 0:
-            return self._request(ci, ri + 1)
-        for i in range(start, len(devices)):
-            c = devices[i]
-            if self._busy(ci, alt, c):
-                continue
-            if c.error:  # the allocator evaluates this device's selectors here, and fails
-                raise AllocationError(_error_text(c, self.claims[ci]))
-            if not self._take(ci, request, alt, c):
-                continue
-            if self._pick(ci, ri, request, alt, devices, i + 1, left - 1):
-                return True
-            self._give_back(ci, request, alt, c)
-        return False
-
-    def _take(self, ci: int, request: str, alt: Exact, c: _Candidate) -> bool:
-        """Takes a free device if it keeps the claim's constraints."""
-        self.steps += 1
-        if self.steps > SEARCH_STEPS:
-            raise _TimedOut
-        values = self._constraint_values[ci]
-        spec: ClaimSpec = self.claims[ci].spec
-        set_now: list[int] = []
-        for k, con in enumerate(spec.constraints):
-            if con.requests and request not in con.requests and alt.name not in con.requests:
-                continue
-            value = _attribute(c, con.match_attribute)
-            if value is _MISSING:
-                for j in set_now:
-                    self._unset(values, j)
-                return False
-            have = values.get(k)
-            if have is not None and have[0] != value:
-                for j in set_now:
-                    self._unset(values, j)
-                return False
-            values[k] = (value, (have[1] if have else 0) + 1)
-            set_now.append(k)
-        self.taken.setdefault(c.id, set()).add(ci)
-        self.chosen[ci].append(AllocatedDevice(alt.name, c.driver, c.pool, c.device.name, alt.admin_access))
-        return True
-
-    def _give_back(self, ci: int, request: str, alt: Exact, c: _Candidate) -> None:
-        holders = self.taken.get(c.id)
-        if holders is not None:
-            holders.discard(ci)
-        self.chosen[ci].pop()
-        values = self._constraint_values[ci]
-        for k, con in enumerate(self.claims[ci].spec.constraints):
-            if con.requests and request not in con.requests and alt.name not in con.requests:
-                continue
-            self._unset(values, k)
-
-    @staticmethod
-    def _unset(values: dict[int, tuple[Any, int]], k: int) -> None:
-        value, n = values[k]
-        if n <= 1:
-            del values[k]
-        else:
-            values[k] = (value, n - 1)
-
-
-def _attribute(c: _Candidate, name: str) -> Any:
-    """The value a ``matchAttribute`` compares, typed (an int 1 is not a bool true): the fully qualified
-    attribute, or the driver's own by its short name."""
-    value = c.device.attributes.get(name, _MISSING)
-    if value is _MISSING:
-        return _MISSING
-    return (type(value).__name__, value)
-
-
-_MISSING = object()
-
-
 # --- the scheduler's view: one pod with claims ------------------------------------------------------------
-
-
-@dataclass
-class Outcome:
-    node: Any = None  # the NodeState bound to
-    reason: str | None = None
-    devices: list[dict[str, Any]] = field(default_factory=list)
-    prefilter: bool = False  # rejected by PreFilter (PostFilter: no new claims to deallocate)
-    # every node's status is UnschedulableAndUnresolvable (PreFilter's, or DynamicResources' Filter on each):
-    # DefaultPreemption finds no candidate and says preemption is not helpful on all of them
-    unresolvable: bool = False
-    rejected: frozenset[int] = frozenset()  # nodes (indexes) DynamicResources' Filter rejected: unresolvable
-    no_claims: bool = False  # PreFilter found no claim to allocate (each one not needed): nothing to deallocate
-
-
-def place(dra: DRA, sched: Any, pod: Pod) -> Outcome:
-    """Schedule a pod with resource claims: every default filter, then DynamicResources' Filter, on every
-    node; the best-scored node that passes wins (DynamicResources does not score in 1.34). Binds the pod
-    and reserves its devices."""
-    states = sched.states
-    early = sched.before_plugins(pod)
-    if early is not None:
-        return Outcome(reason=early)
-    verdict = dra.prefilter(pod)
-    if verdict.enqueue:
-        return Outcome(reason=not_enqueued(verdict.message), prefilter=True, unresolvable=True)
-    if verdict.message:
-        return Outcome(reason=f"0/{len(states)} nodes are available: {verdict.message}.", prefilter=True,
-                       unresolvable=True)
-    if _lane_ok(sched, pod, verdict.claims):
-        try:
-            fast = _place_lane(dra, sched, pod, verdict.claims)
-        except AllocationError as exc:
-            return Outcome(reason=f'running "{PLUGIN}" filter plugin: {exc}')
-        if fast is not None:
-            return fast
-    spec = pod.spec
-    topo = None
-    counter: Counter[str] = Counter()
-    passing = []
-    rejected: list[int] = []
-    allocations: dict[int, list[list[AllocatedDevice]]] = {}
-    for st in states:
-        why = filter_reasons(spec, st.node, st.requested, st.pod_count, st.ports)
-        if why:
-            counter.update(why)
-            continue
-        if sched.needs_exact(pod):
-            if topo is None:
-                topo = sched.topology.prepare(pod)
-            t = topo.reason(st.node)
-            if t is not None:
-                counter[t] += 1
-                continue
-        try:
-            reason, alloc = dra.filter(pod, verdict.claims, st.node)
-        except AllocationError as exc:
-            return Outcome(reason=f'running "{PLUGIN}" filter plugin: {exc}')
-        if reason is not None:
-            counter[reason] += 1
-            rejected.append(st.index)
-            continue
-        allocations[st.index] = alloc
-        passing.append(st)
-    if not passing:
-        return Outcome(reason=unschedulable_message(len(states), counter), unresolvable=len(rejected) == len(states),
-                       rejected=frozenset(rejected), no_claims=not verdict.claims)
-    best = sched.best_of(pod, passing)
-    return _bound(dra, sched, pod, verdict.claims, best, allocations[best.index])
-
-
-def _bound(dra: DRA, sched: Any, pod: Pod, claims: list[Claim], best: Any,
-           alloc: list[list[AllocatedDevice]]) -> Outcome:
-    dra.commit(claims, alloc, best.node)
-    sched.bind(pod, best)
-    devices = [
-        {"claim": c.name, "request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device,
-         **({"adminAccess": True} if d.admin_access else {})}
-        for c in claims for d in (c.allocation.devices if c.allocation is not None else ())
-    ]
-    return Outcome(node=best, devices=devices)
 
 
 # --- the fast lane: pods whose claims are their own, new ones --------------------------------------------
@@ -796,126 +506,6 @@ class _Lane:
     scores: dict[int, tuple[int, int]] = field(default_factory=dict)  # node index -> (version, score)
 
 
-def _lane_ok(sched: Any, pod: Pod, claims: list[Claim]) -> bool:
-    if pod.spec.preferred or sched.needs_exact(pod):
-        return False
-    for c in claims:
-        if c.allocation is not None or c.owner[1] != pod.name or c.owner[0] != "Pod":
-            return False
-        if not _spec_lane_ok(c.spec):
-            return False
-    return True
 
 
-def _spec_lane_ok(spec: ClaimSpec) -> bool:
-    """The allocator's errors before its search (All, more than 32 devices) are for the full path."""
-    if sum(max(a.count for a in r.alternatives) for r in spec.requests) > ALLOCATION_RESULTS_MAX:
-        return False
-    return not any(a.mode == ALL for r in spec.requests for a in r.alternatives)
-
-
-def _errors_on(dra: DRA, pod: Pod, claims: list[Claim], node: Node) -> bool:
-    """Whether a selector of the claims fails on one of the node's devices: kube-scheduler filters every
-    node, and such an error on any of them aborts the cycle, so the lane (which stops at the first node that
-    serves the pod) is not for these pods."""
-    pools = dra._pools(node)
-    for c in claims:
-        for r in c.spec.requests:
-            for a in r.alternatives:
-                dra.candidates(pod, node, pools, a)
-                if dra.has_errors(node, a):
-                    return True
-    return False
-
-
-def _place_lane(dra: DRA, sched: Any, pod: Pod, claims: list[Claim]) -> Outcome | None:
-    spec = pod.spec
-    # pods of one spec may need different claims (a claim the resourceclaim controller did not create for
-    # one of them is not needed): a node dropped for some claims is not dropped for others. Looked up by
-    # the objects' identities first (the entry holds them, so an id is not reused), then by value.
-    ids = (id(spec), pod.namespace, *[id(c.spec) for c in claims])
-    held = dra._lane_ids.get(ids)
-    if held is None:
-        key = (spec, pod.namespace, tuple(c.spec for c in claims))
-        lane = dra._lanes.get(key)
-        if lane is None:
-            # the score's inputs from the pod (kgpu.sim.scheduler.scheduler.score); lanes that share them share scores
-            skey = (spec.nonzero_cpu, spec.nonzero_memory, spec.request(CPU), spec.request(MEMORY))
-            lane = dra._lanes[key] = _Lane(raised_pos=sched.raised_length, skey=skey,
-                                           scores=dra._scores.setdefault(skey, {}))
-        held = dra._lane_ids[ids] = (key, lane)
-    lane = held[1]
-    states = sched.states
-    heap, latest, versions, dead = lane.heap, lane.latest, lane.versions, lane.dead
-    skey, memo = lane.skey, lane.scores
-    ranks, order = sched.name_ranks()
-    n = len(order)
-
-    def entry(idx: int) -> int:
-        st = states[idx]
-        version = versions[idx] = st.version
-        hit = memo.get(idx)
-        if hit is None or hit[0] != version:
-            hit = memo[idx] = (version, _score(*skey, st))
-        e: int = ranks[idx] - hit[1] * n
-        latest[idx] = e
-        return e
-
-    feasible = sched.feasible_nodes(spec)
-    if lane.seen < len(feasible):
-        for idx in feasible[lane.seen:]:
-            node = states[idx].node
-            if any(t.effect == "PreferNoSchedule" for t in node.taints):
-                lane.slow = True
-            if not lane.slow and _errors_on(dra, pod, claims, node):
-                lane.slow = True
-            lane.members.append(idx)
-        lane.seen = len(feasible)
-    if lane.slow:
-        return None
-    if lane.ranks is not ranks:  # new, or nodes joined: every entry again
-        heap[:] = [entry(idx) for idx in lane.members if idx not in dead]
-        heapq.heapify(heap)
-        lane.ranks, lane.raised_pos = ranks, sched.raised_length
-    elif lane.raised_pos < sched.raised_length:
-        for idx in set(sched.raised_since(lane.raised_pos)):
-            if idx in latest and idx not in dead:
-                heapq.heappush(heap, entry(idx))
-        lane.raised_pos = sched.raised_length
-    heappop, heapreplace = heapq.heappop, heapq.heapreplace
-    while heap:
-        top = heap[0]
-        idx = order[top % n]
-        if latest[idx] != top or idx in dead:
-            heappop(heap)  # superseded by a newer entry, or dropped
-            continue
-        st = states[idx]
-        if versions[idx] != st.version:
-            heapreplace(heap, entry(idx))  # stale: scored again, it sinks to its place
-            continue
-        if not fits(spec, st):
-            heappop(heap)  # pushed again if the node's score may rise (an eviction)
-            continue
-        reason, alloc = dra.filter(pod, claims, st.node)
-        if reason is not None:
-            dead.add(idx)
-            heappop(heap)
-            continue
-        # the entry stays: the bind makes it stale, and the next turn scores it again
-        return _bound(dra, sched, pod, claims, st, alloc)
-    return None
-
-
-NOT_ENQUEUED = ("kube-scheduler does not try it: {} (DynamicResources' PreEnqueue keeps the pod out of the scheduling "
-                "queue until that changes, so there is no FailedScheduling event)")
-
-
-def not_enqueued(error: str) -> str:
-    """What becomes of a pod whose claims PreEnqueue refuses: not kube-scheduler's words (it says nothing)."""
-    return NOT_ENQUEUED.format(error)
-
-
-def postfilter_words(outcome: Outcome) -> str:
-    """DynamicResources' PostFilter status for a pod with claims that did not fit: nothing to deallocate when
-    PreFilter rejected it or found no claim to allocate (every one not needed), else "still not schedulable"."""
-    return NO_CLAIMS if outcome.prefilter or outcome.no_claims else STILL_NOT
+__all__ = ["CANNOT_ALLOCATE", "DRA", "SEARCH_STEPS", "TIMED_OUT", "AllocationError", "Verdict"]
