@@ -353,7 +353,7 @@ def compare_report(rows: Sequence[dict[str, Any]], compared: str = "") -> str:
 def queue_report(data: dict[str, Any], title: str) -> str:
     """The page for ``kgpu queue`` / ``plan --queue``: quota per ClusterQueue (used against nominal, red
     when borrowing), the Workloads with their flavor and start, the verdicts and the levers."""
-    from kgpu.cli.queue_cmd import LEVERS, QUOTA_HEADERS, QUOTA_TITLE, VERDICTS, lines, quota_cells
+    from kgpu.cli.queue_view import LEVERS, QUOTA_HEADERS, QUOTA_TITLE, VERDICTS, lines, quota_cells
 
     quota = []
     for q in data["cluster_queues"]:

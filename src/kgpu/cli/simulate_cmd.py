@@ -349,7 +349,7 @@ def render_table(data: dict[str, Any], view: list[nodeview.Pool] | None = None, 
     out += nodeview.consolidated(data.get("karpenter_consolidated"))
     out += section(data.get("workload_cost"), by)
     if data.get("cluster_queues"):
-        from kgpu.cli.queue_cmd import quota_table
+        from kgpu.cli.queue_view import quota_table
 
         out += ["", quota_table(data["cluster_queues"])]
     out.append("")
