@@ -6,32 +6,30 @@ are kept whole, because their pods depend on the nodes. Everything here is pure:
 
 API-server defaulting that changes scheduling is applied, because manifests have not been through one yet:
 a container's requests default to its limits, and priorityClassName resolves to a priority. A pod spec's
-fields are converted and validated in ``kgpu.model.podspec``.
+fields are converted and validated in ``kgpu.model.podspec``, a bound pod's spec read once per shape in
+``kgpu.model.bound_spec``, and objects named in errors by ``kgpu.model.documents``.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields, is_dataclass, replace
-from datetime import UTC
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
 
 from kgpu.errors import InputError, quote
 from kgpu.model import wire
+from kgpu.model.bound_spec import _SPEC, bound_spec
+from kgpu.model.documents import _describe, _identity, closest, parse_time
 from kgpu.model.kinds import unknown_builtin_kind
 from kgpu.model.objects import (
     DaemonSet,
     Node,
-    NodeSelector,
     Pod,
     PodSpecInfo,
-    Requirement,
     Resources,
-    Term,
 )
 from kgpu.model.podspec import (
     PREEMPT_LOWER,
@@ -172,7 +170,6 @@ def parse_documents(docs: Iterable[Any], source: str) -> Objects:
 
 _HEAD = msgspec.json.Decoder(wire.Head)
 _RAW_POD = msgspec.json.Decoder(wire.RawPod)
-_SPEC = msgspec.json.Decoder(wire.PodSpec)
 _DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
     "Node": msgspec.json.Decoder(wire.Node),
     "DaemonSet": msgspec.json.Decoder(wire.Workload),
@@ -195,77 +192,6 @@ class _NodeNameOnly(msgspec.Struct, rename="camel"):
 
 
 _NODE_NAME = msgspec.json.Decoder(_NodeNameOnly)
-# What stands for a bound pod's node name while its spec is read (_bound_spec): a NUL, which no node name
-# holds; a spec that already holds one is read whole.
-_HOLE = "\x00"
-_HOLE_JSON = b'"\\u0000"'
-_SPEC_FIELDS = tuple(f.name for f in fields(PodSpecInfo))
-
-
-def _holes(value: object) -> int:
-    """How many strings in ``value`` (tuples and dataclasses, as PodSpecInfo nests them) hold _HOLE."""
-    if isinstance(value, str):
-        return int(_HOLE in value)
-    if isinstance(value, tuple | frozenset):
-        return sum(_holes(v) for v in value)
-    if is_dataclass(value):
-        return sum(_holes(getattr(value, f.name)) for f in fields(value))
-    return 0
-
-
-def _read_shape(shape: bytes, replaced: int) -> tuple[PodSpecInfo, Resources] | None:
-    """``spec_info`` of a bound pod's spec with its node name replaced ``replaced`` times by _HOLE, when every
-    replacement is the spec's ``nodeName`` or a whole ``matchFields`` value (else None)."""
-    try:
-        info, limits = spec_info(_SPEC.decode(shape), "")
-    except (msgspec.DecodeError, msgspec.ValidationError, InputError, RecursionError, UnicodeDecodeError):
-        return None
-    if info.node_name != _HOLE or _holes(limits):
-        return None
-    if any(_holes(getattr(info, f)) for f in _SPEC_FIELDS if f not in ("node_name", "affinity")):
-        return None
-    fields_holes = 0
-    for t in info.affinity.terms if info.affinity is not None else ():
-        if _holes(t.match_expressions):
-            return None
-        for r in t.match_fields:
-            if _holes(r.values):
-                if r.values != (_HOLE,):
-                    return None
-                fields_holes += 1
-    return (info, limits) if 1 + fields_holes == replaced else None
-
-
-def bound_spec(key: bytes, node: str, shapes: dict[bytes, tuple[PodSpecInfo, Resources] | None]
-               ) -> tuple[PodSpecInfo, Resources] | None:
-    """The ``spec_info`` of a bound pod's spec JSON ``key`` that names its node ``node``: a bound pod's spec names
-    its node (``nodeName``; a DaemonSet's pod also in its node affinity's ``matchFields``), so no two are the
-    same bytes. The spec is read once per *shape* (``shapes`` keeps them), the node name replaced by _HOLE, and
-    each pod gets it with its own node put back. Only when the name stands nowhere else in the spec (every
-    replacement must land in ``nodeName`` or a ``matchFields`` value, strings kgpu reads as they are): a name
-    that is also, say, a resource name or a selector value could be read differently as _HOLE. None otherwise
-    (the caller then reads the spec whole, errors included)."""
-    if not node or b"\\u0000" in key:
-        return None
-    token = msgspec.json.encode(node)
-    shape = key.replace(token, _HOLE_JSON)
-    if shape not in shapes:
-        shapes[shape] = _read_shape(shape, key.count(token))
-    entry = shapes[shape]
-    if entry is None:
-        return None
-    info, limits = entry
-    affinity = info.affinity
-    if affinity is not None and any(r.values == (_HOLE,) for t in affinity.terms for r in t.match_fields):
-        affinity = NodeSelector(tuple(
-            Term(t.match_expressions, tuple(
-                Requirement(r.key, r.operator, (node,)) if r.values == (_HOLE,) else r for r in t.match_fields
-            ))
-            for t in affinity.terms
-        ))
-    return replace(info, node_name=node, affinity=affinity), limits
-
-
 def _field_path(exc: msgspec.ValidationError) -> tuple[str, str]:
     """Split msgspec's 'Expected `int`, got `str` - at `$.spec.replicas`' into (field, message)."""
     text = str(exc)
@@ -703,19 +629,6 @@ def resolve_priorities(*inputs: Objects) -> list[str]:
     return warnings
 
 
-def parse_time(text: str, where: str) -> float:
-    """An RFC 3339 time (metav1.Time) as Unix seconds."""
-    from datetime import datetime
-
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise InputError(f"not an RFC 3339 time: {quote(text)}", where=where) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
-
-
 
 
 def _job_pods(parallelism: int | None, completions: int | None) -> int:
@@ -723,36 +636,22 @@ def _job_pods(parallelism: int | None, completions: int | None) -> int:
     return min(p, completions) if completions is not None else p
 
 
-class _Identity(msgspec.Struct, rename="camel"):
-    kind: str = "object"
-    metadata: wire.ObjectMeta = msgspec.field(default_factory=wire.ObjectMeta)
-
-
-_IDENTITY = msgspec.json.Decoder(_Identity)
-
-
-def _identity(raw: msgspec.Raw) -> Any:
-    """Just enough of a JSON object to name it in an error; {} when even that does not decode."""
-    try:
-        ident = _IDENTITY.decode(raw)
-    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
-        return {}
-    return {"kind": ident.kind, "metadata": {"name": ident.metadata.name, "namespace": ident.metadata.namespace}}
-
-
-def _describe(doc: Any, label: str) -> str:
-    if isinstance(doc, dict):
-        kind = doc.get("kind", "object")
-        meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
-        name = meta.get("name") or f"({label})"
-        ns = meta.get("namespace") or "default"
-        return f"{kind} {name}" if kind in ("Node", "PriorityClass") else f"{kind} {ns}/{name}"
-    return label
-
-
-def closest(name: str, options: Iterable[str], n: int = 3) -> list[str]:
-    return difflib.get_close_matches(name, list(options), n=n, cutoff=0.5)
-
-
 def iter_pods_of_kind(objects: Objects, kinds: set[str]) -> Iterator[Pod]:
     return (p for p in objects.pods if p.owner_kind in kinds)
+
+
+__all__ = [
+    "BUILTIN_PRIORITY_CLASSES",
+    "DRA_KINDS",
+    "MAX_PODS",
+    "STORAGE_KINDS",
+    "Objects",
+    "Parser",
+    "bound_spec",
+    "closest",
+    "iter_pods_of_kind",
+    "parse_documents",
+    "parse_text",
+    "parse_time",
+    "resolve_priorities",
+]
