@@ -319,3 +319,38 @@ def test_chromium_draws_every_cost_figure_inside_the_picture(tmp_path: Path):
     assert int(found.group(1)) == 10
     assert found.group(2) == "[]", found.group(2)
     assert "$901,234.49/mo" in svg  # 1234.5678 * 730 h
+
+
+def test_report_says_when_and_from_what_and_where_karpenter_takes_the_nodes(report: Path):
+    html = report.read_text()
+    made = re.search(r"made (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC) from ([^<]*)</p>", html)
+    assert made, html[:600]
+    assert made.group(2) == f"the built-in template eks-karpenter, workloads {WORK}"
+    # the consolidation view the terminal prints after the node view, as a section of its own
+    assert "<h2>Consolidation: Karpenter keeps the nodes above</h2>" in html
+    assert "consolidationPolicy WhenEmpty removes empty nodes only" in html
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("width", [1280, 800, 500])  # 500: headless Chromium's narrowest window
+def test_the_report_fits_the_window_at_any_width(report: Path, tmp_path: Path, width: int):
+    """In Chromium at desktop, tablet and narrow widths, nothing makes the page wider than the window: the
+    pictures scale down, wide tables scroll in their own box. (The check runs as a script, which the
+    report's own Content-Security-Policy forbids; the copy drops that one meta tag, nothing of the layout.)"""
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", report.read_text())
+    probe = (
+        "<pre id=out></pre><script>const W = window.innerWidth; const bad = [];"
+        "if (document.documentElement.scrollWidth > W) bad.push('page:' + document.documentElement.scrollWidth);"
+        "for (const s of document.querySelectorAll('svg')) { const r = s.getBoundingClientRect();"
+        " if (r.right > W + 0.5) bad.push('svg:' + r.right); }"
+        "for (const t of document.querySelectorAll('.scroll')) { const r = t.getBoundingClientRect();"
+        " if (r.right > W + 0.5) bad.push('table box:' + r.right); }"
+        "document.getElementById('out').textContent = 'width ' + W + ' ' + JSON.stringify(bad);</script>"
+    )
+    page = tmp_path / "report.html"
+    page.write_text(html.replace("</body>", probe + "</body>"))
+    dom = run_chromium(f"--window-size={width},900", "--dump-dom", page.as_uri()).stdout
+    found = re.search(r"width (\d+) (\[.*?\])</pre>", dom)
+    assert found, dom[-500:]
+    assert int(found.group(1)) == width
+    assert found.group(2) == "[]", found.group(2)

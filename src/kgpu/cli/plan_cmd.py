@@ -155,7 +155,11 @@ def command(
         )
     if report is not None:
         grouped, reasons = placement_rows(data)
-        _write_report(report, plan_report(data, view, grouped, reasons, warnings_footer(data["pods"]), by=by))
+        inputs = [f"profile {profile}" if profile else f"the built-in template {prof.metadata.name}"]
+        inputs += [f"workloads {', '.join(workload)}"] if workload else []
+        inputs += [f"catalog {catalog}"] if catalog else []
+        page = plan_report(data, view, grouped, reasons, warnings_footer(data["pods"]), by=by, inputs=inputs)
+        _write_report(report, page)
     emit(
         data,
         output,
@@ -214,7 +218,8 @@ def _queue(prof: Any, profile: str | None, paths: list[str], output: str, report
     if report is not None:
         from kgpu.cli.report import queue_report
 
-        _write_report(report, queue_report(data, f"Queue for profile {prof.metadata.name}"))
+        inputs = [f"profile {profile}", f"jobs {', '.join(paths)}"]
+        _write_report(report, queue_report(data, f"Queue for profile {prof.metadata.name}", inputs))
     emit(data, "table" if output in ("wide", "name") else output, queue_cmd.render)
     raise SystemExit(ExitCode.OK if all(w["admitted"] for w in data["workloads"]) else ExitCode.FINDINGS)
 
@@ -287,7 +292,8 @@ def _compare(
     rows = compare_rows(raw)
     compared = caption([p for p, _ in loaded], described)
     if report is not None:
-        _write_report(report, compare_report(rows, compared))
+        inputs = [f"profile {p}" for p, _ in loaded] + ([f"workloads {', '.join(paths)}"] if paths else [])
+        _write_report(report, compare_report(rows, compared, inputs + ([f"catalog {catalog}"] if catalog else [])))
     emit(
         {"compared": compared, "workloads": described, "compare": rows},
         output,

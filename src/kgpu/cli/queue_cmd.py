@@ -483,7 +483,8 @@ def command(
         from kgpu.cli.files import write_atomic
         from kgpu.cli.report import queue_report
 
-        write_atomic(report, queue_report(data, f"Queue: {source}"))
+        inputs = [f"cluster {source}"] + ([f"jobs {', '.join(job_paths)}"] if job_paths else [])
+        write_atomic(report, queue_report(data, f"Queue: {source}", inputs))
         click.echo(f"wrote {report}", err=True)
     emit(data, output, render)
     ok = all(w["admitted"] or (limit is not None and w["on_time"]) for w in data["workloads"])

@@ -22,6 +22,7 @@ from kgpu.cli.nodeview import (
     Pool,
     Usage,
     color_for,
+    consolidated,
     shared_cost_rows,
     shared_pod_rows,
 )
@@ -38,6 +39,9 @@ th { font-weight: 600; border-bottom: 1px solid #bdbdbd; }
 svg text { font: 12px system-ui, -apple-system, 'Segoe UI', sans-serif; fill: #212121; }
 svg .pool { font-weight: 600; } .num { text-align: right; } code { font-size: 12px; }
 .unpriced { color: #ef6c00; } svg text.unpriced { fill: #ef6c00; }
+svg { max-width: 100%; height: auto; } .scroll { overflow-x: auto; max-width: 100%; }
+pre { font-size: 12px; white-space: pre-wrap; overflow-wrap: anywhere; }
+@media (max-width: 700px) { body { margin: 8px; } th, td { padding-right: 6px; } }
 """
 
 ROW = 22
@@ -177,11 +181,24 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, css: str = 
             else:
                 cells.append(f"<td>{escape('' if c is None else str(c))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    table = f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return f'<div class="scroll">{table}</div>'
 
 
-def _page(title: str, subtitle: str, sections: Sequence[tuple[str, str]]) -> str:
+def _made(inputs: Sequence[str]) -> str:
+    """When the page was made and from what (a line under the title)."""
+    from datetime import UTC, datetime
+
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"made {when}" + (f" from {', '.join(inputs)}" if inputs else "")
+
+
+def _page(
+    title: str, subtitle: str, sections: Sequence[tuple[str, str]], inputs: Sequence[str] | None = None
+) -> str:
     body = "".join(f"<section><h2>{escape(h)}</h2>{content}</section>" for h, content in sections)
+    if inputs is not None:
+        subtitle = f"{subtitle}; {_made(inputs)}" if subtitle else _made(inputs)
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -200,6 +217,7 @@ def plan_report(
     unmodelled: Sequence[str] = (),
     *,
     by: str = "workload",
+    inputs: Sequence[str] = (),
 ) -> str:
     """The page for one plan: ``data`` is the plan's JSON, ``placements`` the grouped rows of the table
     (the last field: warning codes), ``unmodelled`` the table's footer on them (a blank line, a title, a
@@ -244,6 +262,9 @@ def plan_report(
     if data.get("workload_cost"):
         title = "Cost per workload" + (" (by namespace)" if by == "namespace" else "")
         sections.append((title, workload_cost_html(data["workload_cost"], by)))
+    steps = consolidated(data.get("karpenter_consolidated"))
+    if steps:
+        sections.append((steps[1], "<pre>" + escape("\n".join(line.strip() for line in steps[2:])) + "</pre>"))
     sections.append(("Placements", _table(headers, rows, css="placements")))
     if reasons:
         items = "".join(f"<li>[{n}] {escape(r)}</li>" for r, n in reasons.items())
@@ -254,7 +275,7 @@ def plan_report(
     if data.get("warnings"):
         items = "".join(f"<li>{escape(w)}</li>" for w in data["warnings"])
         sections.append(("Warnings", f"<ul>{items}</ul>"))
-    return _page(f"Plan for profile {data['profile']}", summary, sections)
+    return _page(f"Plan for profile {data['profile']}", summary, sections, inputs)
 
 
 def _prices_note(sources: Sequence[dict[str, Any]] | None = None) -> str:
@@ -301,7 +322,7 @@ def _legend(*, shared: bool = False) -> str:
     )
 
 
-def compare_report(rows: Sequence[dict[str, Any]], compared: str = "") -> str:
+def compare_report(rows: Sequence[dict[str, Any]], compared: str = "", inputs: Sequence[str] = ()) -> str:
     """``rows`` as ``plan_compare.compare_rows`` orders them, each with its ``status``: only ``ok`` rows get
     a bar; the others say why not (cannot run some pod, nodes without a price). ``compared``: what is
     compared on what (the page's title)."""
@@ -347,10 +368,10 @@ def compare_report(rows: Sequence[dict[str, Any]], compared: str = "") -> str:
     if skipped:
         sections.append(("Skipped", "<ul>" + "".join(f"<li>{escape(s)}</li>" for s in skipped) + "</ul>"))
     title = compared[:1].upper() + compared[1:] if compared else "Same workloads on every built-in template"
-    return _page(title, f"{len(priced)} profile(s) planned", sections)
+    return _page(title, f"{len(priced)} profile(s) planned", sections, inputs)
 
 
-def queue_report(data: dict[str, Any], title: str) -> str:
+def queue_report(data: dict[str, Any], title: str, inputs: Sequence[str] = ()) -> str:
     """The page for ``kgpu queue`` / ``plan --queue``: quota per ClusterQueue (used against nominal, red
     when borrowing), the Workloads with their flavor and start, the verdicts and the levers."""
     from kgpu.cli.queue_view import LEVERS, QUOTA_HEADERS, QUOTA_TITLE, VERDICTS, lines, quota_cells
@@ -380,4 +401,4 @@ def queue_report(data: dict[str, Any], title: str) -> str:
         sections.append(("Warnings", f"<ul>{items}</ul>"))
     admitted = sum(w["admitted"] for w in data["workloads"])
     subtitle = f"{admitted} of {len(data['workloads'])} Workloads admitted now; {len(levers)} levers found"
-    return _page(title, subtitle, sections)
+    return _page(title, subtitle, sections, inputs)
