@@ -200,3 +200,16 @@ def test_with_more_than_five_pending_levers_are_tried_only_for_the_jobs_asked(tm
     # the others take any new spot quota first: train-3 needs room for them too (4 GPUs each, ahead of it)
     spot = next(lv for lv in row["levers"] if lv["flavors"]["main"][GPU] == "g5-spot")
     assert int(next(iter(spot["fields"].values()))) > 8 and spot["also_admits"]
+
+
+def test_a_raise_past_int64_is_no_lever_and_no_error() -> None:
+    """A job asking for 2^63-2 GPUs (the most a request may total): spot has 4 in use of 4, so raising it by
+    the request passes int64 (a ClusterQueue the API server would refuse): that try admits nothing and kgpu
+    still answers; on-demand (2 left of 2) and p4d (0) can be raised to exactly 2^63-2."""
+    cluster = [*lone_team_a(kueue_docs()), running_workload("finetune", 4, "2026-11-28T11:00:00Z")]
+    objects = _objects(cluster, _job(2**63 - 2))
+    base = settle(objects, source="t")
+    assert not base.workloads[KEY].admitted
+    found = levers(objects, KEY, source="t", base=base)
+    quota = {lv.flavors["main"][GPU]: list(lv.fields.values()) for lv in found if lv.kind == "quota"}
+    assert quota == {"g5-on-demand": [str(2**63 - 2)], "p4d-on-demand": [str(2**63 - 2)]}

@@ -23,11 +23,12 @@ leave pending (it takes their place). The cost is one ``settle`` of all the obje
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
+from kgpu.errors import InputError
 from kgpu.model.kueue import KueueObjects, read_kueue
 from kgpu.model.kueue_resources import CPU, quantity_string
 from kgpu.sim.queue.admission import Settled, settle
@@ -77,7 +78,10 @@ class _Trial:
             return None
         self.tries += 1
         objects = [*self.objects[:index], replaced, *self.objects[index + 1 :]]
-        return settle(objects, source=self.source)
+        try:
+            return settle(objects, source=self.source)
+        except InputError:  # the change made an object the API server would refuse (a quota past int64)
+            return None
 
     def admits(self, s: Settled | None) -> bool:
         return s is not None and s.workloads.get(self.key) is not None and s.workloads[self.key].admitted
@@ -166,10 +170,11 @@ def _round_up(resource: str, value: int) -> int:
     return -(-value // unit) * unit
 
 
-def _scaled(short: Mapping[str, int], scale: float, rounded: bool = False) -> dict[str, int]:
+def _scaled(short: Mapping[str, int], scale: Fraction, rounded: bool = False) -> dict[str, int]:
+    """The shortfall times ``scale``, rounded up, in exact integers (amounts reach 2^63)."""
     out = {}
     for res, v in short.items():
-        amount = math.ceil(v * scale)
+        amount = -(-v * scale.numerator // scale.denominator)
         out[res] = _round_up(res, amount) if rounded else amount
     return out
 
@@ -201,15 +206,15 @@ def _least_raise(
     def attempt(extra: dict[str, int]) -> Settled | None:
         return trial.run(at, _raised(cq_doc, flavor, quotas, extra))
 
-    top, found = 0, None
-    for scale in DOUBLINGS:
-        s = attempt(_scaled(short, scale))
+    top, found = Fraction(0), None
+    for doubling in DOUBLINGS:
+        s = attempt(_scaled(short, Fraction(doubling)))
         if trial.admits(s):
-            top, found = scale, s
+            top, found = Fraction(doubling), s
             break
     if found is None:
         return None
-    low = top / 2 if top > 1 else 0.0
+    low = top / 2 if top > 1 else Fraction(0)
     lo_step, hi_step = 0, STEPS  # in parts of (top - low)
     while hi_step - lo_step > 1:
         mid = (lo_step + hi_step) // 2
