@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,7 +144,11 @@ def oracle_input(scn: Scenario) -> dict[str, Any]:
     )
 
 
-def run_kgpu(scn: Scenario, order: Callable[[str], Any] | None = None) -> dict[str, Any]:
+def run_kgpu(
+    scn: Scenario,
+    order: Callable[[str], Any] | None = None,
+    pools_first: Callable[[int], Sequence[str]] | None = None,
+) -> dict[str, Any]:
     profile = parse_profile(scn.profile, source=f"case {scn.seed}")
     catalog = aws_catalog(REGION)
     prov = provisioner_for(profile, catalog)
@@ -160,7 +164,13 @@ def run_kgpu(scn: Scenario, order: Callable[[str], Any] | None = None) -> dict[s
     ]
     # replacements named as the oracle names them (<pool>-r<round>): Karpenter tries existing nodes by name
     return consolidate_nodes(
-        karpenter, ctx, nodes, spot_to_spot=scn.spot_to_spot, order=order, naming=lambda pool, n: f"{pool}-r{n}"
+        karpenter,
+        ctx,
+        nodes,
+        spot_to_spot=scn.spot_to_spot,
+        order=order,
+        naming=lambda pool, n: f"{pool}-r{n}",
+        pools_first=pools_first,
     )
 
 
@@ -229,6 +239,15 @@ def known_class(scn: Scenario, kg: dict[str, Any], orc: dict[str, Any], binary: 
         return (rank.get(name, len(rank)), name)
 
     if steady(run_kgpu(scn, guided).get("new_nodes", []), oracle=False) == got:
+        return "tie-order"
+    # the same, with single-node consolidation's NodePool order drawn again at every command, as Go's map
+    # order is at every reconcile: in command n, the NodePool of Karpenter's n-th candidate first
+    firsts = {
+        i: [pool_of.get(r["candidates"][0], "")]
+        for i, r in enumerate(orc["rounds"] or [], 1)
+        if r["method"] == "single" and r["candidates"]
+    }
+    if steady(run_kgpu(scn, guided, lambda n: firsts.get(n, [])).get("new_nodes", []), oracle=False) == got:
         return "tie-order"
     for k in range(ORDERS):
         shuffle = random.Random(f"{scn.seed}-{k}")

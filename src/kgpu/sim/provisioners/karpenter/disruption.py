@@ -290,11 +290,15 @@ class Disruption:
         spot_to_spot: bool = False,
         order: Callable[[str], Any] | None = None,
         naming: Callable[[str, int], str] | None = None,
+        pools_first: Callable[[int], Sequence[str]] | None = None,
     ) -> None:
         self.karpenter = karpenter
         # among candidates of equal disruption cost: by name (Karpenter's own order is Go map order, random
         # from one run to the next; the differential passes other orders to see which ones reach its state)
         self.order: Callable[[str], Any] = order or (lambda name: name)
+        # the NodePools single-node consolidation interleaves first in command n (from 1): Go map order
+        # upstream, drawn again at every reconcile; by ``order`` here unless the differential replays one
+        self.pools_first = pools_first
         # a replacement's name from its NodePool's and the command's number (from 1); by default
         # <pool>-<n>. Names matter: Karpenter's simulation tries existing nodes by name.
         self.naming = naming
@@ -436,6 +440,9 @@ class Disruption:
         for c in self._candidates(underutilized=True):
             by_pool.setdefault(c.new.pool, []).append(c)
         pools = sorted(by_pool, key=self.order)
+        if self.pools_first is not None:
+            first = [p for p in self.pools_first(self.commands + 1) if p in by_pool]
+            pools = [*dict.fromkeys(first), *(p for p in pools if p not in first)]
         depth = max((len(v) for v in by_pool.values()), default=0)
         for c in (by_pool[p][i] for i in range(depth) for p in pools if i < len(by_pool[p])):
             if budgets.get(c.new.pool, 0) <= 0 or not reschedulable(c.pods):
@@ -528,6 +535,7 @@ def consolidate(
     spot_to_spot: bool = False,
     order: Callable[[str], Any] | None = None,
     naming: Callable[[str, int], str] | None = None,
+    pools_first: Callable[[int], Sequence[str]] | None = None,
 ) -> dict[str, Any] | None:
     """Where Karpenter's disruption controller takes the nodes ``karpenter`` launched in the pass ``ctx``
     (None when it launched none): the steps it takes and the steady state, or why it keeps the launch."""
@@ -536,7 +544,9 @@ def consolidate(
         return None
     before = [(st.node, st.pods) for st in ctx.scheduler.states if st.name not in new]
     launched = [(st.node, st.pods, new[st.name]) for st in ctx.scheduler.states if st.name in new]
-    return Disruption(karpenter, before, launched, ctx, spot_to_spot=spot_to_spot, order=order, naming=naming).run()
+    return Disruption(
+        karpenter, before, launched, ctx, spot_to_spot=spot_to_spot, order=order, naming=naming, pools_first=pools_first
+    ).run()
 
 
 @dataclass(frozen=True)
@@ -559,10 +569,12 @@ def consolidate_nodes(
     spot_to_spot: bool = False,
     order: Callable[[str], Any] | None = None,
     naming: Callable[[str, int], str] | None = None,
+    pools_first: Callable[[int], Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Where the disruption controller takes Karpenter nodes that exist: each is launched into ``ctx`` under
     its name as Karpenter would have launched its offering (labels, allocatable, DaemonSet pods), its pods
-    bound to it, and all of them are candidates. ``order`` and ``naming``: see :class:`Disruption`."""
+    bound to it, and all of them are candidates. ``order``, ``naming`` and ``pools_first``: see
+    :class:`Disruption`."""
     pods = [p for n in nodes for p in n.pods]
     store = karpenter.overlay_store()
     dims = resource_dims(pods)
@@ -585,4 +597,7 @@ def consolidate_nodes(
         for pod in n.pods:
             ctx.scheduler.bind(pod, st)
             ctx.placed(pod, st)
-    return consolidate(karpenter, ctx, spot_to_spot=spot_to_spot, order=order, naming=naming) or {}
+    return (
+        consolidate(karpenter, ctx, spot_to_spot=spot_to_spot, order=order, naming=naming, pools_first=pools_first)
+        or {}
+    )
