@@ -128,10 +128,6 @@ class Scheduler:
         self.released: list[Info] = []
         self.heads: list[Entry] = []  # the last cycle's
 
-    def changed(self) -> None:
-        """Anything may have changed: nothing found so far holds."""
-        self.versions.touch_all()
-
     def hold(self, info: Info) -> None:
         """An admitted Workload starts holding its quota (Cache.AddOrUpdateWorkload)."""
         add_workload(self.cqs, info)
