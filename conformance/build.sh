@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real components `make conformance` runs, with CGO_ENABLED=0, from the Go modules here:
 #   kube/       kube-apiserver, kube-scheduler, etcd, scheduler-oracle   (k8s.io/kubernetes, pinned)
-#               and dra-oracle (its DynamicResources plugin over DRA objects)
+#               and dra-oracle (its DynamicResources plugin over DRA objects), cel-cost (the API server's
+#               cost estimate of DRA selectors)
 #   kwok/       kwok                                                      (sigs.k8s.io/kwok, pinned)
 #   karpenter/  karpenter-oracle, Karpenter's kwok provider               (sigs.k8s.io/karpenter, pinned)
 #   migparted/  mig-configs, mig-parted's config parser (github.com/NVIDIA/mig-parted, pinned; CGO_ENABLED=1:

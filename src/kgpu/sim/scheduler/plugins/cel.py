@@ -38,8 +38,11 @@ from typing import Any
 from kgpu.errors import InputError, quote
 from kgpu.model.dra import Device
 from kgpu.model.quantity import parse_quantity
+from kgpu.sim.scheduler.plugins.cel_costs import U64
+from kgpu.sim.scheduler.plugins.cel_estimate import MAX_COST, estimate
 from kgpu.sim.scheduler.plugins.cel_library import FUNCTIONS as LIBRARY
 from kgpu.sim.scheduler.plugins.cel_library import CelError
+from kgpu.sim.scheduler.plugins.cel_parse import CelParseError
 
 
 def _load_cel() -> Any:
@@ -80,6 +83,15 @@ _ENUMERATES = re.compile(r"\b(in|exists|exists_one|all|map|filter|size|has)\b")
 
 class CelSyntaxError(ValueError):
     """The expression does not parse: the API server rejects the object."""
+
+
+class CelTooComplex(CelSyntaxError):
+    """The selector's worst-case cost passes the limit: the API server refuses the object."""
+
+    def __init__(self, cost: int) -> None:
+        worst = "unbounded" if cost >= U64 else f"{cost:,}"
+        super().__init__(f"too complex, exceeds cost limit (estimated worst case {worst}; the limit is {MAX_COST:,})")
+        self.cost = cost
 
 
 class CelRuntimeError(RuntimeError):
@@ -225,7 +237,7 @@ def device_value(driver: str, device: Device) -> dict[str, Any]:
 class Program:
     """One compiled selector and what it can read of a device (for the memo)."""
 
-    __slots__ = ("_program", "domains", "everything", "expression", "names")
+    __slots__ = ("_program", "cost", "domains", "everything", "expression", "names")
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
@@ -234,6 +246,12 @@ class Program:
         except (ValueError, RuntimeError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise CelSyntaxError(first.removeprefix(f"Failed to parse expression '{expression}': ")) from None
+        # the API server's worst-case estimate (kgpu.sim.scheduler.plugins.cel_estimate), which it checks when
+        # the selector's object is created (kgpu.sim.scheduler.plugins.dynamicresources refuses one over it)
+        try:
+            self.cost = estimate(expression)
+        except CelParseError as exc:
+            raise CelSyntaxError(str(exc)) from None
         names: set[str] = set()
         for tok in _TOKEN.findall(expression):
             names.add(tok[1:-1] if tok[:1] in "\"'" else tok)
@@ -244,6 +262,12 @@ class Program:
         self.domains = frozenset(tok[1:-1] for tok in _TOKEN.findall(expression)
                                  if tok[:1] in "\"'" and "." in tok and "/" not in tok)
         self.everything = bool(_ENUMERATES.search(expression))
+
+    def check_cost(self) -> None:
+        """Raises CelTooComplex where the API server refuses the selector as too complex: a selector under the
+        limit costs at most the limit at run time (the estimate bounds every evaluation), so none runs long."""
+        if self.cost > MAX_COST:
+            raise CelTooComplex(self.cost)
 
     def execute(self, context: Any) -> Any:
         return self._program.execute(context)

@@ -62,7 +62,7 @@ from kgpu.model.dra import (
 from kgpu.model.gpus import slice_devices
 from kgpu.model.objects import Node, NodeSelector, Pod, Requirement, Term
 from kgpu.model.predicates import node_selector_matches
-from kgpu.sim.scheduler.plugins.cel import CelSyntaxError, Evaluator, Unsupported, readers
+from kgpu.sim.scheduler.plugins.cel import CelSyntaxError, CelTooComplex, Evaluator, Unsupported, readers
 from kgpu.sim.scheduler.plugins.dra_allocator import (
     SEARCH_STEPS,
     TIMED_OUT,
@@ -105,6 +105,9 @@ class DRA:
         for sel in self._all_selectors():
             try:
                 programs.append(self.evaluator.program(sel.expression))
+                programs[-1].check_cost()
+            except CelTooComplex as exc:  # the API server's words: Forbidden, "too complex, exceeds cost limit"
+                raise InputError(f"Forbidden: {exc}", where=sel.where) from None
             except CelSyntaxError as exc:
                 raise InputError(f"compilation failed: {exc}", where=sel.where) from None
         # what any selector can read of a device (None: one enumerates a map, so everything): slices whose
