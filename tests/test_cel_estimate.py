@@ -21,7 +21,7 @@ import yaml
 
 from hostile_inputs import invoke
 from kgpu.errors import InputError
-from kgpu.sim.scheduler.plugins.cel_estimate import MAX_COST, estimate
+from kgpu.sim.scheduler.plugins.cel_estimate import MAX_COST, analyse, estimate
 from kgpu.sim.scheduler.plugins.cel_parse import CelParseError
 from kgpu.sim.simulate import SCHEDULED
 from launch import launched
@@ -32,18 +32,34 @@ ORACLE = json.loads((Path(__file__).parent / "fixtures" / "cel" / "cost_oracle.j
 ]
 COSTED = [r for r in ORACLE if "cost" in r]
 TOO_DEEP = [r for r in ORACLE if "recursion" in r.get("error", "")]
+NOT_BOOL = "must evaluate to bool or the unknown type, not "
+REFUSED_TYPES = [r for r in ORACLE if r.get("error", "").startswith(NOT_BOOL)]
 LIST_100 = "[" + ", ".join(str(i) for i in range(100)) + "]"
 NESTED_3 = f"{LIST_100}.all(x, {LIST_100}.all(y, {LIST_100}.all(z, x + y + z >= 0)))"
 
 
 def test_every_estimate_is_the_api_servers() -> None:
-    assert len(COSTED) >= 240 and sum(r["cost"] > MAX_COST for r in COSTED) >= 40
+    assert len(COSTED) >= 200 and sum(r["cost"] > MAX_COST for r in COSTED) >= 40
     wrong = [
         (r["cost"], estimate(r["expression"]), r["expression"][:120])
         for r in COSTED
         if estimate(r["expression"]) != r["cost"]
     ]
     assert not wrong, f"{len(wrong)} of {len(COSTED)} differ: {wrong[:5]}"
+
+
+def test_result_types_as_the_api_server_names_them() -> None:
+    """A selector whose type is not bool (nor an attribute's google.protobuf.Any) is refused, in the API
+    server's words; every selector it takes has a type kgpu takes too."""
+    assert len(REFUSED_TYPES) >= 30
+    wrong = [
+        (r["error"], analyse(r["expression"])[1])
+        for r in REFUSED_TYPES
+        if r["error"] != NOT_BOOL + str(analyse(r["expression"])[1])
+    ]
+    assert not wrong, wrong[:5]
+    taken = {analyse(r["expression"])[1] for r in COSTED}
+    assert taken <= {"bool", "google.protobuf.Any", None}, taken
 
 
 def test_nesting_beyond_cel_gos_parser_is_refused_like_it() -> None:
@@ -87,6 +103,17 @@ def test_a_selector_over_the_limit_is_bad_input_naming_the_field() -> None:
         "Forbidden: too complex, exceeds cost limit (estimated worst case 9,141,411; the limit is 1,000,000)"
         in text
     )
+
+
+def test_a_selector_that_is_not_bool_is_bad_input() -> None:
+    with pytest.raises(InputError) as err:
+        _claim_with("device.attributes['gpu.nvidia.com'].index + 1")
+    assert str(err.value).endswith(
+        "selectors[0].cel.expression: Invalid value: \"device.attributes['gpu.nvidia.com'].index + 1\": "
+        "must evaluate to bool or the unknown type, not int"
+    ), str(err.value)
+    # an attribute's value is the unknown type: taken, and evaluated on each device
+    assert _claim_with("device.attributes['gpu.nvidia.com'].productName")["p"].phase != SCHEDULED
 
 
 def test_a_device_class_selector_over_the_limit_is_bad_input() -> None:

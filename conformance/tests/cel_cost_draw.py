@@ -225,8 +225,25 @@ class Draw:
 
 
 def selectors(seed: int, n: int) -> list[str]:
+    """``n`` selectors; one in ten is not a bool (the API server refuses it: "must evaluate to bool or the
+    unknown type, not int"), or an attribute (google.protobuf.Any, which it takes)."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        out.append(Draw(rng).bool_(rng.choice([1, 2, 3, 4, 5])))
+        d, draw = rng.choice([1, 2, 3, 4, 5]), Draw(rng)
+        if rng.random() < 0.1:
+            kind = rng.choice(["int", "str", "int_list", "str_list", "attr"])
+            out.append(
+                draw.int_(d)
+                if kind == "int"
+                else draw.str_(d)
+                if kind == "str"
+                else draw.int_list(d)
+                if kind == "int_list"
+                else draw.str_list(d)
+                if kind == "str_list"
+                else draw.dyn_attr()
+            )
+        else:
+            out.append(draw.bool_(d))
     return out

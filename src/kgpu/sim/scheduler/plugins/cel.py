@@ -39,7 +39,7 @@ from kgpu.errors import InputError, quote
 from kgpu.model.dra import Device
 from kgpu.model.quantity import parse_quantity
 from kgpu.sim.scheduler.plugins.cel_costs import U64
-from kgpu.sim.scheduler.plugins.cel_estimate import MAX_COST, estimate
+from kgpu.sim.scheduler.plugins.cel_estimate import MAX_COST, analyse
 from kgpu.sim.scheduler.plugins.cel_library import FUNCTIONS as LIBRARY
 from kgpu.sim.scheduler.plugins.cel_library import CelError
 from kgpu.sim.scheduler.plugins.cel_parse import CelParseError
@@ -83,6 +83,10 @@ _ENUMERATES = re.compile(r"\b(in|exists|exists_one|all|map|filter|size|has)\b")
 
 class CelSyntaxError(ValueError):
     """The expression does not parse: the API server rejects the object."""
+
+
+class CelNotBool(CelSyntaxError):
+    """The selector's type is not bool: the API server refuses the object (Invalid value)."""
 
 
 class CelTooComplex(CelSyntaxError):
@@ -237,7 +241,7 @@ def device_value(driver: str, device: Device) -> dict[str, Any]:
 class Program:
     """One compiled selector and what it can read of a device (for the memo)."""
 
-    __slots__ = ("_program", "cost", "domains", "everything", "expression", "names")
+    __slots__ = ("_program", "cost", "domains", "everything", "expression", "names", "result")
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
@@ -249,7 +253,7 @@ class Program:
         # the API server's worst-case estimate (kgpu.sim.scheduler.plugins.cel_estimate), which it checks when
         # the selector's object is created (kgpu.sim.scheduler.plugins.dynamicresources refuses one over it)
         try:
-            self.cost = estimate(expression)
+            self.cost, self.result = analyse(expression)
         except CelParseError as exc:
             raise CelSyntaxError(str(exc)) from None
         names: set[str] = set()
@@ -263,9 +267,12 @@ class Program:
                                  if tok[:1] in "\"'" and "." in tok and "/" not in tok)
         self.everything = bool(_ENUMERATES.search(expression))
 
-    def check_cost(self) -> None:
-        """Raises CelTooComplex where the API server refuses the selector as too complex: a selector under the
-        limit costs at most the limit at run time (the estimate bounds every evaluation), so none runs long."""
+    def check(self) -> None:
+        """What the API server checks when the selector's object is created, after it compiles: the result's
+        type (CelNotBool), then the cost (CelTooComplex: a selector under the limit costs at most the limit at
+        run time, as the estimate bounds every evaluation, so none runs long)."""
+        if self.result not in (None, "bool", "google.protobuf.Any"):
+            raise CelNotBool(f"must evaluate to bool or the unknown type, not {self.result}")
         if self.cost > MAX_COST:
             raise CelTooComplex(self.cost)
 

@@ -66,12 +66,13 @@ ENTRIES_MAX = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice
 # --- types, as much as the estimator reads of them ---------------------------------------------------------
 
 DYN: tuple[Any, ...] = ("dyn",)
+ANY: tuple[Any, ...] = ("any",)  # an attribute's value: google.protobuf.Any, which the checker treats as dyn
 # an empty literal's element type: a type parameter the checker unifies later
 FREE: tuple[Any, ...] = ("free",)
 _SCALARS = frozenset({"bool", "int", "uint", "double", "duration", "timestamp"})
 _T = {k: (k,) for k in ("bool", "int", "uint", "double", "string", "bytes", "null", "quantity", "semver")}
 _DEVICE = ("device",)
-_ATTRS = ("map", _T["string"], ("map", _T["string"], DYN))
+_ATTRS = ("map", _T["string"], ("map", _T["string"], ANY))
 _CAPS = ("map", _T["string"], ("map", _T["string"], _T["quantity"]))
 _DEVICE_FIELDS = {"driver": _T["string"], "attributes": _ATTRS, "capacity": _CAPS}
 # the sizes the DRA environment declares along a path from ``device`` (compile.go's sizeEstimator)
@@ -172,7 +173,7 @@ _SAME_LIST = frozenset({"distinct", "flatten", "slice", "sort", "reverse"})
 
 
 def _is_dyn(t: tuple[Any, ...]) -> bool:
-    return t[0] in ("dyn", "free")
+    return t[0] in ("dyn", "free", "any")
 
 
 def _join(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -442,13 +443,13 @@ class _Coster(LibraryCosts):
         if bind:
             self.push(e.accu_var, accu)
             total = total.add(self.cost(e.result))
+            self.types[id(e)] = self.type_of(e.result)
             self.pop(e.accu_var)
             s, ent = self.size(e.result), self.entry(e.result)
             if s is not None:
                 self.sizes[id(e)] = s
             if ent is not None:
                 self.entries[id(e)] = ent
-            self.types[id(e)] = self.type_of(e.result)
             return total
         self.push(e.accu_var, accu)
         ent = self.entry(rng)
@@ -551,7 +552,7 @@ class _Coster(LibraryCosts):
             k = kinds[1]
             return ["in_list"] if k == "list" else ["in_map"] if k == "map" else ["in_list", "in_map"]
         if f == "_+_":
-            known = {k for k in kinds if k not in ("dyn", "free")}
+            known = {k for k in kinds if k not in ("dyn", "free", "any")}
             if "string" in known:
                 return ["add_string"]
             if "bytes" in known:
@@ -562,7 +563,7 @@ class _Coster(LibraryCosts):
                 return ["add_other"]
             return ["add_other", "add_string", "add_bytes", "add_list"]
         if f in ("_<_", "_<=_", "_>_", "_>=_"):
-            known = {k for k in kinds if k not in ("dyn", "free")}
+            known = {k for k in kinds if k not in ("dyn", "free", "any")}
             if known & {"string", "bytes"}:
                 return ["compare_string"]
             if known:
@@ -627,17 +628,42 @@ class _Coster(LibraryCosts):
         return fixed(1).add(args_sum), None
 
 
-def estimate(expression: str) -> int:
-    """The selector's worst-case cost, as the API server's cost estimate gives it (``MaxCost``); raises
-    CelParseError where the expression does not parse or nests deeper than cel-go's parser takes."""
+_TYPE_NAMES = {"null": "null_type", "quantity": "kubernetes.Quantity", "semver": "kubernetes.Semver",
+               "device": "kubernetes.DRADevice", "any": "google.protobuf.Any"}
+
+
+def type_name(t: tuple[Any, ...], inner: bool = False) -> str | None:
+    """cel-go's name of a type, or None where this checker does not know it (dyn, a type parameter); inside a
+    list or map those are ``dyn``, as cel-go names an empty list's type ``list(dyn)``."""
+    if t[0] in ("dyn", "free"):
+        return "dyn" if inner else None
+    if t[0] == "list":
+        return f"list({type_name(t[1], True)})"
+    if t[0] == "map":
+        return f"map({type_name(t[1], True)}, {type_name(t[2], True)})"
+    return _TYPE_NAMES.get(t[0], str(t[0]))
+
+
+def analyse(expression: str) -> tuple[int, str | None]:
+    """The selector's worst-case cost (:func:`estimate`) and the name of its result type where this checker
+    knows it (``bool``, or what the API server refuses: "must evaluate to bool or the unknown type, not
+    int"); None where it does not (dyn)."""
     # the parser and the estimator recurse once per level of the expression: cel-go's limits (250) hold
     # them to about 3,000 Python frames, above the interpreter's default of 1,000 (pure Python frames: no C
     # stack is used for them since Python 3.11)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20_000))
     try:
-        return _Coster().cost(parse(expression)).hi
+        tree = parse(expression)
+        coster = _Coster()
+        return coster.cost(tree).hi, type_name(coster.type_of(tree))
     except RecursionError:
         raise CelParseError("max recursion depth exceeded") from None
     finally:
         sys.setrecursionlimit(limit)
+
+
+def estimate(expression: str) -> int:
+    """The selector's worst-case cost, as the API server's cost estimate gives it (``MaxCost``); raises
+    CelParseError where the expression does not parse or nests deeper than cel-go's parser takes."""
+    return analyse(expression)[0]

@@ -46,7 +46,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgpu.errors import InputError
+from kgpu.errors import InputError, quote
 from kgpu.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX,
@@ -62,7 +62,14 @@ from kgpu.model.dra import (
 from kgpu.model.gpus import slice_devices
 from kgpu.model.objects import Node, NodeSelector, Pod, Requirement, Term
 from kgpu.model.predicates import node_selector_matches
-from kgpu.sim.scheduler.plugins.cel import CelSyntaxError, CelTooComplex, Evaluator, Unsupported, readers
+from kgpu.sim.scheduler.plugins.cel import (
+    CelNotBool,
+    CelSyntaxError,
+    CelTooComplex,
+    Evaluator,
+    Unsupported,
+    readers,
+)
 from kgpu.sim.scheduler.plugins.dra_allocator import (
     SEARCH_STEPS,
     TIMED_OUT,
@@ -105,7 +112,9 @@ class DRA:
         for sel in self._all_selectors():
             try:
                 programs.append(self.evaluator.program(sel.expression))
-                programs[-1].check_cost()
+                programs[-1].check()
+            except CelNotBool as exc:
+                raise InputError(f"Invalid value: {quote(sel.expression)}: {exc}", where=sel.where) from None
             except CelTooComplex as exc:  # the API server's words: Forbidden, "too complex, exceeds cost limit"
                 raise InputError(f"Forbidden: {exc}", where=sel.where) from None
             except CelSyntaxError as exc:
