@@ -25,6 +25,7 @@ CORE = {
     wire.OwnerReference: "io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference",
     wire.ObjectMeta: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
     wire.ResourceRequirements: "io.k8s.api.core.v1.ResourceRequirements",
+    wire.ResourceClaimRef: "io.k8s.api.core.v1.ResourceClaim",
     wire.ContainerPort: "io.k8s.api.core.v1.ContainerPort",
     wire.Container: "io.k8s.api.core.v1.Container",
     wire.Toleration: "io.k8s.api.core.v1.Toleration",

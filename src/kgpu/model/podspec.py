@@ -9,7 +9,13 @@ import re
 
 from kgpu.errors import InputError, quote
 from kgpu.model import wire
-from kgpu.model.names import is_dns1123_label, is_label_value, is_qualified_name
+from kgpu.model.names import (
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    is_dns1123_label,
+    is_label_value,
+    is_qualified_name,
+)
 from kgpu.model.objects import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
@@ -358,10 +364,59 @@ def _pod_affinity(
     return required, tuple(preferred)
 
 
+_SOURCES = "`resourceClaimName`, `resourceClaimTemplateName`"
+
+
+def _check_resource_claims(spec: wire.PodSpec, where: str) -> None:
+    """The API server's checks of a pod's DRA claims (k8s.io/kubernetes pkg/apis/core/validation:
+    validatePodResourceClaim and validateResourceClaimNames), in its words."""
+    names: list[str] = []
+    for i, c in enumerate(spec.resource_claims or ()):
+        at = f"{where}.resourceClaims[{i}]"
+        if not c.name:
+            raise InputError("Required value", where=f"{at}.name")
+        if c.name in names:
+            raise InputError(f"Duplicate value: {quote(c.name)}", where=f"{at}.name")
+        for err in dns1123_label_errors(c.name):
+            raise InputError(f"Invalid value: {quote(c.name)}: {err}", where=f"{at}.name")
+        names.append(c.name)
+        sources = (c.resource_claim_name, c.resource_claim_template_name)
+        if None not in sources:
+            raise InputError(f"Invalid value: at most one of {_SOURCES.replace(', ', ' or ')} may be specified", where=at)
+        if sources == (None, None):
+            raise InputError(f"Invalid value: must specify one of: {_SOURCES}", where=at)
+        for field, value in zip(("resourceClaimName", "resourceClaimTemplateName"), sources, strict=True):
+            for err in dns1123_subdomain_errors(value) if value is not None else ():
+                raise InputError(f"Invalid value: {quote(value)}: {err}", where=f"{at}.{field}")
+    for kind, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
+        for j, ctr in enumerate(containers or ()):
+            seen: set[str] = set()
+            for k, ref in enumerate((ctr.resources.claims if ctr.resources is not None else None) or ()):
+                at = f"{where}.{kind}[{j}].resources.claims[{k}]"
+                if not ref.name:
+                    raise InputError("Required value", where=at)
+                key = f"{ref.name}/{ref.request}" if ref.request else ref.name
+                if key in seen and ref.name not in seen:
+                    raise InputError(f"Duplicate value: {quote(key)}", where=at)
+                if ref.name in seen or (not ref.request and any(s.startswith(f"{ref.name}/") for s in seen)):
+                    raise InputError(f"Duplicate value: {quote(ref.name)}", where=at)
+                seen.add(key)
+                if ref.name not in names:
+                    which = f": {', '.join(sorted(names))}" if names else " which is empty"
+                    raise InputError(
+                        f"Not found: {quote(ref.name)}: must be one of the names in pod.spec.resourceClaims{which}",
+                        where=at,
+                    )
+
+
 def spec_info(spec: wire.PodSpec, where: str) -> tuple[PodSpecInfo, Resources]:
     """PodRequests (k8s.io/component-helpers/resource): max(sum of containers, max of init containers),
     restartable init containers (sidecars) added to both, plus overhead. Also the non-zero requests used by
     scoring, the summed limits, and the scheduling constraints."""
+    if spec.resource_claims or any(
+        c.resources is not None and c.resources.claims for c in (*(spec.containers or ()), *(spec.init_containers or ()))
+    ):
+        _check_resource_claims(spec, where)
     total: dict[str, int] = {}
     limits: dict[str, int] = {}
     nz_cpu = nz_mem = 0

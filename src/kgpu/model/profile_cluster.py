@@ -25,7 +25,7 @@ class Cluster(_Model):
 class DevicePlugin(_Model):
     version: str = Field(default="v0.20.0", pattern=r"^v0\.[0-9]+\.[0-9]+$")
     strategy: Literal["none", "time-slicing", "mig"] = "none"
-    time_slicing_replicas: int = Field(default=4, ge=2)
+    time_slicing_replicas: int = Field(strict=True, default=4, ge=2)
     mig_strategy: Literal["single", "mixed"] = "single"
     install: Literal["manifest", "helm"] = Field(
         default="manifest",
@@ -39,7 +39,10 @@ class DraDriver(_Model):
     ``gpuAllocation: dra``: kgpu renders the chart's values (target dra-driver-chart) and its DeviceClasses."""
 
     version: str = Field(
-        default="25.8.1", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$", description="the chart's version (its appVersion)"
+        default="25.8.1",
+        pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$",
+        max_length=32,
+        description="the chart's version (its appVersion)",
     )
     namespace: str = Field(
         default="nvidia-dra-driver-gpu",
@@ -98,7 +101,7 @@ class KubeRay(_Model):
     head_pool: str | None = Field(
         default=None, description="pool of the head pod; default: first non-GPU pool"
     )
-    gpus_per_worker: int = Field(default=1, ge=1)
+    gpus_per_worker: int = Field(strict=True, default=1, ge=1)
     enable_in_tree_autoscaling: bool = False
     operator_version: str = Field(
         default="1.7.0",

@@ -88,8 +88,8 @@ class Taint(_Model):
 
 
 class Range(_Model):
-    min: int | None = Field(default=None, ge=0)
-    max: int | None = Field(default=None, ge=0)
+    min: int | None = Field(strict=True, default=None, ge=0)
+    max: int | None = Field(strict=True, default=None, ge=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> Range:
@@ -121,7 +121,7 @@ class NodeRequirement(_Model):
     key: str
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]
     values: list[str] = Field(default_factory=list)
-    min_values: int | None = Field(default=None, ge=1, le=50)
+    min_values: int | None = Field(strict=True, default=None, ge=1, le=50)
 
     @model_validator(mode="after")
     def _karpenter(self) -> NodeRequirement:
@@ -163,7 +163,7 @@ class StaticNode(_Model):
     instance_type: str | None = None
     cpu: str | None = Field(default=None, description="allocatable CPU, e.g. '32' or '31500m'")
     memory: str | None = Field(default=None, description="allocatable memory, e.g. '128Gi'")
-    gpus: int = Field(default=0, ge=0)
+    gpus: int = Field(strict=True, default=0, ge=0)
     gpu_name: str | None = None
     address: str | None = Field(
         default=None,

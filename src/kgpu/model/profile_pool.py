@@ -116,9 +116,9 @@ class Pool(_Model):
         "native NodePool requirements: a list of {key, operator, values, minValues}",
     )
     capacity_types: list[CapacityType] = Field(default_factory=lambda: [CapacityType.ON_DEMAND])
-    min_size: int = Field(default=0, ge=0, le=MAX_NODES)
-    max_size: int | None = Field(default=None, ge=0)
-    desired_size: int | None = Field(default=None, ge=0, le=MAX_NODES)
+    min_size: int = Field(strict=True, default=0, ge=0, le=MAX_NODES)
+    max_size: int | None = Field(strict=True, default=None, ge=0)
+    desired_size: int | None = Field(strict=True, default=None, ge=0, le=MAX_NODES)
     limits: dict[str, str | int] = Field(
         default_factory=dict, description="Karpenter limits: cpu, memory, nvidia.com/gpu"
     )
@@ -128,8 +128,8 @@ class Pool(_Model):
     zones: list[str] = Field(default_factory=list, description="subset of the cluster's zones; empty = all")
     per_zone: bool = Field(default=False, description="node groups: one group per zone (seed 001's advice)")
     consolidation: Consolidation = Field(default_factory=Consolidation)
-    weight: int | None = Field(default=None, ge=1, le=100)
-    volume_size_gib: int = Field(default=100, ge=1, alias="volumeSizeGiB")
+    weight: int | None = Field(strict=True, default=None, ge=1, le=100)
+    volume_size_gib: int = Field(strict=True, default=100, ge=1, alias="volumeSizeGiB")
     managed: bool = Field(default=False, description="eksctl managedNodeGroups instead of nodeGroups")
     propagate_asg_tags: bool = Field(
         default=False, description="eksctl adds node-template tags from labels/taints"
@@ -153,6 +153,7 @@ class Pool(_Model):
         "workloads' images, e.g. pytorch/pytorch:2.0.1-cuda11.7-cudnn8-runtime",
     )
     cache_size_gib: int | None = Field(
+        strict=True,
         default=None,
         ge=20,
         le=2048,

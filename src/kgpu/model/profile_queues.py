@@ -190,7 +190,7 @@ class PriorityClass(_Model):
     """A WorkloadPriorityClass (``kueue.x-k8s.io/priority-class`` on a job)."""
 
     name: str = Field(pattern=DNS1123_SUBDOMAIN_PATTERN, max_length=DNS1123_SUBDOMAIN_MAX_LENGTH)
-    value: int = Field(ge=-(2**31), le=INT32_MAX)
+    value: int = Field(strict=True, ge=-(2**31), le=INT32_MAX)
     description: str = Field(default="", max_length=1000)
 
 

@@ -25,7 +25,7 @@ class ReplicatedResource(_Model):
     """One ``sharing.timeSlicing.resources[]`` / ``sharing.mps.resources[]`` entry of the plugin's config."""
 
     name: str = Field(description="nvidia.com/gpu, or nvidia.com/mig-<profile> under the mixed MIG strategy")
-    replicas: int = Field(description="replicas of each device; the plugin refuses fewer than 2")
+    replicas: int = Field(strict=True, description="replicas of each device; the plugin refuses fewer than 2")
 
     @field_validator("name")
     @classmethod

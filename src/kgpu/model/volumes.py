@@ -31,6 +31,8 @@ from typing import Any
 from kgpu.errors import InputError, quote
 from kgpu.model.fields import list_at as _list
 from kgpu.model.fields import mapping_at as _map
+from kgpu.model.fields import text_at as _text
+from kgpu.model.fields import texts_at as _texts
 from kgpu.model.names import is_dns1123_subdomain
 from kgpu.model.objects import ClaimTemplate, NodeSelector, Requirement, Term
 from kgpu.model.predicates import requirement_error
@@ -165,8 +167,8 @@ def _class(name: str, doc: dict[str, Any], meta: dict[str, Any], annotations: di
         reqs = []
         for j, e in enumerate(_list(_map(t, at).get("matchLabelExpressions"), f"{at}.matchLabelExpressions")):
             e = _map(e, f"{at}.matchLabelExpressions[{j}]")
-            values = tuple(str(v) for v in _list(e.get("values"), f"{at}.matchLabelExpressions[{j}].values"))
-            req = Requirement(str(e.get("key") or ""), "In", values)
+            values = _texts(e.get("values"), f"{at}.matchLabelExpressions[{j}].values")
+            req = Requirement(_text(e.get("key"), f"{at}.matchLabelExpressions[{j}].key"), "In", values)
             error = requirement_error(req)
             if error:
                 raise InputError(error, where=f"{at}.matchLabelExpressions[{j}]")
@@ -176,7 +178,7 @@ def _class(name: str, doc: dict[str, Any], meta: dict[str, Any], annotations: di
     return StorageClass(
         name, provisioner, mode, NodeSelector(tuple(terms)) if terms else None,
         str(annotations.get(DEFAULT_CLASS_ANNOTATION, "")).lower() == "true",
-        str(meta.get("creationTimestamp") or ""), tuple(sorted((str(k), str(v)) for k, v in params.items())),
+        str(meta.get("creationTimestamp") or ""), tuple(sorted((str(k), _text(v, f"{where}: parameters.{k}")) for k, v in params.items())),
     )
 
 
@@ -204,7 +206,8 @@ def _volume(name: str, doc: dict[str, Any], meta: dict[str, Any], where: str, de
     claim_ref = None
     if ref is not None:
         ref = _map(ref, f"{where}: spec.claimRef")
-        claim_ref = (str(ref.get("namespace") or "default"), str(ref.get("name") or ""))
+        claim_ref = (_text(ref.get("namespace"), f"{where}: spec.claimRef.namespace") or "default",
+                     _text(ref.get("name"), f"{where}: spec.claimRef.name"))
     affinity = None
     na = _map(spec.get("nodeAffinity"), f"{where}: spec.nodeAffinity")
     if na.get("required") is not None:
@@ -212,8 +215,9 @@ def _volume(name: str, doc: dict[str, Any], meta: dict[str, Any], where: str, de
         affinity = _node_selector(req, f"{where}: spec.nodeAffinity.required")
     labels = {str(k): str(v) for k, v in _map(meta.get("labels"), f"{where}: metadata.labels").items()}
     status = _map(doc.get("status"), f"{where}: status")
-    phase = str(status.get("phase") or ("Bound" if claim_ref and claim_ref[1] else "Available"))
-    return Volume(name, str(spec.get("storageClassName") or ""), size, modes, claim_ref, affinity, labels, phase,
+    phase = _text(status.get("phase"), f"{where}: status.phase") or ("Bound" if claim_ref and claim_ref[1] else "Available")
+    cls = _text(spec.get("storageClassName"), f"{where}: spec.storageClassName")
+    return Volume(name, cls, size, modes, claim_ref, affinity, labels, phase,
                   deleting, where)
 
 
@@ -231,12 +235,12 @@ def _claim(ns: str, name: str, doc: dict[str, Any], annotations: dict[str, Any],
     if BETA_CLASS_ANNOTATION in annotations:
         cls, has = str(annotations[BETA_CLASS_ANNOTATION]), True
     elif spec.get("storageClassName") is not None:
-        cls, has = str(spec["storageClassName"]), True
+        cls, has = _text(spec["storageClassName"], f"{where}: spec.storageClassName"), True
     else:
         cls, has = "", False
     status = _map(doc.get("status"), f"{where}: status")
-    volume = str(spec.get("volumeName") or "")
-    phase = str(status.get("phase") or ("Bound" if volume else "Pending"))
+    volume = _text(spec.get("volumeName"), f"{where}: spec.volumeName")
+    phase = _text(status.get("phase"), f"{where}: status.phase") or ("Bound" if volume else "Pending")
     return Claim(ns, name, cls, volume, modes, size, phase, str(annotations.get(SELECTED_NODE_ANNOTATION) or ""),
                  deleting, where, bool(status.get("phase"))), has
 
@@ -252,8 +256,9 @@ def _node_selector(sel: dict[str, Any], where: str) -> NodeSelector:
         exprs = []
         for j, e in enumerate(_list(t.get("matchExpressions"), f"{at}.matchExpressions")):
             e = _map(e, f"{at}.matchExpressions[{j}]")
-            req = Requirement(str(e.get("key") or ""), str(e.get("operator") or ""),
-                              tuple(str(v) for v in _list(e.get("values"), f"{at}.matchExpressions[{j}].values")))
+            req = Requirement(_text(e.get("key"), f"{at}.matchExpressions[{j}].key"),
+                              _text(e.get("operator"), f"{at}.matchExpressions[{j}].operator"),
+                              _texts(e.get("values"), f"{at}.matchExpressions[{j}].values"))
             error = requirement_error(req)
             if error:
                 raise InputError(error, where=f"{at}.matchExpressions[{j}]")
@@ -261,8 +266,9 @@ def _node_selector(sel: dict[str, Any], where: str) -> NodeSelector:
         fields = []
         for j, e in enumerate(_list(t.get("matchFields"), f"{at}.matchFields")):
             e = _map(e, f"{at}.matchFields[{j}]")
-            fields.append(Requirement(str(e.get("key") or ""), str(e.get("operator") or ""),
-                                      tuple(str(v) for v in _list(e.get("values"), f"{at}.matchFields[{j}].values"))))
+            fields.append(Requirement(_text(e.get("key"), f"{at}.matchFields[{j}].key"),
+                                      _text(e.get("operator"), f"{at}.matchFields[{j}].operator"),
+                                      _texts(e.get("values"), f"{at}.matchFields[{j}].values")))
         terms.append(Term(tuple(exprs), tuple(fields)))
     return NodeSelector(tuple(terms))
 

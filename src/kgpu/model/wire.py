@@ -36,9 +36,17 @@ class ObjectMeta(_S):
     owner_references: list[OwnerReference] | None = None
 
 
+class ResourceClaimRef(_S):
+    """A container's ``resources.claims[]`` entry: a claim of the pod's, or one request of it (DRA)."""
+
+    name: str = ""
+    request: str = ""
+
+
 class ResourceRequirements(_S):
     requests: dict[str, QuantityValue] | None = None
     limits: dict[str, QuantityValue] | None = None
+    claims: list[ResourceClaimRef] | None = None
 
 
 class ContainerPort(_S):
