@@ -280,8 +280,9 @@ def test_the_snapshot_holds_kueue_and_kgpu_queue_reads_it(tmp_path: Path) -> Non
 def test_objects_kgpus_readers_refuse_are_left_out_and_said(tmp_path: Path) -> None:
     """An API server that serves what its own validation would refuse (a ResourceSlice whose devices is a
     number, one with 129 devices, a PersistentVolumeClaim whose spec is a number, a NodeOverlay with a
-    negative capacity): the snapshot leaves each out, says which object and why (stderr and
-    metadata.leftOut), and stays readable: doctor and simulate read it."""
+    negative capacity, a DeviceClass whose selector is over the CEL cost limit, as an older API server may have
+    stored it): the snapshot leaves each out, says which object and why (stderr and metadata.leftOut), and
+    stays readable: doctor and simulate read it."""
     objs = cluster()
     good_slice = next(o for o in objs if o["kind"] == "ResourceSlice")
     odd_slice = copy.deepcopy(good_slice)
@@ -295,19 +296,25 @@ def test_objects_kgpus_readers_refuse_are_left_out_and_said(tmp_path: Path) -> N
     overlay = copy.deepcopy(next(o for o in objs if o["kind"] == "NodeOverlay"))
     overlay["metadata"]["name"] = "negative"
     overlay["spec"]["capacity"] = {"nvidia.com/gpu": "-4"}
-    server = FakeApiServer([*objs, odd_slice, wide_slice, pvc, overlay], served=ALL)
+    costly = copy.deepcopy(next(o for o in objs if o["kind"] == "DeviceClass"))
+    costly["metadata"]["name"] = "costly.nvidia.com"
+    nums = "[" + ", ".join(str(i) for i in range(100)) + "]"
+    costly["spec"]["selectors"] = [{"cel": {"expression": f"{nums}.all(x, {nums}.all(y, {nums}.all(z, x > z)))"}}]
+    server = FakeApiServer([*objs, odd_slice, wide_slice, pvc, overlay, costly], served=ALL)
     with server.running():
         res, out = snap(server, tmp_path)
     assert res.exit_code == 0, res.output
     meta = json.loads(out.read_text())["metadata"]
     left = meta["leftOut"]
-    assert len(left) == 4, left
+    assert len(left) == 5, left
     assert any(line.startswith("ResourceSlice gpu-b-odd: spec.devices") for line in left), left
     assert any("gpu-c-wide" in line and "128" in line for line in left), left
     assert any("PersistentVolumeClaim ml/data" in line for line in left), left
     assert any("NodeOverlay negative" in line for line in left), left
+    assert any(line.startswith("DeviceClass costly.nvidia.com: spec.selectors[0].cel.expression: Forbidden: too "
+                               "complex, exceeds cost limit") for line in left), left
     assert meta["counts"]["ResourceSlice"] == 1 and meta["counts"]["NodeOverlay"] == 1
-    assert res.stderr.count("note: left out") == 4
+    assert res.stderr.count("note: left out") == 5
     for verb in (["doctor", "--snapshot", str(out)], ["simulate", "-c", str(out)]):
         run = CliRunner().invoke(cli, verb)
         assert run.exit_code in (0, 1), run.output

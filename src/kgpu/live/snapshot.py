@@ -237,6 +237,8 @@ def unreadable(obj: dict[str, Any]) -> str | None:
     """Why kgpu's readers would refuse this object ("Kind ns/name: field: why"), or None."""
     from kgpu.model import dra, volumes
     from kgpu.sim.provisioners.karpenter.overlay import parse_overlay
+    from kgpu.sim.scheduler.plugins.cel import Evaluator
+    from kgpu.sim.scheduler.plugins.dynamicresources import all_selectors, compile_selectors
 
     kind = obj.get("kind")
     meta = obj.get("metadata")
@@ -247,7 +249,9 @@ def unreadable(obj: dict[str, Any]) -> str | None:
         elif kind in ("PersistentVolumeClaim", "PersistentVolume", "StorageClass"):
             volumes.read([(obj, "the cluster")])
         else:
-            dra.read([(obj, "the cluster")])
+            # read, and its selectors checked as the API server checks them when the object is created (an
+            # object kgpu's simulation would refuse must not make the snapshot unreadable)
+            compile_selectors(all_selectors(dra.read([(obj, "the cluster")])), Evaluator())
     except InputError as exc:
         where = exc.where.removeprefix("the cluster: ") if exc.where else f"{kind} {ref}"
         return f"{where}: {exc.message}"

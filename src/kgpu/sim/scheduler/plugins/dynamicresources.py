@@ -67,6 +67,7 @@ from kgpu.sim.scheduler.plugins.cel import (
     CelSyntaxError,
     CelTooComplex,
     Evaluator,
+    Program,
     Unsupported,
     readers,
 )
@@ -97,6 +98,31 @@ class Verdict:
     enqueue: bool = False  # the rejection is PreEnqueue's too (a claim missing or being deleted): never tried
 
 
+def all_selectors(objects: DRAObjects) -> list[Selector]:
+    """Every CEL selector of the DeviceClasses, ResourceClaims and templates, in that order."""
+    out = [s for c in objects.classes.values() for s in c.selectors]
+    specs = [c.spec for c in objects.claims.values()] + [t.spec for t in objects.templates.values()]
+    out += [s for spec in specs for r in spec.requests for a in r.alternatives for s in a.selectors]
+    return out
+
+
+def compile_selectors(selectors: list[Selector], evaluator: Evaluator) -> list[Program]:
+    """Each selector compiled, and checked as the API server checks it when its object is created (it
+    compiles, it is a bool, it is under the cost limit); the first that fails is bad input naming it."""
+    programs = []
+    for sel in selectors:
+        try:
+            programs.append(evaluator.program(sel.expression))
+            programs[-1].check()
+        except CelNotBool as exc:
+            raise InputError(f"Invalid value: {quote(sel.expression)}: {exc}", where=sel.where) from None
+        except CelTooComplex as exc:  # the API server's words: Forbidden, "too complex, exceeds cost limit"
+            raise InputError(f"Forbidden: {exc}", where=sel.where) from None
+        except CelSyntaxError as exc:
+            raise InputError(f"compilation failed: {exc}", where=sel.where) from None
+    return programs
+
+
 class DRA:
     """The cluster's DRA state during a simulation: classes, claims, slices and the devices in use."""
 
@@ -108,17 +134,7 @@ class DRA:
         self.evaluator = Evaluator()
         self.warnings: dict[str, list[str]] = {}  # pod key -> unsupported selectors it met
         self._unsupported: set[str] = set()
-        programs = []
-        for sel in self._all_selectors():
-            try:
-                programs.append(self.evaluator.program(sel.expression))
-                programs[-1].check()
-            except CelNotBool as exc:
-                raise InputError(f"Invalid value: {quote(sel.expression)}: {exc}", where=sel.where) from None
-            except CelTooComplex as exc:  # the API server's words: Forbidden, "too complex, exceeds cost limit"
-                raise InputError(f"Forbidden: {exc}", where=sel.where) from None
-            except CelSyntaxError as exc:
-                raise InputError(f"compilation failed: {exc}", where=sel.where) from None
+        programs = compile_selectors(self._all_selectors(), self.evaluator)
         # what any selector can read of a device (None: one enumerates a map, so everything): slices whose
         # devices agree on it get the same verdicts, found once (kgpu.sim.scheduler.plugins.cel memoises per device likewise)
         self._known = frozenset(p.expression for p in programs)
@@ -191,10 +207,7 @@ class DRA:
         return out
 
     def _all_selectors(self) -> list[Selector]:
-        out = [s for c in self.classes.values() for s in c.selectors]
-        specs = [c.spec for c in self.claims.values()] + [t.spec for t in self.templates.values()]
-        out += [s for spec in specs for r in spec.requests for a in r.alternatives for s in a.selectors]
-        return out
+        return all_selectors(self.objects)
 
     # --- PreFilter -------------------------------------------------------------------------------------
 
