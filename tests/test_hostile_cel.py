@@ -118,3 +118,17 @@ def test_doctor_reports_the_error_as_the_claims_pending_reason() -> None:
     found = [f for f in report(copy.deepcopy(items)).findings if f.check == "dra-claim-pending"]
     assert len(found) == 1 and found[0].object == "Pod/ml/train-1"
     assert "CEL runtime error: division by zero" in found[0].message
+
+
+def test_doctor_says_a_selector_it_cannot_simulate_and_goes_on() -> None:
+    """A DeviceClass whose selector is over the cost limit (an older API server stored it): doctor's other checks
+    still run; the pending pod's check says which object and why, once."""
+    items = [dra_node(N1), *slices(N1), kubelet_plugin(), *classes(), doctor_template(), doctor_claim_pod("train-1")]
+    nums = "[" + ", ".join(str(i) for i in range(100)) + "]"
+    costly = copy.deepcopy(next(o for o in items if o["kind"] == "DeviceClass"))
+    costly["metadata"]["name"] = "costly.nvidia.com"
+    costly["spec"]["selectors"] = [{"cel": {"expression": f"{nums}.all(x, {nums}.all(y, {nums}.all(z, x > z)))"}}]
+    found = report([*items, costly]).findings
+    pending = [f for f in found if f.check == "dra-claim-pending"]
+    assert len(pending) == 1 and pending[0].object == "DeviceClass costly.nvidia.com", pending
+    assert "cannot simulate the claims: spec.selectors[0].cel.expression: Forbidden: too complex" in pending[0].message

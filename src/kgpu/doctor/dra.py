@@ -87,7 +87,17 @@ def check_claims_pending(state: ClusterState) -> Iterator[Finding]:
         priority_classes=state.objects.priority_classes, preemption_policies=state.objects.preemption_policies,
         default_preemption_policy=state.objects.default_preemption_policy, dra=list(state.objects.dra),
     )
-    result = simulate(objects)
+    from kgpu.errors import InputError
+
+    try:
+        result = simulate(objects)
+    except InputError as exc:  # a selector the API server would refuse (stored by an older one): said, once
+        parts = (exc.where or "").split(": ")
+        yield Finding(CHECK_PENDING, ERROR, parts[1] if len(parts) > 2 else "DRA objects",
+                      f"{len(pending)} pod(s) wait for their resource claims, and kgpu cannot simulate the claims: "
+                      f"{parts[-1]}: {exc.message}" if len(parts) > 2 else exc.message,
+                      "fix or recreate the object named, as the API server now validates it")
+        return
     by_pod = {id(p.pod): p for p in result.placements}
     for info in pending:
         placed = by_pod.get(id(info.model))
