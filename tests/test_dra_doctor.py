@@ -229,12 +229,14 @@ def test_slices_the_api_server_rejects_are_bad_input(change: Any, words: str) ->
     assert words in err.value.line() and f"ResourceSlice {bad['metadata']['name']}" in err.value.line()
 
 
-def test_malformed_cel_in_a_device_class_is_bad_input() -> None:
+def test_malformed_cel_in_a_device_class_is_said_and_the_rest_checked() -> None:
+    """A snapshot stays usable: the selector that does not compile is one finding naming the class."""
     dc = classes()
     dc[0]["spec"]["selectors"][0]["cel"]["expression"] = "device.driver == "
-    with pytest.raises(InputError) as err:
-        report([dra_node(N1), *slices(N1), *dc, template(), claim_pod("train-1")])
-    assert "DeviceClass gpu.nvidia.com" in err.value.line()
+    rep = report([dra_node(N1), *slices(N1), *dc, template(), claim_pod("train-1")])
+    (f,) = findings(rep, "dra-claim-pending")
+    assert f.object == "DeviceClass gpu.nvidia.com" and "compilation failed" in f.message, f
+    assert findings(rep, "gpu-node-idle"), "the other checks still run"
 
 
 def test_an_idle_dra_node_is_an_idle_gpu_node() -> None:
