@@ -726,3 +726,12 @@ def test_concurrent_renders_into_one_directory(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [["simulate", "-c", ""], ["plan", "-w", " "], ["catalog", "-f", " "]])
 def test_empty_path_is_not_the_current_directory(args: list[str]) -> None:
     input_error(args, "empty path", "empty path")
+
+
+def test_a_utf16_file_invalid_past_its_start_is_one_error_line(tmp_path: Path) -> None:
+    """libyaml reads UTF-16 with a byte-order mark and fails inside it; kgpu's second look for its own limits
+    reads the text as UTF-8 (NUL bytes), which PyYAML's reader refuses at once: still an input error."""
+    text = '{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n"}}, {"a": ]}'
+    f = write(tmp_path / "cluster.json", "\ufeff".encode("utf-16-le") + text.encode("utf-16-le"))
+    line = input_error(["simulate", "-c", f], "cluster.json", "invalid YAML")
+    assert f in line

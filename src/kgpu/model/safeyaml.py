@@ -235,7 +235,10 @@ def _own_limit(data: str | bytes, exc: yaml.YAMLError) -> LimitExceeded | None:
     start = text.rfind("\n---", 0, end) + 1  # 0 when the failure is in the first document
     if end - start > _YAML_FALLBACK_BYTES:
         return None
-    loader = _PySafeLoader(text[start:end], line_offset=text.count("\n", 0, start))
+    try:  # the pure-Python reader refuses what libyaml let through to its failure (a NUL byte) at once
+        loader = _PySafeLoader(text[start:end], line_offset=text.count("\n", 0, start))
+    except yaml.YAMLError:
+        return None
     try:
         while loader.check_data():  # type: ignore[no-untyped-call]
             loader.get_data()
