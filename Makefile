@@ -41,12 +41,23 @@ lock: | $(UV)
 run: $(STAMP)
 	$(BIN)/kgpu plan
 
+# Debian packages that carry a service (prometheus, containerd) are not installed: installing them enables and
+# starts the service (Prometheus on :9090 on every interface, containerd's socket), and `make test` needs only
+# their binaries. Their .deb is downloaded (apt-get download) and unpacked under .cache/deb (dpkg-deb -x), whose
+# usr/bin the recipes below put first on PATH; nothing is registered with dpkg or systemd. Binaries already on
+# PATH are used as they are.
+DEB_ROOT := $(CURDIR)/.cache/deb
+export PATH := $(DEB_ROOT)/usr/bin:$(PATH)
+define deb_unpack
+{ echo "unpacking Debian's $(1) package into .cache/deb (its binaries; no service is installed)"; \
+  mkdir -p $(DEB_ROOT)/pkg && ( cd $(DEB_ROOT)/pkg && rm -f $(1)_*.deb && \
+  { apt-get download -qq $(1) 2>/dev/null || { $(SUDO) apt-get update -qq && apt-get download -qq $(1) 2>/dev/null; }; } ) && \
+  dpkg-deb -x $(DEB_ROOT)/pkg/$(1)_*.deb $(DEB_ROOT) && command -v $(2) >/dev/null; }
+endef
+
 # promtool and prometheus come from Debian's `prometheus` package.
 promtool:
-	@command -v promtool >/dev/null 2>&1 || { \
-	  echo "installing Debian's prometheus package (promtool, prometheus)"; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@command -v promtool >/dev/null 2>&1 || $(call deb_unpack,prometheus,promtool)
 
 # shellcheck checks the host bootstrap scripts `kgpu render --target onprem` writes (Debian's package).
 shellcheck:
@@ -97,10 +108,7 @@ chromium:
 # containerd from Debian's package (1.6 on bookworm): the on-prem tests read kgpu's containerd files with
 # `containerd config dump`, as the daemon would (no daemon needed).
 containerd:
-	@command -v containerd >/dev/null 2>&1 || { \
-	  echo "installing Debian's containerd package (containerd config dump for the on-prem tests)"; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends containerd >/dev/null; }
+	@command -v containerd >/dev/null 2>&1 || $(call deb_unpack,containerd,containerd)
 
 # A C compiler from Debian's gcc package: mig-parted's module (make conformance) builds only with cgo.
 cc:

@@ -66,7 +66,7 @@ def test_collection_health_metrics_as_nvidia_gpu_exporter_serves_them() -> None:
 def promtool() -> str:
     path = shutil.which("promtool")
     if path is None:
-        pytest.fail("promtool is not installed: `make test` installs Debian's prometheus package")
+        pytest.fail("promtool is not installed: `make test` unpacks Debian's prometheus package into .cache/deb")
     return path
 
 

@@ -37,7 +37,7 @@ def prometheus_binary() -> str:
     )
     if path is None:
         pytest.fail(
-            "prometheus is not installed: `make test` installs Debian's prometheus package (make promtool)"
+            "prometheus is not installed: `make test` unpacks Debian's prometheus package into .cache/deb (make promtool)"
         )
     return path
 

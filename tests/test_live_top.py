@@ -182,7 +182,7 @@ def query(base: str, expr: str) -> list[Any]:
 @pytest.mark.integration
 def test_utilisation_from_a_real_prometheus(api: FakeApiServer, tmp_path: Path) -> None:
     binary = shutil.which("prometheus")
-    assert binary, "Debian's prometheus package is needed (make promtool installs it)"
+    assert binary, "Debian's prometheus package is needed (make promtool unpacks it into .cache/deb)"
     on_a = exporter([20, 60, 100, 0])  # gpu-a: 4 GPUs, by the ServiceMonitor's node label
     on_b = exporter([90, 70, 80, 80])  # gpu-b: no node label; its instance's host is gpu-b's InternalIP
     targets = [{"targets": [f"127.0.0.1:{on_a.server_address[1]}"], "labels": {"node": "gpu-a"}},

@@ -25,7 +25,7 @@ def promtool() -> str:
     path = shutil.which("promtool")
     if path is None:
         pytest.fail(
-            "promtool is not installed: `make test` installs Debian's prometheus package (make promtool)"
+            "promtool is not installed: `make test` unpacks Debian's prometheus package into .cache/deb (make promtool)"
         )
     return path
 

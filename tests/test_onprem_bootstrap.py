@@ -31,7 +31,7 @@ ROCKY = 'ID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.4"\n'
 def tool(name: str, package: str) -> str:
     path = shutil.which(name)
     if path is None:
-        pytest.fail(f"{name} is not installed: `make test` installs Debian's {package} package")
+        pytest.fail(f"{name} is not installed: `make test` installs or unpacks Debian's {package} package")
     return path
 
 

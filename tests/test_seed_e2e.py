@@ -132,7 +132,7 @@ def _promtool() -> str:
     import shutil
 
     path = shutil.which("promtool")
-    assert path, "promtool is not installed: `make test` installs Debian's prometheus package (make promtool)"
+    assert path, "promtool is not installed: `make test` unpacks Debian's prometheus package into .cache/deb (make promtool)"
     return path
 
 
