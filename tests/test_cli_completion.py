@@ -209,3 +209,23 @@ def test_completion_does_not_import_the_entry_point():
     assert graph.find_shortest_chain(importer="kgpu.cli.completion_cmd", imported="kgpu.cli.main") is None
     assert graph.find_shortest_chain(importer="kgpu.cli.root", imported="kgpu.cli.main") is None
     assert graph.find_shortest_chain(importer="kgpu.cli.main", imported="kgpu.cli.root") is not None
+
+
+def test_gpu_names_complete_from_the_catalogs():
+    """catalog --gpu from the AWS catalog (the catalog's names, either case), or TKE's gpu-type values with
+    --provider tke; a --gpu-type list completes its last item."""
+    aws = _complete("kgpu catalog --gpu a1", 3)
+    assert {"plain,A100", "plain,A100-80GB", "plain,A10G"} <= set(aws), aws
+    assert all(line.split(",", 1)[1].lower().startswith("a1") for line in aws)
+    assert _complete("kgpu catalog --provider tke --gpu V", 5) == ["plain,V100"]
+    assert _complete("kgpu tke match --gpu-type T4,V", 4) == ["plain,T4,V100"]
+    assert _complete("kgpu run --gpu-type T4,h1", 3) == ["plain,T4,H100"]
+
+
+def test_label_selectors_complete_keys_then_values():
+    assert _complete("kgpu top -l karpenter.sh/ca", 3) == ["plain,karpenter.sh/capacity-type="]
+    assert _complete("kgpu top -l karpenter.sh/capacity-type=s", 3) == ["plain,karpenter.sh/capacity-type=spot"]
+    types = _complete("kgpu doctor -l gpu=x,node.kubernetes.io/instance-type=p5.", 3)
+    assert "plain,gpu=x,node.kubernetes.io/instance-type=p5.48xlarge" in types
+    assert all(t.startswith("plain,gpu=x,node.kubernetes.io/instance-type=p5.") for t in types)
+    assert _complete("kgpu top -l !nvidia.com/mig.config.st", 3) == ["plain,!nvidia.com/mig.config.state"]

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from kgpu.cli.name_completion import complete_gpu
 from kgpu.cli.output import PATH, emit, examples, handle_input_errors, headers_wanted, output_option, table
 from kgpu.errors import InputError, quote
 
@@ -28,6 +29,7 @@ DEFAULT_REGION = "us-east-1"
 @click.option(
     "--gpu",
     "gpu",
+    shell_complete=complete_gpu,
     metavar="NAME",
     default=None,
     help="Only this GPU, any case: T4, a10g, A100-80GB (AWS); T4, A10, L20 (TKE).",

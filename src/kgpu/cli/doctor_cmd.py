@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kgpu.cli.cluster_flags import cluster_options
+from kgpu.cli.name_completion import complete_selector
 from kgpu.cli.output import (
     PATH,
     ExitCode,
@@ -451,6 +452,7 @@ def render_table(
 @click.option(
     "-l",
     "--selector",
+    shell_complete=complete_selector,
     metavar="SELECTOR",
     default=None,
     callback=_selector,

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from kgpu.cli.cluster_flags import access_from, cluster_options
+from kgpu.cli.name_completion import complete_any_gpu_types
 from kgpu.cli.output import (
     ExitCode,
     emit_json,
@@ -34,7 +35,7 @@ from kgpu.errors import InputError
               show_default=True, help="Which smoke test (ignored with --image).")
 @click.option("--image", metavar="IMAGE", help="Run this image instead (with the command after --); passes on exit 0.")
 @click.option("--gpus", type=click.IntRange(0, 64), default=1, show_default=True, help="nvidia.com/gpu limit per pod.")
-@click.option("--gpu-type", metavar="T1,T2", help="Only these GPU types (TKE: the gpu-type annotation; "
+@click.option("--gpu-type", metavar="T1,T2", shell_complete=complete_any_gpu_types, help="Only these GPU types (TKE: the gpu-type annotation; "
               "elsewhere node affinity on nvidia.com/gpu.product or karpenter.k8s.aws/instance-gpu-name).")
 @click.option("-f", "--profile", "profile", metavar="PATH", type=click.Path(dir_okay=False),
               help="Land on this profile's GPU pool: its tolerations, selectors or TKE annotations.")

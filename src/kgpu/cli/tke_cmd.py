@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from kgpu.cli.name_completion import complete_tke_gpu_types
 from kgpu.cli.output import PATH, ExitCode, emit, examples, handle_input_errors, output_option, table
 from kgpu.errors import InputError, quote
 
@@ -52,6 +53,7 @@ def command() -> None:
 @click.option(
     "--gpu-type",
     "gpu_type",
+    shell_complete=complete_tke_gpu_types,
     metavar="TYPES",
     default=None,
     help="eks.tke.cloud.tencent.com/gpu-type: a priority list such as 'T4,V100'.",

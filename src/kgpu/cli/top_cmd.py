@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from kgpu.cli.cluster_flags import access_from, cluster_options
+from kgpu.cli.name_completion import complete_selector
 from kgpu.cli.output import PATH, emit, examples, handle_input_errors, output_option
 
 SORT_HELP = (
@@ -52,6 +53,7 @@ UTIL_SECONDS = 15.0  # --watch asks Prometheus again after this long (a scrape i
 @click.option(
     "-l",
     "--selector",
+    shell_complete=complete_selector,
     metavar="SELECTOR",
     default=None,
     help="Only nodes whose labels match this label selector, as kubectl's: "
