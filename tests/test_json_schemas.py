@@ -25,7 +25,7 @@ from test_sharing import gpu_pod, karpenter_pool, profile_dict, time_slicing
 ROOT = Path(__file__).resolve().parent.parent
 WORK = str(ROOT / "tests" / "fixtures" / "plan" / "vector-add-and-web.yaml")
 HOSTS = ROOT / "tests" / "fixtures" / "nodecheck"
-SCHEMAS = ("plan", "plan-compare", "catalog", "node-check", "tke-match", "profile-validate", "queue")
+SCHEMAS = ("plan", "plan-compare", "catalog", "node-check", "tke-match", "profile-validate", "queue", "doctor", "run")
 
 
 def schema(name: str) -> dict[str, Any]:
@@ -191,3 +191,25 @@ def test_profile_validate(tmp_path: Path):
     data = json.loads(res.stdout)
     validate("profile-validate", data)
     assert not data["valid"] and any("'bogus' is not one of" in e for e in data["errors"])
+
+
+@pytest.mark.parametrize("snapshot", ["device-plugin-untolerated.json", "cuda-driver.json"])
+def test_doctor(snapshot: str):
+    """Every finding, group and summary field of doctor's JSON, on two snapshots; a check kgpu does not have,
+    a group without objects and a summary without its counts are refused."""
+    from kgpu.doctor import CHECK_IDS
+
+    path = str(ROOT / "tests" / "fixtures" / "snapshots" / snapshot)
+    data = kgpu_json("doctor", "--snapshot", path, "-o", "json")
+    validate("doctor", data)
+    assert data["findings"] and data["groups"]
+    assert set(schema("doctor")["$defs"]["check"]["enum"]) == {c for v in CHECK_IDS.values() for c in v}
+    selected = kgpu_json("doctor", "--snapshot", path, "-o", "json", "--severity", "error")
+    validate("doctor", selected)
+    for broken in (
+        {**data, "findings": [{**data["findings"][0], "check": "gpu-node-sad"}]},
+        {**data, "groups": [{**data["groups"][0], "objects": []}]},
+        {**data, "summary": {k: v for k, v in data["summary"].items() if k != "pods"}},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            validate("doctor", broken)

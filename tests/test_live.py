@@ -396,6 +396,10 @@ def test_run_fails_on_exit_code_and_deletes(api: FakeApiServer, tmp_path: Path) 
     assert res.exit_code == 1
     data = json.loads(res.stdout)
     assert data["failed"] == 2 and {p["reason"] for p in data["pods"]} == {"exit code 1"}
+    assert {p["exit_code"] for p in data["pods"]} == {1}
+    from test_json_schemas import validate
+
+    validate("run", data)
     assert not [p for p in api.of_kind("Pod") if p["metadata"]["name"].startswith("kgpu-")]
 
 

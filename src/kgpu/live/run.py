@@ -42,7 +42,7 @@ class Outcome:
     left_behind: str = ""  # why the pod could not be deleted
 
     def as_dict(self) -> dict[str, Any]:
-        return {"pod": self.name, "passed": self.passed, "phase": self.phase, "exitCode": self.exit_code,
+        return {"pod": self.name, "passed": self.passed, "phase": self.phase, "exit_code": self.exit_code,
                 "node": self.node, "reason": self.reason}
 
 
