@@ -229,3 +229,18 @@ def test_label_selectors_complete_keys_then_values():
     assert "plain,gpu=x,node.kubernetes.io/instance-type=p5.48xlarge" in types
     assert all(t.startswith("plain,gpu=x,node.kubernetes.io/instance-type=p5.") for t in types)
     assert _complete("kgpu top -l !nvidia.com/mig.config.st", 3) == ["plain,!nvidia.com/mig.config.state"]
+
+
+def test_node_names_complete_from_the_file_the_line_reads(tmp_path: Path):
+    snap = ROOT / "tests" / "fixtures" / "snapshots" / "cuda-driver.json"
+    import json as _json
+
+    nodes = sorted(o["metadata"]["name"] for o in _json.loads(snap.read_text())["items"] if o.get("kind") == "Node")
+    got = _complete(f"kgpu doctor --snapshot {snap} -l kubernetes.io/hostname=ip-", 5)
+    assert got == [f"plain,kubernetes.io/hostname={n}" for n in nodes if n.startswith("ip-")] and got
+    assert _complete(f"kgpu top -f {snap} -l kubernetes.io/hostname=", 5)[0] == f"plain,kubernetes.io/hostname={nodes[0]}"
+    # no file on the line (a live cluster), or one that is not JSON: nothing, and no error
+    assert not any(_complete("kgpu top -l kubernetes.io/hostname=", 3))
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    assert not any(_complete(f"kgpu top -f {bad} -l kubernetes.io/hostname=", 5))

@@ -7,16 +7,18 @@
   the label keys GPU nodes carry (Karpenter's, EKS's, NVIDIA's GPU Feature Discovery and MIG manager's), then the
   values kgpu knows for a key (instance types, GPU names, capacity types, MIG states).
 
-Completion never talks to a cluster: node names and pool names are the cluster's, and a TAB must not wait on
-an API server.
+Completion never talks to a cluster (a TAB must not wait on an API server): node names (``-l
+kubernetes.io/hostname=``) come from the snapshot or ``kubectl get -o json`` file the line reads, if any.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import click
+import msgspec
 from click.shell_completion import CompletionItem
 
 
@@ -106,7 +108,41 @@ _STATIC: dict[str, list[str]] = {
 _OPERATOR = re.compile(r"^(?P<key>!?[^=!\s,()]+)(?P<op>==|!=|=)(?P<value>[^,]*)$")
 
 
-def _values(key: str) -> list[str]:
+_NODE_FILE_LIMIT = 512 * 2**20  # larger files are not read on a TAB
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+
+
+class _Item(msgspec.Struct):
+    kind: str = ""
+    metadata: _Meta | None = None
+
+
+class _Doc(msgspec.Struct):
+    items: list[_Item] = []
+
+
+def _file_nodes(ctx: click.Context) -> list[str]:
+    """The node names of the file the line reads (``doctor --snapshot FILE``, ``top -f FILE``), if it is a JSON
+    snapshot or ``kubectl get -o json`` output of at most 512 MiB; nothing otherwise."""
+    path = ctx.params.get("snapshot") or ctx.params.get("file")
+    if not path or str(path) == "-":
+        return []
+    try:
+        p = Path(str(path))
+        if p.stat().st_size > _NODE_FILE_LIMIT:
+            return []
+        doc = msgspec.json.decode(p.read_bytes(), type=_Doc)
+    except (OSError, msgspec.DecodeError):
+        return []
+    return sorted({i.metadata.name for i in doc.items if i.kind == "Node" and i.metadata and i.metadata.name})
+
+
+def _values(key: str, ctx: click.Context) -> list[str]:
+    if key == "kubernetes.io/hostname":
+        return _file_nodes(ctx)
     if key in _STATIC:
         return _STATIC[key]
     gpu_types = _aws_types()
@@ -119,7 +155,7 @@ def _values(key: str) -> list[str]:
     return []
 
 
-def complete_selector(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+def complete_selector(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """``-l``: the selector's last requirement, a label key (with ``=``) or, after ``key=``, its values."""
     prefix, last = _last_item(incomplete)
     m = _OPERATOR.match(last)
@@ -127,7 +163,7 @@ def complete_selector(_ctx: click.Context, _param: click.Parameter, incomplete: 
         head = prefix + m.group("key") + m.group("op")
         return [
             CompletionItem(head + v)
-            for v in _values(m.group("key").lstrip("!"))
+            for v in _values(m.group("key").lstrip("!"), ctx)
             if v.lower().startswith(m.group("value").lower())
         ]
     bang = "!" if last.startswith("!") else ""
