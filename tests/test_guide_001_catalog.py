@@ -75,6 +75,17 @@ def test_without_the_catalog_t3_micro_is_an_input_error(tmp_path: Path) -> None:
     res = _invoke("render", "-f", str(_profile(tmp_path)), "--target", "eksctl")
     assert res.exit_code == 2
     assert "pools[0].instanceTypes[0]: unknown instance type 't3.micro'" in res.output
+    assert "add it under the profile's catalog: or with --catalog FILE" in res.output
+
+
+def test_a_pools_field_at_the_top_says_where_it_belongs(tmp_path: Path) -> None:
+    path = _profile(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["iamPolicyARNs"] = ["arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"]
+    path.write_text(yaml.safe_dump(data))
+    res = _invoke("profile", "validate", "-f", str(path))
+    assert res.exit_code == 2
+    assert "iamPolicyARNs: unknown field here; it belongs under a pool: pools[].iamPolicyARNs" in res.output
 
 
 def test_render_plan_and_simulate_read_the_catalog_file(tmp_path: Path) -> None:

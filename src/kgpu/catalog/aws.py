@@ -262,7 +262,9 @@ class Catalog:
                 raise InputError(
                     gone.message(name), hint="use p3 or g4dn (V100, T4) or newer, which those AMIs support"
                 )
-            raise InputError(f"unknown instance type {quote(name)}", hint=_suggest(name, self._types))
+            hint = _suggest(name, self._types)
+            add = "if kgpu's catalog lacks it, add it under the profile's catalog: or with --catalog FILE (docs/profile.md)"
+            raise InputError(f"unknown instance type {quote(name)}", hint=f"{hint} {add}" if hint else add)
         return found
 
     def pricing(self, type_name: str, region: str | None = None) -> RegionPricing | None:

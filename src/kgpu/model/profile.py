@@ -217,6 +217,15 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _pool_fields() -> frozenset[str]:
+    from kgpu.model.profile_pool import Pool
+
+    return frozenset(f.alias or name for name, f in Pool.model_fields.items())
+
+
+_POOL_FIELDS = _pool_fields()
+
+
 def _message(err: Any) -> str:
     kind = err.get("type", "")
     ctx = err.get("ctx") or {}
@@ -226,6 +235,9 @@ def _message(err: Any) -> str:
         options = re.findall(r"'([^']*)'", expected)
         return f"{quote(given)} is not one of {', '.join(options)}"
     if kind == "extra_forbidden":
+        loc: tuple[Any, ...] = tuple(err.get("loc") or ())
+        if len(loc) == 1 and loc[0] in _POOL_FIELDS:  # a pool's field written at the top (iamPolicyARNs)
+            return f"unknown field here; it belongs under a pool: pools[].{loc[0]}"
         return "unknown field"
     if kind == "missing":
         return "required field missing"
