@@ -195,3 +195,53 @@ def test_only_containerd_2_3_0_to_2_3_4_refuse_a_higher_version_drop_in(
             "containerd 2.3.0-2.3.4 does not start: drop-in config version 3 higher than root config version 2"
             in check.detail
         )
+
+
+DEBIAN_OS_RELEASE = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\n'
+UBUNTU_OS_RELEASE = 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\nID_LIKE=debian\n'
+ROCKY_OS_RELEASE = 'NAME="Rocky Linux"\nVERSION_ID="9.4"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
+
+
+def _host(tmp_path: Path, fixture: str, os_release: str | None) -> Path:
+    import shutil
+
+    root = tmp_path / fixture
+    shutil.copytree(HOSTS / fixture, root, symlinks=True)
+    if os_release is not None:
+        (root / "etc").mkdir(exist_ok=True)
+        (root / "etc" / "os-release").write_text(os_release)
+    return root
+
+
+@pytest.mark.parametrize(("os_release", "mine", "not_mine"), [
+    (DEBIAN_OS_RELEASE, "apt-get install -y nvidia-container-toolkit", "yum"),
+    (UBUNTU_OS_RELEASE, "apt-get install -y nvidia-container-toolkit", "dnf"),
+    (ROCKY_OS_RELEASE, "yum install -y nvidia-container-toolkit", "apt-get"),
+])
+def test_fixes_use_the_hosts_package_manager(tmp_path: Path, os_release: str, mine: str, not_mine: str) -> None:
+    root = _host(tmp_path, "broken-runc-default", os_release)
+    (root / "usr" / "bin" / "nvidia-container-runtime").unlink(missing_ok=True)
+    c = by_name(run_checks(root, nv()))
+    toolkit = c["nvidia-container-toolkit"]
+    assert toolkit.status == FAIL and mine in toolkit.fix and not_mine not in toolkit.fix, toolkit.fix
+    fake = FakeNvml([FakeGpu()])
+    fake.driver_loaded = False
+    driver = by_name(run_checks(root, Nvml(fake)))["nvidia driver"]  # type: ignore[arg-type]
+    assert driver.status == FAIL and not_mine not in driver.fix, driver.fix
+
+
+def test_an_unknown_os_gets_both_families(tmp_path: Path) -> None:
+    root = _host(tmp_path, "broken-runc-default", None)
+    (root / "usr" / "bin" / "nvidia-container-runtime").unlink(missing_ok=True)
+    fix = by_name(run_checks(root, nv()))["nvidia-container-toolkit"].fix
+    assert "Debian, Ubuntu:" in fix and "RHEL family:" in fix and fix.index("apt-get") < fix.index("yum")
+
+
+def test_a_containerd_1x_host_gets_the_1x_fix_first(tmp_path: Path) -> None:
+    root = _host(tmp_path, "broken-containerd1-import", DEBIAN_OS_RELEASE)
+    one = by_name(run_checks(root, nv(), containerd_version="1.6.20"))["containerd runtime"]
+    other = _host(tmp_path / "b", "broken-runc-default", DEBIAN_OS_RELEASE)
+    two = by_name(run_checks(other, nv(), containerd_version="2.1.4"))["containerd runtime"]
+    assert one.status == two.status == FAIL
+    assert one.fix.index("containerd 1.x") < one.fix.index("containerd 2.x"), one.fix
+    assert two.fix.index("containerd 2.x") < two.fix.index("containerd 1.x"), two.fix

@@ -30,84 +30,27 @@ from typing import Any
 from kgpu.errors import InputError, quote
 from kgpu.exporter import containerd_config as cc
 from kgpu.exporter.containerd_config import Malformed, Reading
+from kgpu.exporter.nodecheck_fixes import (
+    FIX_CGROUP,
+    FIX_CONTAINERD,
+    FIX_DOCKER,
+    FIX_DRIVER,
+    FIX_KUBELET,
+    FIX_PERSISTENCE,
+    FIX_PLUGIN,
+    fix_containerd,
+    fix_driver,
+    fix_toolkit,
+    os_family,
+)
 from kgpu.exporter.nvml import Nvml, NvmlUnavailable, as_text
 from kgpu.model.safeyaml import MAX_BYTES, load_json
-from kgpu.render import onprem
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 MIN_DRIVER = (384, 81)  # k8s-device-plugin's stated minimum ("NVIDIA drivers ~= 384.81")
 RUNTIME_BINARY = "nvidia-container-runtime"
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 BIN_DIRS = ("usr/bin", "usr/local/bin", "usr/sbin", "bin", "usr/local/nvidia/toolkit")
-
-FIX_DRIVER = """Install the NVIDIA driver for this GPU and load it (nvidia-smi must list the GPUs), e.g.
-  dnf install -y nvidia-driver   # or the .run installer from nvidia.com; then reboot or modprobe nvidia
-The NVIDIA device plugin needs driver >= 384.81."""
-
-FIX_TOOLKIT = """Install nvidia-container-toolkit (>= 1.7.0):
-  curl -s -L https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo | \\
-    sudo tee /etc/yum.repos.d/nvidia-container-toolkit.repo
-  yum-config-manager --enable nvidia-container-toolkit-experimental
-  yum install -y nvidia-container-toolkit"""
-
-
-def fix_containerd(config_version: int = 3) -> str:
-    """How to make nvidia containerd's default runtime, with the drop-in for a config.toml at
-    ``config_version`` (2, 3 or 4; the version 3 one for anything else)."""
-    version = config_version if config_version in (2, 3, 4) else 3
-    dropin = "".join(
-        f"  {line}\n" if line else "\n" for line in onprem.containerd_dropin(version).splitlines()
-    )
-    return (
-        f"""containerd 2.x: write {onprem.CONTAINERD_DROPIN} at the version of /etc/containerd/config.toml
-(version {version} here) exactly as `kgpu render --target onprem` renders it (its bootstrap-gpu-host.sh
-does every step of this, idempotently):
-"""
-        + dropin
-        + f"""and import it from /etc/containerd/config.toml (top level, before any table):
-  {onprem.IMPORTS_LINE}
-(A drop-in at config.toml's own version is read right by every containerd 2.x. Under a version 2
- config.toml a version 3 drop-in makes containerd 2.0-2.2 ignore the host's version 2 CRI settings (sandbox
- image, registry config_path, runc SystemdCgroup) without a word, and containerd 2.3.0-2.3.4 refuse to start.)
-containerd 1.x replaces a whole plugin section on import, so a drop-in with only the nvidia runtime wipes
-the host's CRI settings (sandbox image, registry config_path, runc options): run the rendered
-bootstrap-gpu-host.sh (it writes the whole CRI section from `containerd config dump`, nvidia added), or
-edit config.toml in place with
-  nvidia-ctk runtime configure --runtime=containerd --set-as-default
-Then:
-  systemctl restart containerd"""
-    )
-
-
-FIX_CONTAINERD = fix_containerd(3)
-
-FIX_CGROUP = """Make the nvidia runtime use the kubelet's cgroup driver: in the [...runtimes.nvidia.options] table
-  SystemdCgroup = true     # kubelet cgroupDriver: systemd (kubeadm's default)
-  SystemdCgroup = false    # kubelet cgroupDriver: cgroupfs
-Then: systemctl restart containerd. Two cgroup managers on one node make pods restart under pressure."""
-
-FIX_DOCKER = """Make nvidia-container-runtime docker's default runtime in /etc/docker/daemon.json:
-  {
-      "default-runtime": "nvidia",
-      "runtimes": {
-          "nvidia": {
-              "path": "/usr/bin/nvidia-container-runtime",
-              "runtimeArgs": []
-          }
-      }
-  }
-Then: systemctl restart docker"""
-
-FIX_KUBELET = """The kubelet's device-plugin directory /var/lib/kubelet/device-plugins is missing: join this host to
-the cluster (kubeadm join ...) and start the kubelet (systemctl enable --now kubelet)."""
-
-FIX_PLUGIN = """No NVIDIA device plugin has registered with this kubelet yet. Deploy it (once the node is ready):
-  kubectl create -f https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/v0.14.3/nvidia-device-plugin.yml
-(production: the Helm chart; `kgpu render` writes a DaemonSet that tolerates your GPU node taints)."""
-
-FIX_PERSISTENCE = """Turn on persistence mode so the driver stays loaded between GPU jobs (slow first calls otherwise):
-  nvidia-smi -pm 1        # or: systemctl enable --now nvidia-persistenced"""
-
 
 @dataclass(frozen=True)
 class Check:
@@ -135,18 +78,18 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 # --- NVML checks -------------------------------------------------------------------------------------
 
 
-def check_driver(nv: Nvml) -> tuple[Check, bool]:
+def check_driver(nv: Nvml, fix: str = FIX_DRIVER) -> tuple[Check, bool]:
     try:
         nv.ensure_init()
     except NvmlUnavailable as exc:
-        return Check("nvidia driver", FAIL, f"NVML cannot start: {exc}", FIX_DRIVER), False
+        return Check("nvidia driver", FAIL, f"NVML cannot start: {exc}", fix), False
     version = nv.driver_version() or "unknown"
     if version != "unknown" and _version_tuple(version)[:2] < MIN_DRIVER:
-        return Check("nvidia driver", FAIL, f"driver {version} is older than 384.81", FIX_DRIVER), True
+        return Check("nvidia driver", FAIL, f"driver {version} is older than 384.81", fix), True
     return Check("nvidia driver", PASS, f"loaded, version {version}"), True
 
 
-def check_gpus(nv: Nvml) -> Check:
+def check_gpus(nv: Nvml, fix: str = FIX_DRIVER) -> Check:
     try:
         count = nv.device_count()
         found = []
@@ -156,23 +99,23 @@ def check_gpus(nv: Nvml) -> Check:
             cc = nv.query("nvmlDeviceGetCudaComputeCapability", h)
             found.append(f"{i}: {name}" + (f" (compute {cc[0]}.{cc[1]})" if cc else ""))
     except NvmlUnavailable as exc:
-        return Check("gpus", FAIL, f"NVML error: {exc}", FIX_DRIVER)
+        return Check("gpus", FAIL, f"NVML error: {exc}", fix)
     if not found:
-        return Check("gpus", FAIL, "the driver is loaded but reports no GPU", FIX_DRIVER)
+        return Check("gpus", FAIL, "the driver is loaded but reports no GPU", fix)
     return Check("gpus", PASS, f"{count} GPU(s): " + "; ".join(found))
 
 
-def check_cuda(nv: Nvml) -> Check:
+def check_cuda(nv: Nvml, fix: str = FIX_DRIVER) -> Check:
     try:
         cuda = nv.cuda_driver_version()
     except NvmlUnavailable as exc:
-        return Check("cuda driver", FAIL, f"NVML error: {exc}", FIX_DRIVER)
+        return Check("cuda driver", FAIL, f"NVML error: {exc}", fix)
     if cuda is None:
-        return Check("cuda driver", FAIL, "the driver reports no CUDA version", FIX_DRIVER)
+        return Check("cuda driver", FAIL, "the driver reports no CUDA version", fix)
     return Check("cuda driver", PASS, f"CUDA {cuda} (containers may use CUDA up to {cuda})")
 
 
-def check_persistence(nv: Nvml) -> Check:
+def check_persistence(nv: Nvml, fix: str = FIX_DRIVER) -> Check:
     off = []
     try:
         for i in range(nv.device_count()):
@@ -180,7 +123,7 @@ def check_persistence(nv: Nvml) -> Check:
             if mode is not None and int(mode) != 1:
                 off.append(str(i))
     except NvmlUnavailable as exc:
-        return Check("persistence mode", FAIL, f"NVML error: {exc}", FIX_DRIVER)
+        return Check("persistence mode", FAIL, f"NVML error: {exc}", fix)
     if off:
         return Check("persistence mode", WARN, f"off on GPU {', '.join(off)}", FIX_PERSISTENCE)
     return Check("persistence mode", PASS, "on for every GPU")
@@ -197,14 +140,15 @@ def find_runtime_binary(root: Path) -> Path | None:
     return None
 
 
-def check_toolkit(root: Path) -> Check:
+def check_toolkit(root: Path, fix: str = "") -> Check:
+    fix = fix or fix_toolkit(os_family(root))
     binary = find_runtime_binary(root)
     if binary is None:
         where = ", ".join("/" + d for d in BIN_DIRS)
-        return Check("nvidia-container-toolkit", FAIL, f"no {RUNTIME_BINARY} in {where}", FIX_TOOLKIT)
+        return Check("nvidia-container-toolkit", FAIL, f"no {RUNTIME_BINARY} in {where}", fix)
     shown = "/" + str(binary.relative_to(root))
     if not os.access(binary, os.X_OK):
-        return Check("nvidia-container-toolkit", FAIL, f"{shown} is not executable", FIX_TOOLKIT)
+        return Check("nvidia-container-toolkit", FAIL, f"{shown} is not executable", fix)
     return Check("nvidia-container-toolkit", PASS, f"{shown}")
 
 
@@ -421,7 +365,7 @@ def check_containerd(
     except Malformed as exc:
         detail = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
         return Check(name, FAIL, detail, FIX_CONTAINERD)
-    fix = fix_containerd(config_version)
+    fix = fix_containerd(config_version, version.major or 0)
     bad = [r for r in candidates if results[r][0]]
     good = [r for r in candidates if not results[r][0]]
     where = f"; read as {version.describe()}" if version.major else ""
@@ -581,16 +525,18 @@ def run_checks(
     """Every check, in the order seed 002 sets a node up."""
     root = Path(root)
     nv = nvml if nvml is not None else Nvml()
+    family = os_family(root)  # the fixes in the host's own package manager's commands
+    driver_fix = fix_driver(family)
     checks: list[Check] = []
-    driver, loaded = check_driver(nv)
+    driver, loaded = check_driver(nv, driver_fix)
     checks.append(driver)
     if loaded:
-        checks += [check_gpus(nv), check_cuda(nv)]
-    checks.append(check_toolkit(root))
+        checks += [check_gpus(nv, driver_fix), check_cuda(nv, driver_fix)]
+    checks.append(check_toolkit(root, fix_toolkit(family)))
     checks += check_runtimes(root, containerd_version)
     checks += check_kubelet(root)
     if loaded:
-        checks.append(check_persistence(nv))
+        checks.append(check_persistence(nv, driver_fix))
     return checks
 
 
