@@ -7,9 +7,10 @@ node name); the FailedScheduling message of every unschedulable pod, word for wo
 A disagreement in a scenario that exercises a behaviour listed in docs/simulate.md under "Known
 differences from kube-scheduler" is counted in that class and printed; any other disagreement fails.
 
-The oracle does not run PostFilter (preemption): kgpu's messages are compared up to their "preemption:"
-part, and a scenario where kgpu evicts a pod is put in the "preemption" class (every later pod's
-placement may differ from there on). Pods kgpu reports Preempted or recreated are not in the oracle's
+The oracle runs PostFilter (DefaultPreemption) for a pod that fits no node, so whole messages are compared,
+their "preemption:" part included. It evicts no one for good (the pod stays unschedulable in its output): a
+scenario where kgpu evicts a pod is put in the "preemption" class (every later pod's placement may differ
+from there on). Pods kgpu reports Preempted or recreated are not in the oracle's
 output and are not compared.
 
 Every scenario is then run a second time with shared and MIG GPUs added (``shared_scenarios``: time-sliced,
@@ -31,12 +32,11 @@ from shared_scenarios import add_shared
 
 from conftest import binary, cases, seed
 from kgpu.cli.main import cli
-from kgpu.sim.scheduler.plugins.defaultpreemption import filters_part
 
 # Behaviours kgpu's placement does not model yet (docs/simulate.md, "Known differences from kube-scheduler").
 # Each is a scenario feature; a disagreement in a scenario with one of them is put in its class.
 KNOWN: dict[str, str] = {
-    "preemption": "the oracle does not run PostFilter; kgpu evicted lower-priority pods",
+    "preemption": "the oracle nominates the preemptor and places it no further; kgpu evicted lower-priority pods",
 }
 
 
@@ -70,7 +70,7 @@ def compare(s: Scenario, ours: dict[str, dict[str, str]], theirs: dict[str, dict
                                          f"kube-scheduler {t_node or t.get('message')!r}"))
         elif o_node and o_node != t_node:
             diffs.append(("placement", f"{key}: kgpu {o_node}, kube-scheduler {t_node}"))
-        elif not o_node and filters_part(o.get("reason") or "") != t.get("message"):
+        elif not o_node and (o.get("reason") or "") != t.get("message"):
             diffs.append(("message", f"{key}:\n   kgpu:           {o.get('reason')}\n   kube-scheduler: {t.get('message')}"))
     return diffs
 

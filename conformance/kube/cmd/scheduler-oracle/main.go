@@ -9,8 +9,11 @@
 //
 // Determinism: every node is filtered (no percentageOfNodesToScore sampling) and score ties go to
 // the node whose name sorts first, where the real scheduler picks at random among ties. Filters run
-// without nominated pods, and PostFilter (preemption) does not run, so messages carry no
-// "preemption:" suffix.
+// without nominated pods. A pod that fits no node runs the PostFilter plugins (DefaultPreemption, with
+// SchedulerAsyncPreemption off so that its evictions happen in line) and its message carries their
+// "preemption:" part, as the FailedScheduling event does; the pods are in the fake clientset its pod lister
+// reads, after the Priority admission plugin's part (priority and preemptionPolicy from the PriorityClass).
+// A pod preemption nominates stays unschedulable in the output.
 //
 // Volumes: PersistentVolumeClaims, PersistentVolumes and StorageClasses in the inputs are served to the
 // plugins (VolumeRestrictions, VolumeBinding, VolumeZone) through a fake clientset. The PV controller and
@@ -40,8 +43,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -50,6 +55,7 @@ import (
 	config "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -67,7 +73,9 @@ type inputs struct {
 	bound     []*v1.Pod
 	pending   []*v1.Pod
 	classes   map[string]int32
+	policies  map[string]*v1.PreemptionPolicy // the PriorityClasses' preemptionPolicy
 	defaultPr int32
+	defaultPC string
 	claims    []*v1.PersistentVolumeClaim
 	volumes   []*v1.PersistentVolume
 	storage   []*storagev1.StorageClass
@@ -78,7 +86,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: scheduler-oracle FILE.json [FILE.json...]")
 		os.Exit(2)
 	}
-	in := &inputs{classes: map[string]int32{}}
+	// preemption's evictions run in line (the dry run and its message are the same either way), so that
+	// nothing happens behind the oracle's back between two pods
+	if err := feature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{"SchedulerAsyncPreemption": false}); err != nil {
+		fail(err)
+	}
+	in := &inputs{classes: map[string]int32{}, policies: map[string]*v1.PreemptionPolicy{}}
 	scheme := runtime.NewScheme()
 	if err := corev1defaults.AddToScheme(scheme); err != nil {
 		fail(err)
@@ -163,8 +176,10 @@ func (in *inputs) read(path string, scheme *runtime.Scheme) error {
 				return err
 			}
 			in.classes[pc.Name] = pc.Value
+			in.policies[pc.Name] = pc.PreemptionPolicy
 			if pc.GlobalDefault {
 				in.defaultPr = pc.Value
+				in.defaultPC = pc.Name
 			}
 		case "PersistentVolumeClaim":
 			c := &v1.PersistentVolumeClaim{}
@@ -198,7 +213,19 @@ func (in *inputs) read(path string, scheme *runtime.Scheme) error {
 }
 
 // priority resolves spec.priority the way the Priority admission plugin does.
+// priority does the Priority admission plugin's part: the pod's priority and, where the pod sets none, its
+// preemptionPolicy from its PriorityClass (the global default's for a pod naming none).
 func (in *inputs) priority(p *v1.Pod) int32 {
+	class := p.Spec.PriorityClassName
+	if class == "" {
+		class = in.defaultPC
+	}
+	if p.Spec.PreemptionPolicy == nil {
+		if policy := in.policies[class]; policy != nil {
+			v := *policy
+			p.Spec.PreemptionPolicy = &v
+		}
+	}
 	if p.Spec.Priority != nil {
 		return *p.Spec.Priority
 	}
@@ -224,6 +251,13 @@ func schedule(in *inputs) ([]result, error) {
 	pct := int32(100)
 	profile.PercentageOfNodesToScore = &pct
 
+	// admission's part first: the pod lister preemption reads holds the pods as the API server stored them
+	for _, p := range in.bound {
+		in.priority(p)
+	}
+	for _, p := range in.pending {
+		in.priority(p)
+	}
 	cache := internalcache.New(ctx, 0, nil)
 	snapshot := internalcache.NewEmptySnapshot()
 	f, stop, err := in.framework(ctx, profile, snapshot)
@@ -291,6 +325,13 @@ func (in *inputs) framework(ctx context.Context, profile *config.KubeSchedulerPr
 	for _, sc := range in.storage {
 		objs = append(objs, sc)
 	}
+	// DefaultPreemption's PostFilter reads the pods through the pod lister, and evicts through the client
+	for _, p := range in.pending {
+		objs = append(objs, p)
+	}
+	for _, p := range in.bound {
+		objs = append(objs, p)
+	}
 	client := fake.NewSimpleClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	f, err := frameworkruntime.NewFramework(ctx, plugins.NewInTreeRegistry(), profile,
@@ -298,6 +339,11 @@ func (in *inputs) framework(ctx context.Context, profile *config.KubeSchedulerPr
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
 		frameworkruntime.WithParallelism(1),
+		// preemption's dry run filters with nominated pods (an empty queue nominates none); an eviction
+		// records a Preempted event (dropped)
+		frameworkruntime.WithPodNominator(internalqueue.NewSchedulingQueue(nil, factory)),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
 	)
 	if err != nil {
 		cancel()
@@ -394,7 +440,11 @@ func scheduleOne(ctx context.Context, f framework.Framework, snapshot *internalc
 	}
 	state := framework.NewCycleState()
 	diagnosis := framework.Diagnosis{NodeToStatus: framework.NewDefaultNodeToStatus()}
+	// a FitError runs the PostFilter plugins (DefaultPreemption) and the event carries their message too,
+	// as schedule_one.go's ScheduleOne does
 	fitError := func() string {
+		_, st := f.RunPostFilterPlugins(ctx, state, pod, diagnosis.NodeToStatus)
+		diagnosis.PostFilterMsg = st.Message()
 		e := &framework.FitError{Pod: pod, NumAllNodes: snapshot.NumNodes(), Diagnosis: diagnosis}
 		return e.Error()
 	}
