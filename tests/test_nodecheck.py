@@ -245,3 +245,30 @@ def test_a_containerd_1x_host_gets_the_1x_fix_first(tmp_path: Path) -> None:
     assert one.status == two.status == FAIL
     assert one.fix.index("containerd 1.x") < one.fix.index("containerd 2.x"), one.fix
     assert two.fix.index("containerd 2.x") < two.fix.index("containerd 1.x"), two.fix
+
+
+# /etc/containerd/config.toml as Docker's containerd.io package installs it (its comments shortened)
+DOCKER_CONTAINERD_IO = """#   Copyright 2018-2022 Docker Inc.
+
+disabled_plugins = ["cri"]
+
+#root = "/var/lib/containerd"
+#state = "/run/containerd"
+"""
+
+
+@pytest.mark.parametrize("release", ["1.7.27", "2.1.4", None])
+def test_dockers_containerd_io_config_disables_cri(tmp_path: Path, release: str | None) -> None:
+    """A host where Docker was installed first: containerd runs without its CRI plugin, so the kubelet cannot
+    use it, whatever the nvidia runtime's settings. The fix writes containerd's default config first."""
+    root = tmp_path / "host"
+    (root / "etc" / "containerd").mkdir(parents=True)
+    (root / "etc" / "containerd" / "config.toml").write_text(DOCKER_CONTAINERD_IO)
+    (root / "usr" / "bin").mkdir(parents=True)
+    runtime = root / "usr" / "bin" / "nvidia-container-runtime"
+    runtime.write_text("#!/bin/sh\n")
+    runtime.chmod(0o755)
+    c = by_name(run_checks(root, nv(), containerd_version=release))["containerd runtime"]
+    assert c.status == FAIL, c
+    assert "containerd's CRI plugin is disabled" in c.detail and "kubelet cannot run pods" in c.detail
+    assert c.fix.startswith("Docker's containerd.io package") and "containerd config default" in c.fix

@@ -33,6 +33,7 @@ from kgpu.exporter.containerd_config import Malformed, Reading
 from kgpu.exporter.nodecheck_fixes import (
     FIX_CGROUP,
     FIX_CONTAINERD,
+    FIX_CRI,
     FIX_DOCKER,
     FIX_DRIVER,
     FIX_KUBELET,
@@ -300,11 +301,19 @@ def _shown(settings: list[str]) -> str:
     return "; ".join(ranked[:5]) + (f"; and {len(ranked) - 5} more" if len(ranked) > 5 else "")
 
 
+CRI_DISABLED = "containerd's CRI plugin is disabled"
+_CRI_PLUGINS = frozenset({"cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"})
+
+
 def _runtime_problems(root: Path, path: str, reading: Reading) -> tuple[list[str], str]:
     """What is wrong with the nvidia runtime as ``reading`` loads the files, and its binary."""
     loaded = cc.load(root, path, reading)
     if loaded.refused:
         return [f"{reading.label} does not start: {loaded.refused}"], ""
+    disabled = loaded.config.get("disabled_plugins")
+    off = [d for d in disabled if isinstance(d, str) and d in _CRI_PLUGINS] if isinstance(disabled, list) else []
+    if off:  # Docker's containerd.io package ships `disabled_plugins = ["cri"]`
+        return [f"{CRI_DISABLED} (disabled_plugins {quote(off)}): the kubelet cannot run pods through it"], ""
     default, nvidia, plugin_id = cc.runtime_config(loaded.config, reading)
     problems = []
     binary = ""
@@ -367,6 +376,8 @@ def check_containerd(
         return Check(name, FAIL, detail, FIX_CONTAINERD)
     fix = fix_containerd(config_version, version.major or 0)
     bad = [r for r in candidates if results[r][0]]
+    if any(p.startswith(CRI_DISABLED) for r in bad for p in results[r][0]):
+        fix = FIX_CRI + fix
     good = [r for r in candidates if not results[r][0]]
     where = f"; read as {version.describe()}" if version.major else ""
     if bad and good:

@@ -106,6 +106,12 @@ edit config.toml in place with
 
 FIX_CONTAINERD = fix_containerd(3)
 
+FIX_CRI = """Docker's containerd.io package ships a config.toml that disables the CRI plugin; write containerd's own
+default config first (kubeadm's instructions), then make nvidia the default runtime as below:
+  containerd config default | sudo tee /etc/containerd/config.toml
+
+"""
+
 FIX_CGROUP = """Make the nvidia runtime use the kubelet's cgroup driver: in the [...runtimes.nvidia.options] table
   SystemdCgroup = true     # kubelet cgroupDriver: systemd (kubeadm's default)
   SystemdCgroup = false    # kubelet cgroupDriver: cgroupfs
