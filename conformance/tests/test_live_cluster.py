@@ -139,7 +139,7 @@ def test_run_fails_on_exit_code(cluster: LocalCluster) -> None:
                "-o", "json", "--", "false")
     assert res.returncode == 1, res.stdout + res.stderr
     data = json.loads(res.stdout)
-    assert data["failed"] == 1 and data["pods"][0]["exitCode"] == 1 and data["pods"][0]["phase"] == "Failed"
+    assert data["failed"] == 1 and data["pods"][0]["exit_code"] == 1 and data["pods"][0]["phase"] == "Failed"
 
 
 def test_run_that_cannot_schedule_says_why_and_times_out(cluster: LocalCluster) -> None:

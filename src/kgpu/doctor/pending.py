@@ -433,17 +433,20 @@ class _Existing:
         from kgpu.model.volumes import read
         from kgpu.sim.scheduler.plugins import volumebinding as volumes
         from kgpu.sim.scheduler.plugins import volumeplace
-        from kgpu.sim.scheduler.plugins.defaultpreemption import NOT_HELPFUL
+        from kgpu.sim.scheduler.plugins.defaultpreemption import NOT_HELPFUL, PREFILTER_STOPPED
 
         if self.volumes is None:
             bound = [p.model for p in self.state.pods if p.model is not None and p.node_name and not p.terminated]
             self.volumes = volumes.VolumeState(read(list(self.state.objects.storage)), bound)
         out = volumeplace.explain(self.volumes, self.sched, model)
         text = out.reason or self.sched.explain_pod(model)
+        if out.prefilter and text.startswith("0/"):
+            return f"{text} {PREFILTER_STOPPED}"  # DynamicResources' PostFilter errs (kgpu.sim.simulate)
         n = len(self.sched.states)
         assert self.postfilter is not None
         words = (f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}."
-                 if out.unresolvable and model.preemption_policy != "Never" else self.postfilter.message(model))
+                 if out.unresolvable and model.preemption_policy != "Never"
+                 else self.postfilter.message(model, out.volume_unresolvable))
         return f"{text} {postfilter_words(words)}" if words and text.startswith("0/") else text
 
 

@@ -22,7 +22,12 @@ from typing import Any, Protocol
 from kgpu.model.load import Objects, resolve_priorities
 from kgpu.model.objects import DaemonSet, Node, NodeSelector, Pod, PodSpecInfo, Requirement, Term, Toleration
 from kgpu.model.predicates import static_reasons
-from kgpu.sim.scheduler.plugins.defaultpreemption import NOT_HELPFUL, Preemption, postfilter_words
+from kgpu.sim.scheduler.plugins.defaultpreemption import (
+    NOT_HELPFUL,
+    PREFILTER_STOPPED,
+    Preemption,
+    postfilter_words,
+)
 from kgpu.sim.scheduler.scheduler import Decision, NodeState, Scheduler
 from kgpu.sim.sharing import (
     admission_warnings,
@@ -476,10 +481,13 @@ def _place_with_volumes(vol: Any, sched: Scheduler, postfilter: Preemption, pod:
         placements[id(pod)] = Placement(pod, SCHEDULED, out.node.name, recreated=again)
         return False
     reason = out.reason or ""
-    if reason.startswith("0/"):
+    if reason.startswith("0/") and out.prefilter:
+        reason = f"{reason} {PREFILTER_STOPPED}"  # PostFilter errs: the PreFilter phase stopped early
+    elif reason.startswith("0/"):
         n = len(sched.states)
         words = (f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}."
-                 if out.unresolvable and pod.preemption_policy != "Never" else postfilter.message(pod))
+                 if out.unresolvable and pod.preemption_policy != "Never"
+                 else postfilter.message(pod, out.volume_unresolvable))
         if words:
             reason = f"{reason} {postfilter_words(words)}"
     placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)

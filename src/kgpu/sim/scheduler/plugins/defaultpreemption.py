@@ -97,6 +97,14 @@ def postfilter_words(preemption: str) -> str:
     return f"{DRA_NO_CLAIMS}, {preemption}"
 
 
+# A PreFilter plugin that runs before DynamicResources' (the volume plugins: a claim not found, unbound
+# immediate claims) and rejects the pod as UnschedulableAndUnresolvable stops the PreFilter phase, so
+# DynamicResources' PostFilter finds no state of its own and errs with CycleState's "not found"; the
+# framework returns that error before DefaultPreemption runs, and the event ends with it (kube-scheduler
+# v1.34, DRA on: RunPreFilterPlugins, DynamicResources.PostFilter, RunPostFilterPlugins).
+PREFILTER_STOPPED = "not found"
+
+
 def filters_part(message: str) -> str:
     """A scheduler message without its PostFilter part (an older scheduler, or one without DRA, may have
     written either or neither of the two statuses)."""

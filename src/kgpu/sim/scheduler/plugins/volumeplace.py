@@ -32,6 +32,9 @@ class Outcome:
     prefilter: bool = False  # rejected by PreFilter: not for the provisioners
     unresolvable: bool = False  # every node's status is UnschedulableAndUnresolvable
     claims: list[Claim] = field(default_factory=list)
+    # nodes the volume plugins rejected as UnschedulableAndUnresolvable (VolumeBinding's and VolumeZone's
+    # Filter): never potential for preemption ("Preemption is not helpful for scheduling" there)
+    volume_unresolvable: frozenset[int] = frozenset()
 
 
 def place(vol: VolumeState, sched: Any, pod: Pod) -> Outcome:
@@ -147,11 +150,15 @@ def _unplaced(vol: VolumeState, sched: Any, pod: Pod, verdict: Verdict, topo: An
         fitting = at[fit[at]]
         which, found = vol.grouped(pod, verdict.claims, states, fitting)
         sizes = np.bincount(which, minlength=len(found)).tolist()
-        for reasons, size in zip(found, sizes, strict=True):
+        hopeless = np.zeros(len(found), dtype=bool)
+        for g, (reasons, size) in enumerate(zip(found, sizes, strict=True)):
             if reasons and size:
                 for r in reasons:
                     counter[r] += size
-                unresolvable += size if all(r in UNRESOLVABLE for r in reasons) else 0
+                if all(r in UNRESOLVABLE for r in reasons):
+                    unresolvable += size
+                    hopeless[g] = True
+        volume_unresolvable = frozenset(fitting[hopeless[which]].tolist()) if len(found) else frozenset()
         if topo is not None:
             clean = np.array([not r for r in found], dtype=bool)
             rest = fitting[clean[which]] if len(found) else fitting
@@ -163,8 +170,10 @@ def _unplaced(vol: VolumeState, sched: Any, pod: Pod, verdict: Verdict, topo: An
             reason=unschedulable_message(len(states), counter),
             claims=verdict.claims,
             unresolvable=unresolvable == len(states),
+            volume_unresolvable=volume_unresolvable,
         )
     check = vol.filter_memo(pod, verdict.claims)
+    hopeless_nodes: set[int] = set()
     for idx in feasible:
         st = states[idx]
         why = dynamic_reasons(spec, st)
@@ -174,7 +183,9 @@ def _unplaced(vol: VolumeState, sched: Any, pod: Pod, verdict: Verdict, topo: An
         reasons = check(st.node)
         if reasons:
             counter.update(reasons)
-            unresolvable += all(r in UNRESOLVABLE for r in reasons)
+            if all(r in UNRESOLVABLE for r in reasons):
+                unresolvable += 1
+                hopeless_nodes.add(idx)
             continue
         if topo is not None:
             t = topo.reason(st.node)
@@ -184,4 +195,5 @@ def _unplaced(vol: VolumeState, sched: Any, pod: Pod, verdict: Verdict, topo: An
         reason=unschedulable_message(len(states), counter),
         claims=verdict.claims,
         unresolvable=unresolvable == len(states),
+        volume_unresolvable=frozenset(hopeless_nodes),
     )
