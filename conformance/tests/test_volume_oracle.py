@@ -3,7 +3,7 @@ PersistentVolumeClaims, PersistentVolumes and StorageClasses (``volume_scenarios
 VolumeRestrictions, VolumeBinding and VolumeZone plugins are the oracle for kgpu.sim.scheduler.plugins.volumebinding.
 
 Held to the rules of ``test_scheduler_oracle``: the same pods schedulable, the same node for each, the same
-FailedScheduling message word for word (up to the "preemption:" part, which the oracle does not run).
+FailedScheduling message word for word, its PostFilter part included.
 Between placements the oracle binds the WaitForFirstConsumer claims of the pod it placed as the PV
 controller and the provisioners would (see its main.go), so claims shared by later pods are bound.
 """
