@@ -20,6 +20,18 @@ from volume_scenarios import add_volumes
 
 from conftest import cases, seed
 
+RWOP = "ReadWriteOncePod access mode already in-use by another pod"
+RWOP_CLASS = ("a ReadWriteOncePod conflict fails PreFilter on every node, so kube-scheduler's preemption dry run "
+              "tries every node; kgpu's tries only those its other filters pass")
+
+
+def _same_filters(detail: str) -> bool:
+    """Whether the two messages of a disagreement agree up to their PostFilter part."""
+    from kgpu.sim.scheduler.plugins.defaultpreemption import filters_part
+
+    lines = [ln.split(":", 1)[1].strip() for ln in detail.splitlines()[1:3]]
+    return len(lines) == 2 and filters_part(lines[0]) == filters_part(lines[1])
+
 
 def test_volumes_agree_with_kube_scheduler(tmp_path: Path) -> None:
     n = cases(300)
@@ -48,6 +60,9 @@ def test_volumes_agree_with_kube_scheduler(tmp_path: Path) -> None:
         total["message"] += sum(1 for t in theirs.values() if not t.get("node"))
         for kind, detail in compare(s, ours, theirs):
             wrong[kind] += 1
+            if kind == "message" and RWOP in detail and _same_filters(detail):
+                known["rwop"] += 1  # docs/simulate.md, "Known differences": preemption after an RWOP conflict
+                continue
             classes = [k for k in KNOWN if k in s.features]
             if classes:
                 known[classes[0]] += 1
@@ -59,7 +74,7 @@ def test_volumes_agree_with_kube_scheduler(tmp_path: Path) -> None:
         rate = agree / total[kind] if total[kind] else 1.0
         print(f"    {kind:12s} {agree}/{total[kind]} agree ({rate:.2%})")
     for cls, count in known.most_common():
-        print(f"  known difference: {KNOWN[cls]}: {count} pod(s)")
+        print(f"  known difference: {RWOP_CLASS if cls == 'rwop' else KNOWN[cls]}: {count} pod(s)")
     for line in unexplained[:40]:
         print("  DISAGREE", line)
     assert with_claims, "no pod with claims was drawn"
