@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from scenarios import generate
-from test_scheduler_oracle import KNOWN, compare, run_kgpu, run_oracle
+from test_scheduler_oracle import KNOWN, compare, oracle_evicted, run_kgpu, run_oracle
 from volume_scenarios import add_volumes
 
 from conftest import cases, seed
@@ -50,7 +50,7 @@ def test_volumes_agree_with_kube_scheduler(tmp_path: Path) -> None:
         cluster.write_text(json.dumps(data))
         theirs = run_oracle(cluster, pods)
         ours = run_kgpu(cluster, pods)
-        if any(p["phase"] == "Preempted" for p in ours.values()):
+        if any(p["phase"] == "Preempted" for p in ours.values()) or oracle_evicted(theirs):
             s.features.add("preemption")
         claimed = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
                    for p in s.pending if p["spec"].get("volumes")}
