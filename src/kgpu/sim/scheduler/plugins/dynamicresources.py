@@ -134,7 +134,7 @@ class DRA:
         self.evaluator = Evaluator()
         self.warnings: dict[str, list[str]] = {}  # pod key -> unsupported selectors it met
         self._unsupported: set[str] = set()
-        programs = compile_selectors(self._all_selectors(), self.evaluator)
+        programs = compile_selectors(all_selectors(objects), self.evaluator)
         # what any selector can read of a device (None: one enumerates a map, so everything): slices whose
         # devices agree on it get the same verdicts, found once (kgpu.sim.scheduler.plugins.cel memoises per device likewise)
         self._known = frozenset(p.expression for p in programs)
@@ -205,9 +205,6 @@ class DRA:
             if kinds:
                 out[node] = kinds
         return out
-
-    def _all_selectors(self) -> list[Selector]:
-        return all_selectors(self.objects)
 
     # --- PreFilter -------------------------------------------------------------------------------------
 
