@@ -1,7 +1,8 @@
 """Provisioning benchmark: 10,000 pending pods against 3 Karpenter pools over >= 300 instance types.
 
-Two seeded variants: homogeneous (8 pod specs) and diverse (120 specs: requests, GPU counts, GPU product,
-zone and capacity-type selectors, ``Gt`` affinity on the GPU count). Prints pods/s of one ``simulate``
+Three seeded variants: homogeneous (8 pod specs), diverse (120 specs: requests, GPU counts, GPU product,
+zone and capacity-type selectors, ``Gt`` affinity on the GPU count), and backlog (diverse plus 4,000 pods in
+80 specs that no pool can take, which Karpenter's queue retries). Prints pods/s of one ``simulate``
 with the profile's provisioner (the launch, and where Karpenter's consolidation takes it when the launch is
 within the size that view is computed for), the number of classes, peak RSS, the launch's hourly cost, and
 that cost divided by a lower bound on any feasible solution (the LP relaxation in ``kgpu.sim.cost``, taken
@@ -208,6 +209,27 @@ def diverse_pods(rng: random.Random, n: int = 10_000, kinds: int = 120) -> list[
     return [Pod("bench", f"d-{i}", s) for i, s in enumerate(rng.choices(chosen, weights, k=n))]
 
 
+def troubled_pods(rng: random.Random, n: int = 4_000, kinds: int = 80) -> list[Pod]:
+    """A backlog that no pool can take, in ``kinds`` specs: more CPU or GPUs than any type has, a selector
+    on a label no pool sets, or a GPU product no pool offers. Karpenter's queue tries each again after a
+    later pod found a place, so these measure the failures and their retries."""
+    specs: dict[PodSpecInfo, None] = {}
+    while len(specs) < kinds:
+        kind = rng.random()
+        cpu = rng.choice([250, 500, 1000, 2000])
+        if kind < 0.3:
+            specs[spec(rng.choice([200_000, 300_000, 500_000]), 8, 0, {})] = None
+        elif kind < 0.5:
+            specs[spec(cpu, 4, rng.choice([16, 32]), {"node-type": "gpu"})] = None
+        elif kind < 0.8:
+            specs[spec(cpu, 2, 0, {"example.com/rack": f"r{rng.randrange(40)}"})] = None
+        else:
+            gpu = {"karpenter.k8s.aws/instance-gpu-name": rng.choice(["h100", "a100", "v100"]), "node-type": "gpu"}
+            specs[spec(cpu, 8, 1, gpu)] = None
+    chosen = list(specs)
+    return [Pod("bench", f"t-{i}", s) for i, s in enumerate(rng.choices(chosen, k=n))]
+
+
 def run(label: str, cat: Catalog, pending: list[Pod]) -> None:
     work = Objects()
     work.pods.extend(pending)
@@ -256,7 +278,7 @@ def run(label: str, cat: Catalog, pending: list[Pod]) -> None:
 
 
 def main() -> None:
-    only = [a for a in sys.argv[1:] if a in ("homogeneous", "diverse")]  # make bench passes bench names
+    only = [a for a in sys.argv[1:] if a in ("homogeneous", "diverse", "backlog")]  # make bench passes bench names
     if not only or "homogeneous" in only:
         rng = random.Random(SEED)
         cat = catalog(rng)
@@ -265,6 +287,10 @@ def main() -> None:
         rng = random.Random(SEED)
         cat = catalog(rng)
         run("diverse", cat, diverse_pods(rng))
+    if not only or "backlog" in only:
+        rng = random.Random(SEED)
+        cat = catalog(rng)
+        run("backlog (diverse, and 4,000 pods no pool can take)", cat, diverse_pods(rng) + troubled_pods(rng))
 
 
 if __name__ == "__main__":

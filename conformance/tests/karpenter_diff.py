@@ -27,7 +27,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from karpenter_gen import AWS, REGION, Scenario
+from karpenter_gen import REGION, Scenario
 from karpenter_types import instance_types, well_known_labels
 
 from kgpu.catalog import aws_catalog
@@ -330,37 +330,6 @@ def _exists_not_in(pod: dict[str, Any]) -> bool:
     return any(lost(t) for t in _tries(pod))
 
 
-WELL_KNOWN_PREFIXES = (
-    "kubernetes.io/",
-    "node.kubernetes.io/",
-    "topology.kubernetes.io/",
-    "karpenter.sh/",
-    AWS,
-)
-
-
-def _undefined_label(scn: Scenario, pod: dict[str, Any]) -> bool:
-    """Every term requires (In/Exists/Gt/Lt) a label that is not well known and that no NodePool sets: the
-    pod can run nowhere."""
-    pool_labels = {k for p in scn.profile["pools"] for k in p.get("labels", {})}
-    pool_labels |= {
-        q["key"]
-        for p in scn.profile["pools"]
-        if isinstance(p.get("requirements"), list)
-        for q in p["requirements"]
-    }
-
-    def undefined(term: list[dict[str, Any]]) -> bool:
-        return any(
-            e["operator"] not in ("NotIn", "DoesNotExist")
-            and e["key"] not in pool_labels
-            and not e["key"].startswith(WELL_KNOWN_PREFIXES)
-            for e in term
-        )
-
-    return all(undefined(term) for term in _terms(pod))
-
-
 def _map_pods(scn: Scenario, fn: Callable[[dict[str, Any]], dict[str, Any] | None]) -> Scenario | None:
     pods = []
     changed = False
@@ -391,7 +360,6 @@ def _drop(pred: Callable[[Scenario, dict[str, Any]], bool]) -> Callable[[Scenari
 ABLATIONS: dict[str, Callable[[Scenario], Scenario | None]] = {
     "topology-spread": _strip_spread,
     "contradictory-in": _drop(lambda scn, pod: _contradictory_in(pod)),
-    "undefined-label": _drop(_undefined_label),
     "exists-not-in": _drop(lambda scn, pod: _exists_not_in(pod)),
 }
 

@@ -584,4 +584,34 @@ def scenario(seed: int) -> Scenario:
                 "metadata": {**template["metadata"], "name": f"{template['metadata']['name']}-{k}"},
             }
             pods.append(pod)
+    keys = random.Random(f"custom-keys-{seed}")
+    if keys.random() < 0.25:
+        _custom_keys(keys, pools, pods)
     return Scenario(seed, profile, daemonsets, pods, overlays)
+
+
+def _custom_keys(k: random.Random, pools: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+    """A custom key no pool labels (``tier``, numeric values): NotIn, Exists or Gt on native pools, which
+    Karpenter holds per claim, and pods selecting it or excluding it, which join claims that hold it."""
+    for pool in pools:
+        if isinstance(pool["requirements"], list) and k.random() < 0.5:
+            op = k.choice(("NotIn", "Exists", "Gt"))
+            req: dict[str, Any] = {"key": "tier", "operator": op}
+            if op != "Exists":
+                req["values"] = [str(k.randint(1, 3))]
+            pool["requirements"].append(req)
+    specs = list({id(p["spec"]): p["spec"] for p in pods}.values())
+    for spec in specs:
+        if k.random() >= 0.5:
+            continue
+        op = k.choice(("select", "NotIn", "DoesNotExist", "Gt", "In"))
+        if op == "select":
+            spec.setdefault("nodeSelector", {})["tier"] = str(k.randint(1, 4))
+            continue
+        expr: dict[str, Any] = {"key": "tier", "operator": op}
+        if op != "DoesNotExist":
+            expr["values"] = [str(k.randint(1, 4))]
+        affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+        required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": [{}]})
+        for term in required["nodeSelectorTerms"]:
+            term.setdefault("matchExpressions", []).append(dict(expr))

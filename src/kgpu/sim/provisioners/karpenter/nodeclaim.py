@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kgpu.model.nodepool import is_restricted_node_label
 from kgpu.model.objects import HostPort, Pod, PodSpecInfo
 from kgpu.model.predicates import ports_conflict
 from kgpu.sim.provisioners.karpenter.pool_model import (
@@ -15,6 +16,7 @@ from kgpu.sim.provisioners.karpenter.pool_model import (
     _count,
     bits,
 )
+from kgpu.sim.provisioners.karpenter.requirements import LabelSet
 
 
 def _first_fit(
@@ -23,18 +25,27 @@ def _first_fit(
     masks: dict[int, int],
     vec: tuple[int, ...],
     spec: PodSpecInfo,
-) -> tuple[int, int]:
-    """The first claim, in order, that can take a pod of ``spec``, and how many; (-1, 0) when none. Claims
-    that cannot are added to ``skip``: they only fill up and narrow, so they never will."""
+    want: PodSpecInfo,
+    strict: bool,
+    loose: frozenset[int] = frozenset(),
+) -> tuple[int, int, int]:
+    """The first claim, in order, that can take a pod of ``spec`` (tried as ``want``), how many, and the
+    offerings it may use there; (-1, 0, 0) when none. Claims that cannot are added to ``skip``: they only
+    fill up and narrow, so they never will; unless the pod names a key no offering of the claim's pool
+    labels (``loose``, by pool id: a claim may come to hold the key, and a NotIn it holds admits a
+    DoesNotExist the bare key did not)."""
     for i, claim in enumerate(claims):
         if id(claim) in skip:
             continue
         mask = masks[id(claim.pool)]
+        if claim.held:
+            mask = claim.mask_for(want, vec, strict, mask)
         k = claim.can_add(vec, mask, spec.host_ports) if mask else 0
         if k > 0:
-            return i, k
-        skip.add(id(claim))
-    return -1, 0
+            return i, k, mask
+        if id(claim.pool) not in loose:
+            skip.add(id(claim))
+    return -1, 0, 0
 
 
 def _settle(claims: list[NodeClaim], i: int) -> None:
@@ -66,15 +77,34 @@ def _append(claims: list[NodeClaim], fresh: NodeClaim) -> None:
 class NodeClaim:
     """Pods meant for one new node, and the offerings that can still hold them all."""
 
-    __slots__ = ("allowed", "pods", "pool", "ports", "shapes", "total")
+    __slots__ = ("allowed", "held", "pods", "pool", "ports", "shapes", "total")
 
     def __init__(self, pool: PoolModel, mask: int) -> None:
         self.pool = pool
         self.allowed = mask
+        # the claim's requirements on keys no offering labels: the template's, then each pod's (CanAdd)
+        self.held: dict[str, LabelSet] = pool.template_sets
         self.total = [0] * len(pool.dims)
         self.shapes = [s for s in pool.shapes if s.mask & mask]
         self.pods: list[Pod] = []
         self.ports = pool.claim_ports  # shared by the pool's claims (PoolModel.claim_ports)
+
+    def mask_for(self, want: PodSpecInfo, vec: tuple[int, ...], strict: bool, pool_mask: int) -> int:
+        """The offerings a pod tried as ``want`` may use on this claim: the pool's (``pool_mask``) unless
+        the claim holds requirements on keys the pod's requirements name."""
+        if not self.held:
+            return pool_mask
+        return self.pool.compat_with(want, vec, strict, self.held).mask
+
+    def labels(self) -> dict[str, str]:
+        """The labels the claim's held requirements give its node (``Requirements.Labels``), restricted
+        keys left out."""
+        out = {}
+        for key, held in self.held.items():
+            value = held.label()
+            if value is not None and not is_restricted_node_label(key):
+                out[key] = value
+        return out
 
     def can_add(self, vec: tuple[int, ...], mask: int, ports: Sequence[HostPort] = ()) -> int:
         """How many pods of this kind the claim can still take (one at most with host ports)."""
@@ -102,8 +132,12 @@ class NodeClaim:
                     break
         return min(best, 1) if ports else best
 
-    def add(self, pods: Sequence[Pod], vec: tuple[int, ...], mask: int) -> None:
+    def add(self, pods: Sequence[Pod], vec: tuple[int, ...], mask: int, want: PodSpecInfo | None = None) -> None:
+        """Add ``pods`` (all alike; tried as ``want``, whose requirements on unlabelled keys the claim now
+        holds) narrowed to the offerings ``mask``."""
         n = len(pods)
+        if want is not None:
+            self.held = self.pool.hold(self.held, want)
         self.pods.extend(pods)
         for pod in pods:
             self.ports.extend(pod.spec.host_ports)

@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType, Offering
-from kgpu.model.nodepool import LABEL_ZONE, LABEL_ZONE_ID
-from kgpu.model.objects import MEMORY, HostPort, Node, PodSpecInfo
+from kgpu.model.nodepool import LABEL_ZONE, LABEL_ZONE_ID, WELL_KNOWN_LABELS, normalize
+from kgpu.model.objects import MEMORY, HostPort, Node, NodeSelector, PodSpecInfo, Term
 from kgpu.model.predicates import first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, Profile
 from kgpu.sim.provisioners.karpenter.overlay import OverlayStore
 from kgpu.sim.provisioners.karpenter.requirements import (
+    LabelSet,
     MinValues,
     label_variants,
     matches,
+    pod_label_sets,
     pool_requirements,
     well_known,
     with_aliases,
@@ -161,6 +163,17 @@ class PoolModel:
                     node = Node("", labels, allocatable, self.taints)
                     price = prices.get((off.zone, off.capacity_type), off.price)
                     options.append(Option(t, off.zone, off.capacity_type, price, od, node, values=values))
+        # keys the offerings' labels answer for (well-known, the pool's labels and In values); on any other
+        # key the template's requirements (NotIn, Exists, Gt, Lt) and those pods bring hold per claim
+        self.label_keys = frozenset(WELL_KNOWN_LABELS).union(*(o.node.labels for o in options))
+        self.template_sets: dict[str, LabelSet] = {}
+        for r in self.reqs:
+            if r.key not in self.label_keys:
+                have = self.template_sets.get(r.key)
+                incoming = LabelSet.of(r.operator, r.values)
+                self.template_sets[r.key] = incoming if have is None else have.intersection(incoming)
+        self._custom: dict[PodSpecInfo, dict[str, LabelSet]] = {}
+        self._stripped: dict[tuple[PodSpecInfo, tuple[str, ...]], PodSpecInfo] = {}
         self.spot_allowed = any(o.capacity_type == "spot" for o in options)
         spot_first = self.spot_allowed
         options.sort(key=lambda o: (spot_first and o.capacity_type != "spot", o.price, o.type.name, o.zone))
@@ -288,6 +301,47 @@ class PoolModel:
         hit = self._compat[spec, strict] = self._check(spec, vec, strict)
         return hit
 
+    def custom_sets(self, spec: PodSpecInfo) -> dict[str, LabelSet]:
+        """The pod's requirements on keys no offering labels (``LabelSet``), memoised."""
+        hit = self._custom.get(spec)
+        if hit is None:
+            keys = self.label_keys
+            hit = self._custom[spec] = pod_label_sets(spec, lambda k: k not in keys)
+        return hit
+
+    def compat_with(
+        self, spec: PodSpecInfo, vec: tuple[int, ...], strict: bool, held: Mapping[str, LabelSet]
+    ) -> Compat:
+        """``compat`` against a claim (or the template) that holds requirements ``held`` on keys no offering
+        labels: the pod's requirements on those keys must intersect them (Karpenter's ``Compatible``, which
+        also lets a NotIn/DoesNotExist meet a NotIn/DoesNotExist); the rest is checked on the offerings."""
+        if not held:
+            return self.compat(spec, vec, strict)
+        mine = self.custom_sets(spec)
+        keys = tuple(sorted(k for k in mine if k in held))
+        if not keys:
+            return self.compat(spec, vec, strict)
+        for key in keys:
+            if not held[key].admits(mine[key]):
+                return Compat(
+                    0, f"incompatible requirements, key {key}, {mine[key].text(key)} not in {held[key].text(key)}"
+                )
+        stripped = self._stripped.get((spec, keys))
+        if stripped is None:
+            stripped = self._stripped[spec, keys] = _without_keys(spec, keys)
+        return self.compat(stripped, vec, strict)
+
+    def hold(self, held: dict[str, LabelSet], spec: PodSpecInfo) -> dict[str, LabelSet]:
+        """``held`` with the pod's requirements on keys no offering labels added (``Requirements.Add``)."""
+        mine = self.custom_sets(spec)
+        if not mine:
+            return held
+        out = dict(held)
+        for key, incoming in mine.items():
+            have = out.get(key)
+            out[key] = incoming if have is None else have.intersection(incoming)
+        return out
+
     def _check(self, spec: PodSpecInfo, vec: tuple[int, ...], strict: bool) -> Compat:
         effects = ("NoSchedule", "NoExecute", "PreferNoSchedule") if strict else ("NoSchedule", "NoExecute")
         taint = first_untolerated(self.taints, spec.tolerations, effects)
@@ -404,6 +458,21 @@ def _type_values(
         else:
             out[key] = frozenset((labels[key],)) if key in labels else frozenset()
     return out
+
+
+def _without_keys(spec: PodSpecInfo, keys: Sequence[str]) -> PodSpecInfo:
+    """``spec`` without its node selector entries and first-term affinity expressions on ``keys``."""
+    drop = set(keys)
+    selector = tuple((k, v) for k, v in spec.node_selector if normalize(k) not in drop)
+    affinity = spec.affinity
+    if affinity is not None and affinity.terms:
+        first = affinity.terms[0]
+        exprs = tuple(r for r in first.match_expressions if normalize(r.key) not in drop)
+        if exprs or first.match_fields:
+            affinity = NodeSelector((Term(exprs, first.match_fields), *affinity.terms[1:]))
+        else:  # an empty term matches no node: the pod had nothing else to ask of the offerings
+            affinity = NodeSelector(affinity.terms[1:]) if len(affinity.terms) > 1 else None
+    return replace(spec, node_selector=selector, affinity=affinity)
 
 
 def _count(cap: tuple[int, ...], total: list[int] | None, vec: tuple[int, ...]) -> int:

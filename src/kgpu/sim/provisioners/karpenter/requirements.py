@@ -9,7 +9,12 @@ requirements on one key intersect. Then:
 - **custom keys** do not narrow instance types; they become node labels. ``In`` values each give the nodes
   that label (a pod selecting one of them gets a node with it; Karpenter's ``Requirements.Labels``), a single
   value always. ``DoesNotExist`` gives no label. ``Exists``, ``NotIn``, ``Gt`` and ``Lt`` on a custom key
-  (Karpenter makes up a value) are not modelled: the node gets no label for that key.
+  hold for the pool's claims (``LabelSet``): a pod's requirement on the key must intersect them, and the
+  node gets the integer label Karpenter makes up (``LabelSet.label``).
+- **custom keys a pod brings** (``NotIn``/``DoesNotExist`` on a key the pool does not define pass the pool's
+  check) become the claim's requirements (``NodeClaim.CanAdd`` adds the pod's requirements to the claim's), so a
+  later pod may select that key on the claim: its requirement must intersect the claim's (``LabelSet``), and a
+  claim left with one ``In`` value launches a node with that label.
 - **provider labels the catalog has no data for** (``instance-accelerator-*``, capacity reservations):
   not applied, with a profile warning, instead of leaving the pool without instance types.
 - **minValues**: a claim must keep at least that many distinct values of the key among its instance types,
@@ -20,7 +25,7 @@ requirements on one key intersect. Then:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,6 +49,124 @@ class PoolRequirement:
         if self.operator in ("Exists", "DoesNotExist"):
             return f"{self.key} {self.operator}"
         return f"{self.key} {self.operator} [{' '.join(self.values)}]"
+
+
+_BIG = (1 << 63) - 1  # Go's math.MaxInt64: the size Karpenter gives a complement set
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSet:
+    """The values one label key may take, as Karpenter's ``scheduling.Requirement`` holds them: a set of
+    values, or (``complement``) every value but those, within the integer bounds ``gt``/``lt``."""
+
+    complement: bool
+    values: frozenset[str] = frozenset()
+    gt: int | None = None
+    lt: int | None = None
+
+    @staticmethod
+    def of(operator: str, values: Sequence[str] = ()) -> LabelSet:
+        """A node selector requirement (``NewRequirement``)."""
+        if operator == "In":
+            return LabelSet(False, frozenset(values))
+        if operator == "DoesNotExist":
+            return LabelSet(False)
+        if operator == "NotIn":
+            return LabelSet(True, frozenset(values))
+        if operator in ("Gt", "Lt") and values and _int(values[0]) is not None:
+            n = _int(values[0])
+            return LabelSet(True, gt=n) if operator == "Gt" else LabelSet(True, lt=n)
+        return LabelSet(True)  # Exists
+
+    def _within(self, value: str, gt: int | None, lt: int | None) -> bool:
+        if gt is None and lt is None:
+            return True
+        n = _int(value)
+        return n is not None and (gt is None or n > gt) and (lt is None or n < lt)
+
+    def intersection(self, other: LabelSet) -> LabelSet:
+        """``Requirement.Intersection``."""
+        gt = max((b for b in (self.gt, other.gt) if b is not None), default=None)
+        lt = min((b for b in (self.lt, other.lt) if b is not None), default=None)
+        if gt is not None and lt is not None and gt >= lt:
+            return LabelSet(False)
+        complement = self.complement and other.complement
+        if complement:
+            values = self.values | other.values
+        elif self.complement:
+            values = other.values - self.values
+        elif other.complement:
+            values = self.values - other.values
+        else:
+            values = self.values & other.values
+        values = frozenset(v for v in values if self._within(v, gt, lt))
+        return LabelSet(complement, values, gt, lt) if complement else LabelSet(False, values)
+
+    def meets(self, other: LabelSet) -> bool:
+        """``Requirement.HasIntersection``."""
+        gt = max((b for b in (self.gt, other.gt) if b is not None), default=None)
+        lt = min((b for b in (self.lt, other.lt) if b is not None), default=None)
+        if gt is not None and lt is not None and gt >= lt:
+            return False
+        if self.complement and other.complement:
+            return True
+        if self.complement or other.complement:
+            have, without = (other.values, self.values) if self.complement else (self.values, other.values)
+            return any(v not in without and self._within(v, gt, lt) for v in have)
+        return any(v in other.values and self._within(v, gt, lt) for v in self.values)
+
+    @property
+    def operator(self) -> str:
+        if self.complement:
+            return "NotIn" if self.values else "Exists"
+        return "In" if self.values else "DoesNotExist"
+
+    def admits(self, incoming: LabelSet) -> bool:
+        """Karpenter's ``Requirements.Intersects`` for one key this set holds: the values must meet, unless
+        both sides only exclude (``NotIn``/``DoesNotExist``)."""
+        if self.meets(incoming):
+            return True
+        excluding = ("NotIn", "DoesNotExist")
+        return incoming.operator in excluding and self.operator in excluding
+
+    def label(self) -> str | None:
+        """The node label Karpenter gives the key (``Requirements.Labels``, ``Requirement.Any``): an ``In``
+        value (Go picks one at random; kgpu the first in order), for ``NotIn``/``Exists`` an integer Karpenter
+        makes up at random within the bounds (kgpu: the smallest not excluded), none for ``DoesNotExist``."""
+        if not self.complement:
+            return min(self.values) if self.values else None
+        n = self.gt + 1 if self.gt is not None else 0
+        while str(n) in self.values:
+            n += 1
+        return str(n) if self.lt is None or n < self.lt else None
+
+    def text(self, key: str) -> str:
+        """``Requirement.String``: ``key Op [values]`` (five values, then how many others), then the bounds."""
+        op = self.operator
+        if op in ("Exists", "DoesNotExist"):
+            out = f"{key} {op}"
+        else:
+            values = sorted(self.values)
+            if len(values) > 5:
+                values = [*values[:5], f"and {len(values) - 5} others"]
+            out = f"{key} {op} [{' '.join(values)}]"
+        return out + (f" >{self.gt}" if self.gt is not None else "") + (f" <{self.lt}" if self.lt is not None else "")
+
+
+def pod_label_sets(spec: PodSpecInfo, keys: Callable[[str], bool]) -> dict[str, LabelSet]:
+    """The pod's requirements (its node selector and first required node affinity term, as Karpenter's
+    ``NewPodRequirements`` reads them, keys normalized) on the keys ``keys`` picks, intersected per key."""
+    out: dict[str, LabelSet] = {}
+    reqs: list[tuple[str, str, Sequence[str]]] = [(k, "In", (v,)) for k, v in spec.node_selector]
+    if spec.affinity is not None and spec.affinity.terms:
+        reqs.extend((r.key, r.operator, r.values) for r in spec.affinity.terms[0].match_expressions)
+    for key, op, values in reqs:
+        key = normalize(key)
+        if keys(key):
+            have = out.get(key)
+            incoming = LabelSet.of(op, values)
+            out[key] = incoming if have is None else have.intersection(incoming)
+    return out
 
 
 def pool_requirements(pool: Pool) -> list[PoolRequirement]:

@@ -10,6 +10,9 @@ For each pod, in Karpenter's queue order (CPU, then memory, descending), three s
    instance type / zone / capacity type the pool offers (the labels Karpenter puts on the node), and some
    type holds the pod plus the DaemonSet overhead, within the pool's limits.
 
+A pod none of them takes goes to the back of the queue and is tried again once a pod behind it found a
+place (a claim may now hold a key it selects: ``LabelSet``); the loop ends after a round that places nothing.
+
 A claim keeps every instance type offering (type x zone x capacity type) that can still hold all its pods,
 so later pods make it grow to a bigger type, as Karpenter's Solve does; when the batch ends it launches the
 cheapest remaining one, spot first when the pool allows spot and a spot offering is left (Karpenter's
@@ -32,6 +35,7 @@ as Karpenter's Preferences.Relax does (``relaxations``).
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -210,54 +214,31 @@ class Karpenter:
         if any(spread(p.spec) for p in pending):
             zones = {id(m): pool_zones(self.profile, m.pool) for m in models}
             topo = ClaimTopology(ctx.scheduler, models, pending, zones)
+        # Karpenter's queue (Solve): a pod that finds no place goes to the back and is tried again, all its
+        # relaxations anew, once some pod behind it found one (a claim it joined may now hold a key the pod
+        # selects, or hold room); the loop ends when a whole round of the queue places nothing. Pods that
+        # could fit no existing node wait on the claims only: existing nodes just fill up during a Solve.
+        queue: collections.deque[tuple[list[Pod], list[str], int]] = collections.deque()
+        successes = 0
         for run in runs(karpenter_order(pending)):
-            spec = run[0].spec
-            vec = pod_vector(spec, dims)
             todo = ctx.place_existing(run)
+            before = len(todo)
             errors: list[str] = []
-            spread_run = topo is not None and bool(spread(spec))
-            if topo is not None and spread_run:
-                todo = self._place_spread(todo, vec, models, claims, dead, prefer, topo, errors)
-            for attempt in () if spread_run else relaxations(spec, prefer):
-                want, strict = attempt.want, attempt.strict
-                # in-flight claims, emptiest first; a claim that cannot take this spec never will again
-                skip = dead.setdefault((want, strict), set())
-                masks = {id(m): m.compat(want, vec, strict).mask for m in models}
-                while todo:
-                    i, k = _first_fit(claims, skip, masks, vec, spec)
-                    if i < 0:
-                        break
-                    claim = claims[i]
-                    # the claim stays the first to try while it has no more pods than the claim after it
-                    after = len(claims[i + 1].pods) if i + 1 < len(claims) else BIG
-                    k = max(1, min(k, after - len(claim.pods)))
-                    claim.add(todo[:k], vec, masks[id(claim.pool)])
-                    self._added.append((claim, todo[:k]))
-                    if topo is not None:
-                        topo.record(todo[:k], claim.pool, claim, claim.allowed)
-                    todo = todo[k:]
-                    _settle(claims, i)
-                # new node claims, pools by weight
-                while todo:
-                    fresh = self._new_claim(models, want, vec, errors, len(todo), strict)
-                    if fresh is None:
-                        break
-                    k = fresh.can_add(vec, fresh.allowed, spec.host_ports)
-                    if k <= 0:  # not expected: the pool's compatibility check sized it for one pod
-                        break
-                    fresh.add(todo[:k], vec, fresh.allowed)
-                    fresh.pool.reserve(fresh.allowed)
-                    _append(claims, fresh)
-                    self._added.append((fresh, todo[:k]))
-                    if topo is not None:
-                        topo.record(todo[:k], fresh.pool, fresh, fresh.allowed)
-                    todo = todo[k:]
-                if not todo:
-                    break
+            todo, retry = self._try(todo, dims, models, claims, dead, prefer, topo, errors)
+            successes += before - len(todo)
             if todo:
-                text = "karpenter: " + ("; ".join(errors) if errors else "no nodepool")
-                for pod in todo:
-                    notes[pod.key] = text
+                queue.append((todo, errors, successes - 1 if retry else successes))
+        while queue and queue[0][2] != successes:
+            todo, errors, _ = queue.popleft()
+            before = len(todo)
+            todo, retry = self._try(todo, dims, models, claims, dead, prefer, topo, errors)
+            successes += before - len(todo)
+            if todo:
+                queue.append((todo, errors, successes - 1 if retry else successes))
+        for todo, errors, _ in queue:
+            text = "karpenter: " + ("; ".join(errors) if errors else "no nodepool")
+            for pod in todo:
+                notes[pod.key] = text
         # every node first, then the pods in the order they joined their claims: kube-scheduler binds them
         # once the nodes are up, and in that order each bind keeps the spread each add kept
         states: dict[int, NodeState] = {}
@@ -286,6 +267,64 @@ class Karpenter:
                     ctx.placed(pod, decision.node)
         return notes
 
+    def _try(
+        self,
+        todo: list[Pod],
+        dims: tuple[str, ...],
+        models: list[PoolModel],
+        claims: list[NodeClaim],
+        dead: dict[tuple[PodSpecInfo, bool], set[int]],
+        prefer: bool,
+        topo: ClaimTopology | None,
+        errors: list[str],
+    ) -> tuple[list[Pod], bool]:
+        """Identical pods on the in-flight claims, else on new ones, each relaxation in turn; the pods left,
+        and whether one of them was left before a later one found a place (spread pods go one at a time)."""
+        if not todo:
+            return todo, False
+        spec = todo[0].spec
+        vec = pod_vector(spec, dims)
+        if topo is not None and spread(spec):
+            return self._place_spread(todo, vec, models, claims, dead, prefer, topo, errors)
+        for attempt in relaxations(spec, prefer):
+            want, strict = attempt.want, attempt.strict
+            # in-flight claims, emptiest first; a claim that cannot take this spec never will again
+            skip = dead.setdefault((want, strict), set())
+            masks = {id(m): m.compat(want, vec, strict).mask for m in models}
+            loose = frozenset(id(m) for m in models if m.custom_sets(want))
+            while todo:
+                i, k, mask = _first_fit(claims, skip, masks, vec, spec, want, strict, loose)
+                if i < 0:
+                    break
+                claim = claims[i]
+                # the claim stays the first to try while it has no more pods than the claim after it
+                after = len(claims[i + 1].pods) if i + 1 < len(claims) else BIG
+                k = max(1, min(k, after - len(claim.pods)))
+                claim.add(todo[:k], vec, mask, want)
+                self._added.append((claim, todo[:k]))
+                if topo is not None:
+                    topo.record(todo[:k], claim.pool, claim, claim.allowed)
+                todo = todo[k:]
+                _settle(claims, i)
+            # new node claims, pools by weight
+            while todo:
+                fresh = self._new_claim(models, want, vec, errors, len(todo), strict)
+                if fresh is None:
+                    break
+                k = fresh.can_add(vec, fresh.allowed, spec.host_ports)
+                if k <= 0:  # not expected: the pool's compatibility check sized it for one pod
+                    break
+                fresh.add(todo[:k], vec, fresh.allowed, want)
+                fresh.pool.reserve(fresh.allowed)
+                _append(claims, fresh)
+                self._added.append((fresh, todo[:k]))
+                if topo is not None:
+                    topo.record(todo[:k], fresh.pool, fresh, fresh.allowed)
+                todo = todo[k:]
+            if not todo:
+                break
+        return todo, False
+
     def _place_spread(
         self,
         todo: list[Pod],
@@ -296,11 +335,12 @@ class Karpenter:
         prefer: bool,
         topo: ClaimTopology,
         errors: list[str],
-    ) -> list[Pod]:
+    ) -> tuple[list[Pod], bool]:
         """Pods with zone or hostname spread constraints, one at a time (kgpu.sim.provisioners.karpenter.topology): each
         narrows the claim it joins to the zone its constraints pick, so a claim that could not take one may
         take the next; claims are skipped for good only when their resources or compatibility rule it out."""
         left: list[Pod] = []
+        retry = False  # a pod was left before a later one found a place
         spec = todo[0].spec if todo else None
         tries = relaxations(spec, prefer) if spec is not None else []
         for n, pod in enumerate(todo):
@@ -309,17 +349,21 @@ class Karpenter:
             for attempt in tries:
                 want, strict, dom = attempt.want, attempt.strict, attempt.domains
                 masks = {id(m): m.compat(want, vec, strict).mask for m in models}
+                loose = frozenset(id(m) for m in models if m.custom_sets(want))
                 skip = dead.setdefault((want, strict), set())
                 for j, claim in enumerate(claims):
                     if id(claim) in skip:
                         continue
                     mask = masks[id(claim.pool)]
+                    if claim.held:
+                        mask = claim.mask_for(want, vec, strict, mask)
                     if not mask or claim.can_add(vec, mask, spec.host_ports) <= 0:
-                        skip.add(id(claim))
+                        if id(claim.pool) not in loose:  # as in _first_fit
+                            skip.add(id(claim))
                         continue
                     narrowed, _ = topo.narrow(pod, dom, claim.pool, claim.allowed & mask, claim)
                     if narrowed and claim.can_add(vec, narrowed, spec.host_ports) > 0:
-                        claim.add([pod], vec, narrowed)
+                        claim.add([pod], vec, narrowed, want)
                         self._added.append((claim, [pod]))
                         topo.record([pod], claim.pool, claim, claim.allowed)
                         _settle(claims, j)
@@ -330,7 +374,7 @@ class Karpenter:
                 share = topo.opening_pods(pod, dom, len(todo) - n)
                 fresh = self._new_claim(models, want, vec, errors, share, strict, topo, pod, dom)
                 if fresh is not None and fresh.can_add(vec, fresh.allowed, spec.host_ports) > 0:
-                    fresh.add([pod], vec, fresh.allowed)
+                    fresh.add([pod], vec, fresh.allowed, want)
                     fresh.pool.reserve(fresh.allowed)
                     _append(claims, fresh)
                     self._added.append((fresh, [pod]))
@@ -339,7 +383,9 @@ class Karpenter:
                     break
             if not placed:
                 left.append(pod)
-        return left
+            elif left:
+                retry = True
+        return left, retry
 
     def _new_claim(
         self,
@@ -358,7 +404,7 @@ class Karpenter:
         reason when none can."""
         errors.clear()
         for model in models:
-            compat = model.compat(spec, vec, strict)
+            compat = model.compat_with(spec, vec, strict, model.template_sets)
             if not compat.mask:
                 errors.append(
                     f'incompatible with nodepool "{model.pool.name}", daemonset overhead='
@@ -411,7 +457,7 @@ class Karpenter:
             # tells Karpenter what the node's device plugin advertises (time-slicing replicas), so the node
             # advertises it; with a profile's sharing config the node advertises what that config gives
             alloc.update(claim.pool.overlaid_capacity.get(opt.type.name, {}))
-        node = Node(name, {**labels, "kubernetes.io/hostname": name}, alloc, opt.node.taints)
+        node = Node(name, {**labels, **claim.labels(), "kubernetes.io/hostname": name}, alloc, opt.node.taints)
         new = NewNode(
             name,
             pool.name,
