@@ -151,7 +151,7 @@ bench: $(STAMP)
 CONFORMANCE_SEED  ?= 20261122
 CONFORMANCE_CASES ?= 300
 CONFORMANCE_SEEDS ?= 314159265 $(shell printf '%d' 0x$$(git rev-parse --short=7 HEAD 2>/dev/null || echo 1))
-CONFORMANCE_SEEDED := conformance/tests/test_karpenter_differential.py conformance/tests/test_scheduler_oracle.py conformance/tests/test_dra_differential.py conformance/tests/test_volume_oracle.py conformance/tests/test_consolidation_differential.py conformance/tests/test_kueue_differential.py conformance/tests/test_kueue_time.py conformance/tests/test_cel_cost_differential.py
+CONFORMANCE_SEEDED := conformance/tests/test_karpenter_differential.py conformance/tests/test_karpenter_burst.py conformance/tests/test_scheduler_oracle.py conformance/tests/test_dra_differential.py conformance/tests/test_volume_oracle.py conformance/tests/test_consolidation_differential.py conformance/tests/test_kueue_differential.py conformance/tests/test_kueue_time.py conformance/tests/test_cel_cost_differential.py
 conformance: $(STAMP) cc
 	@bin=$$(conformance/build.sh) && \
 	  KGPU_CONFORMANCE_BIN=$$bin KGPU_CONFORMANCE_SEED=$(CONFORMANCE_SEED) KGPU_CONFORMANCE_CASES=$(CONFORMANCE_CASES) \

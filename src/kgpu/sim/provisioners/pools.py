@@ -391,11 +391,18 @@ def _mixed_sizes(i: int, pool: Pool, types: Sequence[InstanceType]) -> list[str]
 
 
 def karpenter_order(pending: Sequence[Pod]) -> list[Pod]:
-    """Karpenter's queue: CPU then memory requests, descending; identical pods kept together."""
-    first: dict[PodSpecInfo, int] = {}
+    """Karpenter's queue: CPU then memory requests, descending, then creation time and UID, for which
+    kgpu takes the input order of each workload's first pod (its controller, else its labels), keeping a
+    workload's pods together: two Deployments with the same requests keep their own places in the queue."""
+    first: dict[tuple[object, ...], int] = {}
+    keys: list[tuple[int, int, int]] = []
     for i, pod in enumerate(pending):
-        first.setdefault(pod.spec, i)
-    return sorted(pending, key=lambda p: (-p.spec.request(CPU), -p.spec.request(MEMORY), first[p.spec]))
+        owner = pod.owner_uid or pod.owner_name
+        group = (pod.spec, owner) if owner else (pod.spec, "", *sorted(pod.labels.items()))
+        at = first.setdefault(group, i)
+        keys.append((-pod.spec.request(CPU), -pod.spec.request(MEMORY), at))
+    order = sorted(range(len(pending)), key=keys.__getitem__)
+    return [pending[i] for i in order]
 
 
 def runs(pods: Sequence[Pod]) -> list[list[Pod]]:
