@@ -371,6 +371,37 @@ def validate(profile: Profile, catalog: Catalog | None) -> list[str]:
     return warnings
 
 
+def catalog_coverage(profile: Profile, catalog: Catalog | None) -> list[str]:
+    """What a plan's launches leave out: per Karpenter pool of an EKS profile, the EC2 types its
+    requirements reach that the priced catalog has no offering of in the region. Karpenter may launch
+    those (where AWS offers them in the region); kgpu chooses among the rest. A plan's warning, not a
+    rendering problem."""
+    if catalog is None or profile.provider != Provider.EKS:
+        return []
+    out: list[str] = []
+    for i, pool in enumerate(profile.pools):
+        if pool.kind == PoolKind.KARPENTER:
+            out += _uncatalogued(i, pool, catalog, profile.cluster.region)
+    return out
+
+
+def _uncatalogued(i: int, pool: Pool, catalog: Catalog, region: str) -> list[str]:
+    from kgpu.sim.provisioners.karpenter.requirements import pool_requirements, uncatalogued
+
+    have = {t.name for t in catalog.types() if catalog.offerings(t.name, region)}
+    missing = uncatalogued(pool_requirements(pool), have)
+    if not missing:
+        return []
+    gpus = [n for n in missing if n.split(".", 1)[0][:1] in ("g", "p")]
+    shown = ", ".join((gpus + [n for n in missing if n not in gpus])[:6])
+    return [
+        f"pools[{i}] ({pool.name}): its requirements also allow {len(missing)} instance type(s) the catalog has "
+        f"no {region} price for ({shown}{', ...' if len(missing) > 6 else ''}): Karpenter may launch them where "
+        f"AWS offers them, kgpu only chooses among the {len(have)} it prices; add rows for them with "
+        "`--catalog FILE` to plan with them"
+    ]
+
+
 def _mixed_sizes(i: int, pool: Pool, types: Sequence[InstanceType]) -> list[str]:
     """A node group's instance types of different sizes (seed 001's spot-ng: m4.2xlarge with m4.4xlarge):
     cluster-autoscaler builds the group's node template from one type (its first) and sizes every node by it."""

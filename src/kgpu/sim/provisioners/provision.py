@@ -26,6 +26,7 @@ from kgpu.sim.provisioners.karpenter.solve import Karpenter
 from kgpu.sim.provisioners.pools import (
     Context,
     PoolProvisioner,
+    catalog_coverage,
     catalog_for,
     first_known_type,
     group_names,
@@ -181,7 +182,7 @@ def provisioner_for(
         catalog = catalog_for(profile)
     warnings = validate(profile, catalog)
     prov = ProfileProvisioner(profile, catalog, daemonsets, overlays)
-    prov.warnings = warnings
+    prov.warnings = warnings + catalog_coverage(profile, catalog)
     return prov
 
 

@@ -29,7 +29,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kgpu.model.nodepool import CATALOG_MISSING_LABELS, NORMALIZED_LABELS, WELL_KNOWN_LABELS, normalize
+from kgpu.catalog.ec2_types import ec2_type_labels
+from kgpu.catalog.instance import LABEL_TENANCY, TENANCY_DEFAULT
+from kgpu.model.nodepool import (
+    CATALOG_MISSING_LABELS,
+    LABEL_CAPACITY_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_REGION,
+    LABEL_ZONE,
+    LABEL_ZONE_ID,
+    NORMALIZED_LABELS,
+    WELL_KNOWN_LABELS,
+    normalize,
+)
 
 if TYPE_CHECKING:  # pydantic's models: imported where a profile is read
     from kgpu.model.objects import PodSpecInfo, Term
@@ -234,6 +246,22 @@ def well_known(reqs: Sequence[PoolRequirement]) -> list[PoolRequirement]:
 def not_applied(reqs: Sequence[PoolRequirement]) -> list[PoolRequirement]:
     """Requirements on provider labels the catalog has no data for: not applied (a profile warning)."""
     return [r for r in reqs if r.key in CATALOG_MISSING_LABELS]
+
+
+def uncatalogued(reqs: Sequence[PoolRequirement], have: set[str]) -> list[str]:
+    """The EC2 instance types (``kgpu.catalog.ec2_types``, every type Karpenter's AWS provider knows) that
+    ``reqs``' well-known type requirements allow and ``have`` (the priced catalog's types in the region)
+    lacks, by name. Zone, capacity type and region are the offerings', not the type's, and are left out."""
+    offering = {LABEL_ZONE, LABEL_ZONE_ID, LABEL_CAPACITY_TYPE, LABEL_REGION, LABEL_NODEPOOL}
+    type_reqs = [r for r in well_known(reqs) if r.key not in offering]
+    out = []
+    for name, labels in ec2_type_labels().items():
+        if name in have:
+            continue
+        labels = {**labels, LABEL_TENANCY: TENANCY_DEFAULT}  # as the priced catalog labels every type
+        if all(matches(r, labels) for r in type_reqs):
+            out.append(name)
+    return sorted(out)
 
 
 def label_variants(reqs: Sequence[PoolRequirement], labels: Mapping[str, str]) -> list[dict[str, str]]:
