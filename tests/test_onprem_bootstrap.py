@@ -229,7 +229,7 @@ def test_config_version_is_the_top_level_key(tmp_path: Path, script: Path) -> No
     root, env, _ = host(tmp_path)
     config = root / "etc/containerd/config.toml"
     config.parent.mkdir(parents=True)
-    config.write_text('disabled_plugins = ["cri"]\n\n[plugins.x]\n  version = 3\n')
+    config.write_text('oom_score = 0\n\n[plugins.x]\n  version = 3\n')
     result = run(script, env)
     assert result.returncode == 1
     assert "config version 1: containerd 2.x with kgpu needs version = 2, 3 or 4" in result.stderr
@@ -460,3 +460,72 @@ def test_node_check_reads_imports_as_containerd_1_does(tmp_path: Path, dropins: 
         == real["containerd"]["default_runtime_name"]
     )
     assert set(ours.get("containerd", {}).get("runtimes", {})) <= set(real["containerd"]["runtimes"])
+
+
+# Docker's containerd.io package (1.7.x, /etc/containerd/config.toml as it ships): the CRI plugin disabled
+DOCKER_CONTAINERD_IO = """#   Copyright 2018-2022 Docker Inc.
+
+#   Licensed under the Apache License, Version 2.0 (the "License");
+#   you may not use this file except in compliance with the License.
+#   You may obtain a copy of the License at
+
+#       http://www.apache.org/licenses/LICENSE-2.0
+
+#   Unless required by applicable law or agreed to in writing, software
+#   distributed under the License is distributed on an "AS IS" BASIS,
+#   WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+#   See the License for the specific language governing permissions and
+#   limitations under the License.
+
+disabled_plugins = ["cri"]
+
+#root = "/var/lib/containerd"
+#state = "/run/containerd"
+#subreaper = true
+#oom_score = 0
+
+#[grpc]
+#  address = "/run/containerd/containerd.sock"
+#  uid = 0
+#  gid = 0
+
+#[debug]
+#  address = "/run/containerd/debug.sock"
+#  uid = 0
+#  gid = 0
+#  level = "info"
+"""
+
+
+def test_script_replaces_dockers_config_that_only_disables_cri(tmp_path: Path, script: Path) -> None:
+    """The file Docker's containerd.io ships disables the CRI plugin and says nothing else: the script puts
+    `containerd config default` in its place (the original kept beside it), so containerd serves the kubelet
+    with nvidia as the default runtime; a second run changes nothing."""
+    root, env, log = host(tmp_path, containerd=None)
+    config = root / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(DOCKER_CONTAINERD_IO)
+    first = run(script, env)
+    assert first.returncode == 0, first.stderr
+    assert "only disabled the CRI plugin (Docker's containerd.io default)" in first.stderr
+    assert (root / "etc/containerd/config.toml.kgpu-orig").read_text() == DOCKER_CONTAINERD_IO
+    text = config.read_text()
+    assert "version = 2" in text and onprem.IMPORTS_LINE in text
+    after = dump(root)
+    assert CRI not in after.get("disabled_plugins", [])
+    assert after["plugins"][CRI]["containerd"]["default_runtime_name"] == "nvidia"
+    assert run(script, env).returncode == 0
+    assert config.read_text() == text
+    assert log.read_text() == "restart containerd\n"
+
+
+def test_script_refuses_a_config_that_disables_cri_among_other_settings(tmp_path: Path, script: Path) -> None:
+    root, env, log = host(tmp_path)
+    config = root / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    original = 'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\noom_score = -999\n'
+    config.write_text(original)
+    result = run(script, env)
+    assert result.returncode == 1
+    assert "disables containerd's CRI plugin (disabled_plugins), which the kubelet needs" in result.stderr
+    assert config.read_text() == original and not log.exists()

@@ -291,6 +291,15 @@ config_version() {
     awk -F= '/^[[:space:]]*\[/ { exit } /^[[:space:]]*version[[:space:]]*=/ { v = $2; sub(/#.*/, "", v); gsub(/[[:space:]"]/, "", v); print v; found = 1; exit } END { if (!found) print 1 }' "$1"
 }
 
+# Whether config.toml disables containerd's CRI plugin (the kubelet's way in), and whether that is all it
+# does: Docker's containerd.io package ships a file with `disabled_plugins = ["cri"]` and comments only.
+cri_disabled() {
+    grep -Eq '^[[:space:]]*disabled_plugins[[:space:]]*=.*"(cri|io\.containerd\.grpc\.v1\.cri)"' "$1"
+}
+only_disables_cri() {
+    awk '/^[[:space:]]*(#|$)/ { next } /^[[:space:]]*disabled_plugins[[:space:]]*=[[:space:]]*\[[[:space:]]*"(cri|io\.containerd\.grpc\.v1\.cri)"[[:space:]]*\][[:space:]]*(#.*)?$/ { cri = 1; next } { other = 1 } END { exit !(cri && !other) }' "$1"
+}
+
 # containerd 1.x replaces a whole plugin section with an imported file's (containerd#5837; merging came
 # with 2.0): a drop-in with only the nvidia runtime would wipe the host's CRI settings (sandbox image,
 # registry config_path, runc options). So on 1.x the drop-in is the whole CRI section as this host's
@@ -382,6 +391,23 @@ configure_containerd() {
         1 | 2) ;;
         *) die "cannot tell containerd's version from \`containerd --version\` (containerd 1.x and 2.x are supported)" ;;
     esac
+    if [ -s "${config}" ] && cri_disabled "${config}"; then
+        only_disables_cri "${config}" ||
+            die "${config} disables containerd's CRI plugin (disabled_plugins), which the kubelet needs: remove \"cri\" from disabled_plugins, then run again"
+        # Docker's containerd.io default: nothing else in the file, so it becomes `containerd config default`
+        # (CRI on, at the release's own config version), the original kept beside it
+        local fresh
+        fresh="$(mktemp)"
+        if ! containerd config default > "${fresh}" 2>/dev/null || [ ! -s "${fresh}" ]; then
+            rm -f "${fresh}"
+            die "\`containerd config default\` failed: write ${config} with the CRI plugin enabled, then run again"
+        fi
+        cp -p "${config}" "${config}.kgpu-orig"
+        install -m 0644 "${fresh}" "${config}"
+        rm -f "${fresh}"
+        log "containerd: ${config} only disabled the CRI plugin (Docker's containerd.io default): replaced by \`containerd config default\`, the original kept as ${config}.kgpu-orig"
+        changed=yes
+    fi
     if [ ! -s "${config}" ]; then
         mkdir -p "$(dirname "${config}")"
         # the version `containerd config default` writes: 2 on 1.x, 3 on 2.0-2.2, 4 on 2.3 and later
