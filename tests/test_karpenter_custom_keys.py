@@ -172,3 +172,15 @@ def test_a_not_in_the_claim_holds_admits_a_does_not_exist_the_template_refused()
     assert a["phase"] == b["phase"] == PROVISIONED, (a["reason"], b["reason"])
     assert a["node"] == b["node"]
     assert "tier" not in node_of(result, "first").labels
+
+
+def test_a_claims_hostname_is_its_own() -> None:
+    """Karpenter gives each claim ``kubernetes.io/hostname In [<its name>]``: a pod excluding one hostname does
+    not make the key open, and a pod selecting another hostname joins no claim (Karpenter's oracle agrees)."""
+    first = with_affinity(make_pod("first", cpu=2000), Requirement("kubernetes.io/hostname", "NotIn", ("x",)))
+    second = make_pod("second", cpu=500, selector={"kubernetes.io/hostname": "y"})
+    result = sim(profile(GENERAL), first, second)
+    assert placed(result, "first")["phase"] == PROVISIONED
+    refused = placed(result, "second")
+    assert refused["phase"] == UNSCHEDULABLE
+    assert 'label "kubernetes.io/hostname" does not have known values' in refused["reason"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from kgpu.catalog import Catalog
 from kgpu.catalog.instance import InstanceType, Offering
-from kgpu.model.nodepool import LABEL_ZONE, LABEL_ZONE_ID, WELL_KNOWN_LABELS, normalize
+from kgpu.model.nodepool import LABEL_HOSTNAME, LABEL_ZONE, LABEL_ZONE_ID, WELL_KNOWN_LABELS, normalize
 from kgpu.model.objects import MEMORY, HostPort, Node, NodeSelector, PodSpecInfo, Term
 from kgpu.model.predicates import first_untolerated, ports_conflict, requirement_matches
 from kgpu.model.profile import Pool, Profile
@@ -165,7 +165,8 @@ class PoolModel:
                     options.append(Option(t, off.zone, off.capacity_type, price, od, node, values=values))
         # keys the offerings' labels answer for (well-known, the pool's labels and In values); on any other
         # key the template's requirements (NotIn, Exists, Gt, Lt) and those pods bring hold per claim
-        self.label_keys = frozenset(WELL_KNOWN_LABELS).union(*(o.node.labels for o in options))
+        # (a claim's hostname is its own: Karpenter gives each claim ``kubernetes.io/hostname In [<name>]``)
+        self.label_keys = frozenset((*WELL_KNOWN_LABELS, LABEL_HOSTNAME)).union(*(o.node.labels for o in options))
         self.template_sets: dict[str, LabelSet] = {}
         for r in self.reqs:
             if r.key not in self.label_keys:
