@@ -32,11 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgpu.cli.output import headers_wanted, style, table
-from kgpu.model.gpus import WHOLE, classify, sharing_of
+from kgpu.model.gpus import AMD_GPU, WHOLE, classify, is_gpu, sharing_of
 from kgpu.model.nvidia import GPU, SHARED_SUFFIX
-from kgpu.model.sharing import is_gpu_resource
 
-AMD_GPU = "amd.com/gpu"
 CPU = "cpu"
 MEMORY = "memory"
 POOL_LABELS = ("karpenter.sh/nodepool", "eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name")
@@ -103,7 +101,7 @@ def slices(allocatable: Mapping[str, int], requested: Mapping[str, int], labels:
            ) -> tuple[Slice, ...]:
     """The device resources of a node that shares or partitions its GPUs (none for whole GPUs), as the GPU
     inventory (``kgpu.model.gpus``) classifies them from the node's allocatable and GFD's labels."""
-    devices = sorted(k for k, v in allocatable.items() if v and is_gpu_resource(k))
+    devices = sorted(k for k, v in allocatable.items() if v and is_gpu(k))
     out = []
     partitioned = False
     for name in devices:

@@ -11,9 +11,10 @@ import click
 from kgpu.cli.name_completion import complete_tke_gpu_types
 from kgpu.cli.output import PATH, ExitCode, emit, examples, handle_input_errors, output_option, table
 from kgpu.errors import InputError, quote
+from kgpu.model.nvidia import GPU
 
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "ReplicationController")
-RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+RESOURCES = ("cpu", "memory", GPU)
 
 
 @click.group(
@@ -173,7 +174,7 @@ def _from_flags(
             raise click.UsageError(f"--explicit needs {', '.join(missing)}")
         annotations.update({GPU_COUNT: str(gpus), CPU: str(cpu), MEM: str(memory)})
         return "", annotations, {}, {}, []
-    requests: dict[str, int] = {"nvidia.com/gpu": gpus or 0}
+    requests: dict[str, int] = {GPU: gpus or 0}
     if cpu is not None:
         requests["cpu"] = resource_amount(cpu, milli=True, where="--cpu")
     if memory is not None:

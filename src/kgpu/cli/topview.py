@@ -26,6 +26,8 @@ from typing import Any
 
 from kgpu.cli.nodeview import Usage, bar
 from kgpu.cli.output import headers_wanted, style, table
+from kgpu.model.gpus import AMD_GPU
+from kgpu.model.nvidia import GPU
 
 MIN_WIDTH = 40
 STATUS_WORDS = {
@@ -234,7 +236,7 @@ def _sub_rows(row: Mapping[str, Any]) -> list[tuple[str, str, Usage]]:
     none for whole GPUs alone."""
     resources = row["resources"]
     if (
-        set(resources) <= {"nvidia.com/gpu", "dra:gpu"}
+        set(resources) <= {GPU, AMD_GPU, "dra:gpu"}
         and len(resources) <= 1
         and "mig" not in row["gpu_kind"]
     ):

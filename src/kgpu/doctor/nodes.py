@@ -26,7 +26,7 @@ from kgpu.doctor.state import (
     uses_dra_driver,
 )
 from kgpu.errors import InputError
-from kgpu.model.gpus import DRA_DRIVER
+from kgpu.model.gpus import AMD_GPU, DRA_DRIVER
 from kgpu.model.objects import Taint, Toleration
 from kgpu.model.predicates import tolerates
 
@@ -348,6 +348,23 @@ def check_unrecognised(state: ClusterState) -> Iterator[Finding]:
     than treating them as CPU nodes silently (no GPU check looks at them)."""
     for node in state.nodes:
         if node.is_gpu or node.virtual:
+            continue
+        amd = node.gpus.allocatable(AMD_GPU)
+        ctype = node.catalog_type
+        if amd or any(r.name == AMD_GPU for r in node.gpus.resources) or (ctype and ctype.gpu_manufacturer == "amd"):
+            what = f"{AMD_GPU}: {amd} allocatable" if amd else (
+                f"instance type {ctype.name}" if ctype and ctype.gpu_manufacturer == "amd" else f"{AMD_GPU}: 0 allocatable"
+            )
+            product = f", {node.gpus.product}" if node.gpus.product else ""
+            yield Finding(
+                "gpu-node-unrecognised",
+                INFO,
+                node.ref,
+                f"AMD GPU node ({what}{product}): doctor's node checks read NVIDIA's device plugin, GPU Feature "
+                f"Discovery and drivers, so they skip it; pending pods asking {AMD_GPU} are explained, and "
+                f"simulate, plan and the cost split count its GPUs",
+                f"kubectl get node {node.name} -o jsonpath='{{.status.allocatable.amd\\.com/gpu}}'",
+            )
             continue
         hint = _gpu_hint(node)
         if not hint:

@@ -41,15 +41,15 @@ from typing import Any
 from kgpu.doctor.common import names
 from kgpu.doctor.findings import ERROR, INFO, WARNING, Finding
 from kgpu.doctor.state import ClusterState
+from kgpu.model.gpus import is_gpu
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
-GPU_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gpu")
 LOOP_COUNT = 3
 
 
 def _gpu(resource: str) -> bool:
-    return resource.startswith(GPU_PREFIXES)
+    return is_gpu(resource)
 
 
 def _kueue(state: ClusterState) -> Any:

@@ -35,7 +35,7 @@ from kgpu.doctor.state import (
 )
 from kgpu.errors import InputError
 from kgpu.model import wire
-from kgpu.model.gpus import dra_devices, node_gpus
+from kgpu.model.gpus import AMD_GPU, dra_devices, node_gpus
 from kgpu.model.load import DRA_KINDS, STORAGE_KINDS, Parser, bound_spec, parse_time
 from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo
 from kgpu.model.podspec import spec_info
@@ -369,10 +369,12 @@ def cluster_state(doc: Any, source: str = "snapshot") -> ClusterState:
         node.gpus = node_gpus(
             node.labels, node.model.allocatable, node.model.capacity, devices.get(node.name, ())
         )
-        if not node.gpu_reason and (node.gpus.units or node.gpus.registered):
+        # NVIDIA's GPUs make a GPU node for doctor's checks (device plugin, GFD, drivers, exporters are
+        # NVIDIA's); an AMD GPU node is check_unrecognised's to name
+        nvidia = [r for r in node.gpus.resources if r.name != AMD_GPU]
+        if not node.gpu_reason and any(r.allocatable or r.capacity is not None for r in nvidia):
             shown = ", ".join(
-                f"{r.name}: {r.capacity if r.capacity is not None else r.allocatable}"
-                for r in node.gpus.resources
+                f"{r.name}: {r.capacity if r.capacity is not None else r.allocatable}" for r in nvidia
             )
             node.gpu_reason = f"capacity {shown}"
     _runtime_class_reasons(state)

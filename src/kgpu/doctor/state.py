@@ -19,11 +19,10 @@ from fractions import Fraction
 from typing import Any
 
 from kgpu.catalog import InstanceType
-from kgpu.model.gpus import NodeGpus
+from kgpu.model.gpus import NodeGpus, is_gpu
 from kgpu.model.load import Objects
 from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import first_untolerated, static_reasons
-from kgpu.model.sharing import is_gpu_resource
 
 SNAPSHOT_KIND = "ClusterSnapshot"
 
@@ -137,7 +136,7 @@ class PodInfo:
         """The GPU extended resources it asks (whole, shared, MIG), as the scheduler counts them."""
         if self.model is None:
             return {GPU: self.gpus} if self.gpus else {}
-        return {k: v for k, v in self.model.spec.requests if v > 0 and is_gpu_resource(k)}
+        return {k: v for k, v in self.model.spec.requests if v > 0 and is_gpu(k)}
 
     @property
     def asks_gpu(self) -> bool:

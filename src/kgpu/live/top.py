@@ -53,9 +53,9 @@ from kgpu.live.client import (
     NotServed,
 )
 from kgpu.live.watch import Cluster
-from kgpu.model.gpus import DRA_GPU, GpuResource, NodeGpus, dra_devices, node_gpus
+from kgpu.model.gpus import DRA_GPU, GpuResource, NodeGpus, dra_devices, is_gpu, node_gpus
+from kgpu.model.nvidia import GPU
 from kgpu.model.quantity import parse_quantity
-from kgpu.model.sharing import is_gpu_resource
 
 POOL_LABELS = (
     ("karpenter.sh/nodepool", "karpenter"),
@@ -112,7 +112,7 @@ def _count(raw: Any, where: str) -> float:
 
 def _gpus(resources: Any, where: str) -> dict[str, float]:
     return (
-        {str(k): _count(v, f"{where}.{k}") for k, v in resources.items() if is_gpu_resource(str(k))}
+        {str(k): _count(v, f"{where}.{k}") for k, v in resources.items() if is_gpu(str(k))}
         if isinstance(resources, dict)
         else {}
     )
@@ -330,7 +330,7 @@ def _node_row(
         offered = {k: v for k, v in offered.items() if v or asked.get(k)}
     itype = _first(labels, INSTANCE_LABELS)
     catalog_type = types.get(itype)
-    cap_gpus = capacity.get("nvidia.com/gpu")
+    cap_gpus = capacity.get(GPU)
     gpu_node = (
         bool(inv.resources)
         or bool(asked)

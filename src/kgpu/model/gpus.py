@@ -3,7 +3,8 @@
 Every verb that describes GPUs (doctor's node and pending checks, ``top``) reads them from here, so a new way of
 advertising GPUs is taught in one place. A node advertises its GPUs in one or more of these ways:
 
-- **whole** devices: ``nvidia.com/gpu``, one per physical GPU (the NVIDIA device plugin, no sharing, no MIG);
+- **whole** devices: ``nvidia.com/gpu``, one per physical GPU (the NVIDIA device plugin, no sharing, no MIG),
+  or ``amd.com/gpu`` (AMD's device plugin; its node labeller's ``amd.com/gpu.product-name`` names the model);
 - **shared** replicas: time-slicing or MPS with ``R`` replicas advertises ``count x R`` units, as
   ``nvidia.com/gpu`` (GFD's product then ends ``-SHARED``) or, with ``renameByDefault``, as
   ``nvidia.com/gpu.shared``; under MIG ``mixed`` each MIG resource is replicated the same way;
@@ -27,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kgpu.catalog.instance import RESOURCE_AMD_GPU
 from kgpu.model.nvidia import (
     GPU,
     LABEL_COUNT,
@@ -41,6 +43,16 @@ from kgpu.model.nvidia import (
     SHARED_SUFFIX,
 )
 from kgpu.model.sharing import is_gpu_resource
+
+AMD_GPU = RESOURCE_AMD_GPU  # AMD's device plugin (ROCm/k8s-device-plugin): one per GPU, never shared
+LABEL_AMD_PRODUCT = "amd.com/gpu.product-name"  # AMD's node labeller
+
+
+def is_gpu(resource: str) -> bool:
+    """Whether an extended resource is GPUs of some kind: NVIDIA's (whole, shared, MIG) or AMD's. The one list
+    of GPU resource names every verb reads."""
+    return resource == AMD_GPU or is_gpu_resource(resource)
+
 
 WHOLE = "whole"
 SHARED = "shared"
@@ -93,7 +105,8 @@ class GpuResource:
 
     @property
     def label(self) -> str:
-        """How a table names it: the resource without the nvidia.com/ prefix, DRA devices by their type."""
+        """How a table names it: the resource without the nvidia.com/ prefix (AMD's in full), DRA devices by
+        their type."""
         if self.kind.startswith("dra"):
             return DraDevice(self.name, "", "gpu" if self.kind == DRA_GPU else "mig", profile=self.profile).label
         return self.name.removeprefix("nvidia.com/")
@@ -224,7 +237,7 @@ def node_gpus(
     """The inventory of one node from its labels, ``status.allocatable`` / ``status.capacity`` (GPU resources in
     whole units) and the devices its ResourceSlices publish."""
     resources: list[GpuResource] = []
-    names = sorted({n for n in allocatable if is_gpu_resource(n)} | {n for n in capacity or () if is_gpu_resource(n)})
+    names = sorted({n for n in allocatable if is_gpu(n)} | {n for n in capacity or () if is_gpu(n)})
     for name in names:
         kind, reps, profile = classify(name, labels)
         cap = capacity.get(name) if capacity is not None else None
@@ -242,7 +255,11 @@ def node_gpus(
             products.append(d.product)
     for (kind, profile), n in sorted(dra.items()):
         resources.append(GpuResource(DRA_DRIVER, kind, n, None, 1, profile))
-    product = labels.get(LABEL_PRODUCT, "") or (max(set(products), key=products.count) if products else "")
+    product = (
+        labels.get(LABEL_PRODUCT, "")
+        or (max(set(products), key=products.count) if products else "")
+        or (labels.get(LABEL_AMD_PRODUCT, "") if any(r.name == AMD_GPU for r in resources) else "")
+    )
     mig_strategy = labels.get(LABEL_MIG_STRATEGY, "none")
     return NodeGpus(
         resources=tuple(resources),

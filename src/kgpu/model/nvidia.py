@@ -7,6 +7,8 @@ inventory (``kgpu.model.gpus``), the profile's pools (a shared pool's nodes carr
 their configs: ``kgpu.model.profile_pool``), doctor, the simulator and the renderers.
 """
 
+from kgpu.catalog.instance import RESOURCE_NVIDIA_GPU
+
 # The node labels that choose a node's device-plugin config (a key of the plugin's ConfigMap, read by its
 # config-manager sidecar) and its mig-parted config (read by the GPU Operator's MIG manager).
 LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
@@ -14,7 +16,7 @@ LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 
 MIG_CONFIG_LABEL = LABEL_MIG_CONFIG
 
-GPU = "nvidia.com/gpu"
+GPU = RESOURCE_NVIDIA_GPU
 SHARED_SUFFIX = ".shared"
 MIG_PREFIX = "nvidia.com/mig-"
 LABEL_MIG_STATE = "nvidia.com/mig.config.state"

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kgpu.catalog.instance import RESOURCE_NVIDIA_GPU
+
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL = "ephemeral-storage"
-GPU = "nvidia.com/gpu"
+GPU = RESOURCE_NVIDIA_GPU
 
 # Requests used for scoring when a container sets none (k8s scheduler util DefaultMilliCPURequest,
 # DefaultMemoryRequest): 0.1 core and 200 MiB.

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from kgpu.errors import quote
+from kgpu.model.nvidia import GPU
 from kgpu.model.profile_base import _Model
 
 _SHARED_RESOURCE = re.compile(r"^(nvidia\.com/)?(gpu|mig-[0-9]+g\.[0-9]+gb(\.[a-z]+)*)$")
@@ -122,7 +123,7 @@ class Sharing(_Model):
         replicated = self.time_slicing or self.mps
         mixed = self.mig is not None and self.mig.strategy == "mixed"
         for i, r in enumerate(replicated.resources if replicated else []):
-            if r.name != "nvidia.com/gpu" and not mixed:
+            if r.name != GPU and not mixed:
                 field = "timeSlicing" if self.time_slicing else "mps"
                 raise ValueError(
                     f"{field}.resources[{i}].name: {r.name} exists only under the mixed MIG strategy "

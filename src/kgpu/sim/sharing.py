@@ -53,7 +53,7 @@ MIG_READY = "success"
 def new_node(pool: Pool, itype: InstanceType, allocatable: Mapping[str, int], labels: Mapping[str, str]
              ) -> tuple[dict[str, int], dict[str, str]]:
     """The allocatable and labels a new node of ``pool`` has once the plugin and GFD run on it."""
-    if not itype.gpu_count or itype.gpu_resource != "nvidia.com/gpu":
+    if not itype.gpu_count or itype.gpu_resource != GPU:
         return dict(allocatable), dict(labels)
     return pool_node(pool, itype.gpu_display_name or itype.gpu_name, itype.gpu_count, allocatable, labels)
 

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from kgpu.model.gpus import WHOLE, classify
+from kgpu.model.gpus import WHOLE, classify, is_gpu
 from kgpu.model.nvidia import LABEL_COUNT, LABEL_PRODUCT
 from kgpu.model.objects import CPU, MEMORY, Node, Pod
-from kgpu.model.sharing import config_for, configs, is_gpu_resource
+from kgpu.model.sharing import config_for, configs
 
 if TYPE_CHECKING:
     from kgpu.model.profile import Profile
@@ -230,7 +230,7 @@ def gpu_split(
     ``table``: the profile's device-plugin configs (``kgpu.model.sharing.configs``); ``dra_devices``: the
     devices NVIDIA's DRA driver publishes for it."""
     model, count = _model_of(node, catalog)
-    advertised = {r: n for r, n in node.allocatable.items() if is_gpu_resource(r) and n > 0}
+    advertised = {r: n for r, n in node.allocatable.items() if is_gpu(r) and n > 0}
     if not advertised:
         if dra_devices:
             return GpuSplit(Fraction(max(count, 1)), {}, Fraction(1, dra_devices))
@@ -308,7 +308,7 @@ def split(
         alike = (
             node.labels.get(TYPE_LABEL, ""),
             published,
-            tuple(sorted((k, v) for k, v in node.allocatable.items() if is_gpu_resource(k))),
+            tuple(sorted((k, v) for k, v in node.allocatable.items() if is_gpu(k))),
             tuple(sorted((k, v) for k, v in node.labels.items() if k.startswith(GPU_LABEL_PREFIXES))),
         )
         if alike not in splits:
