@@ -522,6 +522,14 @@ class KueueRig:
             time.sleep(0.05)
         raise RuntimeError(f"Kueue did not settle in {timeout:.0f}s: {why or self._unsettled()}")
 
+    def held(self, k: Key) -> float:
+        """Seconds since the watch last delivered Workload ``k`` with its QuotaReserved condition False (the
+        API server sends no event for a write that changes nothing, so a message Kueue writes again and again
+        counts from the first time)."""
+        with self.lock:
+            log = self.message_log.get(k)
+            return time.monotonic() - log[-1][0] if log else 0.0
+
     def _unsettled(self) -> str:
         with self.lock:
             unseen = [
