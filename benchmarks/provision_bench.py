@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from kgpu.catalog import Catalog, InstanceType, RegionPricing
 from kgpu.catalog.instance import parse_instance_name
-from kgpu.model.load import Objects
+from kgpu.model.inputs import Objects
 from kgpu.model.objects import NodeSelector, Pod, PodSpecInfo, Requirement, Term, Toleration, resources
 from kgpu.model.profile import parse_profile
 from kgpu.sim.cost import Demand, lower_bound

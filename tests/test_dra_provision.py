@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kgpu.model.load import Objects, parse_text
+from kgpu.model.inputs import Objects
+from kgpu.model.load import parse_text
 from kgpu.model.profile import Profile, parse_profile
 from kgpu.sim.plan import plan
 from kgpu.sim.provisioners.dra_pools import KARPENTER_DRA_ERROR

@@ -292,7 +292,7 @@ def test_nodes_limit_exceeded_refuses_the_pools_claims() -> None:
     not count ``nodes`` and still gives the pod to the heaviest pool, whose claim the provisioner's Create
     then refuses (``Limits.ExceededBy``: usage above the limit); the pod waits, it never goes to the lighter
     pool. With the nodes at the limit (usage not above it) the pool launches."""
-    from kgpu.model.load import Objects
+    from kgpu.model.inputs import Objects
     from kgpu.model.objects import Node
     from kgpu.sim.provisioners.provision import provisioner_for
     from kgpu.sim.simulate import simulate

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kgpu.errors import InputError
-from kgpu.model.load import Objects
+from kgpu.model.inputs import Objects
 from kgpu.model.objects import Toleration
 from kgpu.sim.provisioners.karpenter.overlay import OverlayStore, adjusted_price, parse_overlay
 from kgpu.sim.provisioners.karpenter.solve import Karpenter

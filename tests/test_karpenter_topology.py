@@ -15,7 +15,8 @@ from typing import Any
 from builders import node_dict, pod_dict
 from builders_catalog import make_instance_type
 from kgpu.catalog import Catalog, RegionPricing
-from kgpu.model.load import Objects, parse_documents
+from kgpu.model.inputs import Objects
+from kgpu.model.load import parse_documents
 from kgpu.model.profile import parse_profile
 from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import PROVISIONED, SimulationResult, simulate

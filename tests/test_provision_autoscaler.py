@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kgpu.model.load import Objects, parse_text
+from kgpu.model.inputs import Objects
+from kgpu.model.load import parse_text
 from kgpu.model.profile import Profile, parse_profile
 from kgpu.sim.provisioners.cluster_autoscaler import asg_tags, template_from_tags
 from kgpu.sim.provisioners.provision import provisioner_for

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kgpu.model.load import Objects, parse_text
+from kgpu.model.inputs import Objects
+from kgpu.model.load import parse_text
 from kgpu.model.profile import builtin_profile
 from kgpu.sim.cost import Demand, _lp_bound, hourly_cost, lower_bound, per_resource_bound
 from kgpu.sim.provisioners.provision import baseline_nodes, provisioner_for

@@ -11,7 +11,8 @@ from builders import node_dict
 from builders_catalog import make_instance_type
 from kgpu.catalog import Catalog, InstanceType, RegionPricing
 from kgpu.errors import InputError
-from kgpu.model.load import Objects, parse_documents
+from kgpu.model.inputs import Objects
+from kgpu.model.load import parse_documents
 from kgpu.model.objects import DaemonSet, HostPort, Pod, PodSpecInfo, Toleration, resources
 from kgpu.model.profile import Profile, parse_profile
 from kgpu.sim.provisioners.karpenter.solve import Karpenter

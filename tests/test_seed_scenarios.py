@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from kgpu.model.examples import example_files
-from kgpu.model.load import Objects, parse_text
+from kgpu.model.inputs import Objects
+from kgpu.model.load import parse_text
 from kgpu.model.profile import builtin_profile, parse_profile
 from kgpu.sim.provisioners.provision import baseline_nodes, provisioner_for
 from kgpu.sim.simulate import PROVISIONED, SCHEDULED, SimulationResult, simulate

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from builders import node_dict, pod_dict
 from kgpu.cli.main import cli
-from kgpu.model.load import Objects, parse_documents
+from kgpu.model.inputs import Objects
+from kgpu.model.load import parse_documents
 from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import simulate
 from kgpu.sim.unmodelled import RULES

@@ -11,7 +11,8 @@ import pytest
 
 from builders import node_dict, pod_dict
 from kgpu.errors import InputError
-from kgpu.model.load import Objects, parse_documents
+from kgpu.model.inputs import Objects
+from kgpu.model.load import parse_documents
 from kgpu.sim.provisioners.provision import provisioner_for
 from kgpu.sim.simulate import simulate
 from test_provision_karpenter import CAT, GENERAL, profile

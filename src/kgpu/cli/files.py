@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from kgpu.errors import InputError, os_error
-from kgpu.model.load import Objects, parse_text
+from kgpu.model.inputs import Objects
+from kgpu.model.load import parse_text
 from kgpu.model.safeyaml import MAX_BYTES, read_limited
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")

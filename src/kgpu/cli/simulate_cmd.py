@@ -28,7 +28,7 @@ from kgpu.cli.output import (
 from kgpu.errors import quote
 
 if TYPE_CHECKING:
-    from kgpu.model.load import Objects
+    from kgpu.model.inputs import Objects
     from kgpu.sim.provisioners.karpenter.overlay import NodeOverlay
 
 REGION_LABEL = "topology.kubernetes.io/region"

@@ -33,7 +33,7 @@ from kgpu.catalog.dra import DRIVER, GPU_CLASS, MIG_CLASS
 from kgpu.doctor.common import snippet
 from kgpu.doctor.findings import ERROR, WARNING, Finding
 from kgpu.doctor.state import LABEL_NODEPOOL, ClusterState, DaemonSetInfo, NodeInfo, PodInfo, kubelet_plugins
-from kgpu.model.load import Objects
+from kgpu.model.inputs import Objects
 
 CHART = "nvidia-dra-driver-gpu"
 INSTALL = (

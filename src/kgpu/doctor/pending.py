@@ -25,7 +25,7 @@ from kgpu.doctor.nodepools import nodepool_profile
 from kgpu.doctor.state import LABEL_NODEPOOL, TKE_PREFIX, ClusterState, Event, PodInfo
 from kgpu.doctor.workloads import bigger_fix
 from kgpu.model.gpus import closest_offered
-from kgpu.model.load import Objects
+from kgpu.model.inputs import Objects
 from kgpu.model.objects import GPU, Node, Pod, Taint
 from kgpu.model.predicates import first_untolerated, requirement_matches, static_reasons
 from kgpu.sim.provisioners.tke.spec import match_pod_spec

@@ -20,7 +20,7 @@ from typing import Any
 
 from kgpu.catalog import InstanceType
 from kgpu.model.gpus import NodeGpus, is_gpu
-from kgpu.model.load import Objects
+from kgpu.model.inputs import Objects
 from kgpu.model.objects import GPU, Node, Pod, PodSpecInfo, Taint
 from kgpu.model.predicates import first_untolerated, static_reasons
 

@@ -47,6 +47,7 @@ import msgspec
 from kgpu.errors import InputError, quote
 from kgpu.model import wire
 from kgpu.model.fields import list_at, mapping_at
+from kgpu.model.inputs import BUILTIN_PRIORITY_CLASSES
 from kgpu.model.kueue_fields import Obj, integer, mapping, string
 from kgpu.model.kueue_jobframework import (
     DEFAULT_INTEGRATIONS,
@@ -73,7 +74,6 @@ from kgpu.model.kueue_jobframework import (
     workload_name,
 )
 from kgpu.model.kueue_pods import pod_workloads
-from kgpu.model.load import BUILTIN_PRIORITY_CLASSES
 
 # --- the job integrations --------------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any
 from kgpu.catalog import Catalog
 from kgpu.errors import InputError
 from kgpu.model.examples import example_workloads, profile_examples
-from kgpu.model.load import Objects
+from kgpu.model.inputs import Objects
 from kgpu.model.profile import TEMPLATES, PoolKind, Profile, builtin_profile
 from kgpu.sim.provisioners.pools import catalog_for
 from kgpu.sim.provisioners.provision import baseline_cost, baseline_nodes, provisioner_for

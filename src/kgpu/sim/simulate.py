@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as _replace_pod
 from typing import Any, Protocol
 
-from kgpu.model.load import Objects, resolve_priorities
+from kgpu.model.inputs import Objects, resolve_priorities
 from kgpu.model.objects import DaemonSet, Node, NodeSelector, Pod, PodSpecInfo, Requirement, Term, Toleration
 from kgpu.model.predicates import static_reasons
 from kgpu.sim.scheduler.plugins.defaultpreemption import (

@@ -19,7 +19,8 @@ from __future__ import annotations
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from kgpu.model.load import Objects, parse_text
+from kgpu.model.inputs import Objects
+from kgpu.model.load import parse_text
 
 if TYPE_CHECKING:
     from kgpu.model.profile import Profile
