@@ -420,6 +420,27 @@ def stale_message(d: Disagreement) -> bool:
     return True
 
 
+def stale_decision(d: Disagreement) -> bool:
+    """The decision behind a ``stale-message``: Kueue left a Workload pending with the very condition it had
+    before the step (it did not try it again: nothing in the step finished or was evicted, which is what
+    requeues an inadmissible Workload), while other Workloads took quota; kgpu, trying it at the settled
+    state, admits it. Less unused quota can turn a try around when a Workload has several pod sets: a pod set
+    that took the first flavor moves to the next one and leaves the first to a later pod set that fits only
+    there (seen at 92005831: a RayJob's worker group moves to spot and its other group fits on-demand).
+    Whether Kueue tries it again depends on when its last requeue happened (a run of that scenario alone
+    admits it), so Kueue's answer here is one of two."""
+    if d.field != "admitted" or d.real is not False or d.kgpu is not True:
+        return False
+    wl = _input_workload(d)
+    before = condition(wl, "QuotaReserved") if wl is not None else None
+    real = d.case.real[d.workload]
+    if before is None or (before.get("reason", ""), before.get("message", "")) != (real.reason, real.message):
+        return False
+    if any(e.endswith(" finishes") for e in d.case.events) or any(r.evicted_now for r in d.case.real.values()):
+        return False
+    return _admitted_now(d)
+
+
 def _flavor_order(d: Disagreement) -> dict[str, int]:
     cq = d.case.real[d.workload].cluster_queue
     for obj in d.case.objects:
@@ -546,11 +567,12 @@ KNOWN: dict[str, Callable[[Disagreement], bool]] = {
     "resource-order": resource_order,
     "status-race": status_race,
     "stale-message": stale_message,
+    "stale-decision": stale_decision,
     "combined": combined,
 }
 # classes where Kueue's own answer depends on Go map order or on when its last try happened, and kgpu's is
 # the one a try at the settled state gives
-RANDOM = {"resource-order", "status-race", "stale-message", "combined"}
+RANDOM = {"resource-order", "status-race", "stale-message", "stale-decision", "combined"}
 
 
 @dataclass
