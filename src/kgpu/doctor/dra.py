@@ -85,7 +85,8 @@ def check_claims_pending(state: ClusterState) -> Iterator[Finding]:
     objects = Objects(
         nodes=list(state.objects.nodes), pods=[p.model for p in state.pods if p.model is not None],
         priority_classes=state.objects.priority_classes, preemption_policies=state.objects.preemption_policies,
-        default_preemption_policy=state.objects.default_preemption_policy, dra=list(state.objects.dra),
+        default_preemption_policy=state.objects.default_preemption_policy, dra=state.objects.dra,
+        typed=state.objects.typed,  # the DRA objects read once (``_dra`` above read them)
     )
     from kgpu.errors import InputError
 

@@ -86,10 +86,11 @@ def simulate_pending(state: ClusterState, profile: Profile | None) -> tuple[dict
         priority_classes=state.objects.priority_classes,
         preemption_policies=state.objects.preemption_policies,
         default_preemption_policy=state.objects.default_preemption_policy,
-        dra=list(
-            state.objects.dra
-        ),  # claims allocated as kube-scheduler does (kgpu.doctor.dra explains them)
-        storage=list(state.objects.storage),  # PersistentVolumeClaims placed by their volumes (kgpu.sim.scheduler.plugins.volumebinding)
+        # claims allocated as kube-scheduler does (kgpu.doctor.dra explains them), PersistentVolumeClaims
+        # placed by their volumes (kgpu.sim.scheduler.plugins.volumebinding): read once, shared (``typed``)
+        dra=state.objects.dra,
+        storage=state.objects.storage,
+        typed=state.objects.typed,
     )
     result = simulate(objects, provisioner=provisioner)
     return {id(p.pod): p for p in result.placements}, notes
@@ -430,14 +431,15 @@ class _Existing:
 
     def _volume_reason(self, model: Pod) -> str:
         """A pod with claims: the volume plugins' words too (kgpu.sim.scheduler.plugins.volumebinding), as simulate words them."""
-        from kgpu.model.volumes import read
         from kgpu.sim.scheduler.plugins import volumebinding as volumes
         from kgpu.sim.scheduler.plugins import volumeplace
         from kgpu.sim.scheduler.plugins.defaultpreemption import NOT_HELPFUL, PREFILTER_STOPPED
 
         if self.volumes is None:
             bound = [p.model for p in self.state.pods if p.model is not None and p.node_name and not p.terminated]
-            self.volumes = volumes.VolumeState(read(list(self.state.objects.storage)), bound)
+            objects = self.state.objects.storage_objects()
+            assert objects is not None  # the caller asks only when there are storage objects
+            self.volumes = volumes.VolumeState(objects, bound)
         out = volumeplace.explain(self.volumes, self.sched, model)
         text = out.reason or self.sched.explain_pod(model)
         if out.prefilter and text.startswith("0/"):

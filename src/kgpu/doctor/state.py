@@ -207,17 +207,12 @@ class ClusterState:
     region: str = ""
     dra_nodes: set[str] = field(default_factory=set)  # nodes with a ResourceSlice of NVIDIA's DRA driver
     kueue: list[dict[str, Any]] = field(default_factory=list)  # kueue.x-k8s.io objects and Namespaces
-    _dra: Any = None
     _kueue_settled: Any = None  # kgpu.doctor.queues: read and settled once
 
     def dra(self) -> Any:
         """The snapshot's resource.k8s.io objects read once (``kgpu.model.dra.DRAObjects``); None without any.
         InputError for an object the API server rejects."""
-        if self._dra is None and self.objects.dra:
-            from kgpu.model.dra import read
-
-            self._dra = read(self.objects.dra)
-        return self._dra
+        return self.objects.dra_objects()
 
     @property
     def live(self) -> bool:

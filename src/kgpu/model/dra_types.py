@@ -160,3 +160,18 @@ class DRAObjects:
     templates: dict[str, ClaimTemplate] = field(default_factory=dict)
     slices: list[ResourceSlice] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def merged(parts: list[DRAObjects]) -> DRAObjects:
+        """The objects of ``parts`` together, as one read of all their documents in turn gives them (a later
+        object of a name replaces an earlier one); ``parts`` are left as they are."""
+        if len(parts) == 1:
+            return parts[0]
+        out = DRAObjects()
+        for p in parts:
+            out.classes.update(p.classes)
+            out.claims.update(p.claims)
+            out.templates.update(p.templates)
+            out.slices.extend(p.slices)
+            out.warnings.extend(p.warnings)
+        return out

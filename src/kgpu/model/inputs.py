@@ -10,13 +10,25 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgpu.errors import quote
 from kgpu.model.objects import DaemonSet, Node, Pod
 from kgpu.model.podspec import PREEMPT_LOWER
 
+if TYPE_CHECKING:
+    from kgpu.model.dra_types import DRAObjects
+    from kgpu.model.volumes import StorageObjects
+
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+
+
+@dataclass
+class Typed:
+    """The typed forms of an input's DRA and storage objects, read at most once."""
+
+    dra: DRAObjects | None = None
+    storage: StorageObjects | None = None
 
 
 @dataclass
@@ -57,8 +69,35 @@ class Objects:
     storage: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     # Kueue's objects (kueue.x-k8s.io) and the Namespaces (their labels, for namespaceSelectors), as read
     kueue: list[dict[str, Any]] = field(default_factory=list)
+    # ``dra`` and ``storage`` read into typed objects once (``dra_objects``, ``storage_objects``); copies of
+    # this Objects made for one run (doctor's simulations: ``dataclasses.replace`` or ``typed=``) share it
+    typed: Typed = field(default_factory=lambda: Typed(), repr=False, compare=False)
+
+    def dra_objects(self) -> DRAObjects | None:
+        """``dra`` read and validated (``kgpu.model.dra.read``) the first time it is asked for; None when
+        there is none. Readers must not change what it returns (the DRA plugin copies the claims it
+        allocates)."""
+        if not self.dra:
+            return None
+        if self.typed.dra is None:
+            from kgpu.model.dra import read
+
+            self.typed.dra = read(self.dra)
+        return self.typed.dra
+
+    def storage_objects(self) -> StorageObjects | None:
+        """``storage`` read, validated and defaulted (``kgpu.model.volumes.read``) once; None when there is
+        none. Readers must not change what it returns (VolumeBinding's state binds copies)."""
+        if not self.storage:
+            return None
+        if self.typed.storage is None:
+            from kgpu.model.volumes import read
+
+            self.typed.storage = read(self.storage)
+        return self.typed.storage
 
     def extend(self, other: Objects) -> None:
+        self.typed = Typed()  # what was read no longer holds everything
         self.owned.update(other.owned)
         self.dra.extend(other.dra)
         self.kueue.extend(other.kueue)

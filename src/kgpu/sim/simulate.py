@@ -428,9 +428,13 @@ def _dra_state(cluster: Objects, workloads: Objects, pending: Sequence[Pod], pro
     if not (given or extra):
         return None
     from kgpu.model.dra import read
+    from kgpu.model.dra_types import DRAObjects
     from kgpu.sim.scheduler.plugins.dynamicresources import DRA
 
-    state = DRA(read(given + extra))
+    parts = [t for t in (cluster.dra_objects(), workloads.dra_objects()) if t is not None]
+    if extra:
+        parts.append(read(extra))
+    state = DRA(DRAObjects.merged(parts))
     if hasattr(provisioner, "dra"):
         provisioner.dra = state
     return state
@@ -468,7 +472,11 @@ def _volume_state(cluster: Objects, workloads: Objects, bound: Sequence[Pod]) ->
     from kgpu.model.volumes import read
     from kgpu.sim.scheduler.plugins.volumebinding import VolumeState
 
-    return VolumeState(read(cluster.storage + workloads.storage), bound)
+    if cluster.storage and workloads.storage:  # one read: a claim takes the default class from either
+        return VolumeState(read(cluster.storage + workloads.storage), bound)
+    objects = cluster.storage_objects() or workloads.storage_objects()
+    assert objects is not None
+    return VolumeState(objects, bound)
 
 
 def _place_with_volumes(vol: Any, sched: Scheduler, postfilter: Preemption, pod: Pod,

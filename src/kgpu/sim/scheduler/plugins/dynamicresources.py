@@ -43,7 +43,7 @@ Checked against the real plugin by ``conformance/tests/test_dra_differential.py`
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgpu.errors import InputError, quote
@@ -129,7 +129,11 @@ class DRA:
     def __init__(self, objects: DRAObjects) -> None:
         self.objects = objects
         self.classes = objects.classes
-        self.claims: dict[str, Claim] = dict(objects.claims)
+        # claims to allocate are copies: ``commit`` allocates them, and ``objects`` is the input's, read once
+        # (kgpu.model.inputs.Objects.dra_objects) and shared with other readers
+        self.claims: dict[str, Claim] = {
+            k: c if c.allocation is not None else replace(c) for k, c in objects.claims.items()
+        }
         self.templates = objects.templates
         self.evaluator = Evaluator()
         self.warnings: dict[str, list[str]] = {}  # pod key -> unsupported selectors it met

@@ -112,7 +112,16 @@ class VolumeState:
     """Claims, volumes and classes as the simulation binds them."""
 
     def __init__(self, objects: StorageObjects, bound: Iterable[Pod] = ()) -> None:
-        self.objects = objects
+        # ``objects`` is the input's, read once (kgpu.model.inputs.Objects.storage_objects) and shared with
+        # other readers: binding works on copies of the dicts, the claims not bound yet and the volumes not
+        # Bound (a Bound volume a binding picks is pre-bound to that claim: it is written the values it has)
+        self.objects = StorageObjects(
+            claims={k: _replace(c) if not self._bound(c) else c for k, c in objects.claims.items()},
+            volumes={k: _replace(v) if v.phase != "Bound" else v for k, v in objects.volumes.items()},
+            classes=objects.classes,
+            warnings=objects.warnings,
+        )
+        objects = self.objects
         self.default_class = objects.default_class()
         self.users: Counter[tuple[str, str]] = Counter()  # pods using each claim (ReadWriteOncePod)
         self.warnings: dict[str, list[str]] = {}
