@@ -7,6 +7,7 @@
 | ``volumebinding`` | ``volumebinding``, ``volumerestrictions``, ``volumezone`` |
 | ``dynamicresources``, ``dra_place`` | ``dynamicresources`` |
 | ``dra_allocator``, ``cel`` | k8s.io/dynamic-resource-allocation ``structured``, ``cel`` |
+| ``cel_parse``, ``cel_library``, ``cel_types``, ``cel_costs``, ``cel_estimate`` | cel-go's parser and ``checker/cost.go``; k8s.io/apiserver ``pkg/cel/library`` |
 | ``defaultpreemption`` | ``defaultpreemption``; ``framework/preemption`` |
 
 NodeResourcesFit, NodeUnschedulable, NodeName, NodePorts, TaintToleration's and NodeAffinity's filters are
