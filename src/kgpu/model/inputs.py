@@ -71,7 +71,7 @@ class Objects:
     kueue: list[dict[str, Any]] = field(default_factory=list)
     # ``dra`` and ``storage`` read into typed objects once (``dra_objects``, ``storage_objects``); copies of
     # this Objects made for one run (doctor's simulations: ``dataclasses.replace`` or ``typed=``) share it
-    typed: Typed = field(default_factory=lambda: Typed(), repr=False, compare=False)
+    typed: Typed = field(default_factory=Typed, repr=False, compare=False)
 
     def dra_objects(self) -> DRAObjects | None:
         """``dra`` read and validated (``kgpu.model.dra.read``) the first time it is asked for; None when
