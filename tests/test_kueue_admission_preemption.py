@@ -8,7 +8,7 @@ from typing import Any
 
 from kgpu.sim.queue.admission import settle
 from test_kueue_admission import FLAVORS, GPU, _cohort_of_two, gpu_job, gpus_only, key, out, running, team
-from test_kueue_model import cluster_queue
+from test_kueue_model import cluster_queue, container, podset, workload
 
 
 def _message(preemptor: dict[str, Any], why: str, by: str, victim: str) -> str:
@@ -167,3 +167,33 @@ def test_when_can_preempt_decides_between_preempting_in_a100_and_a_free_h100() -
     again = out(stop, low)
     assert again.evicted and again.admitted and again.order == 2 and again.flavors == {"main": {GPU: "h100"}}
     assert again.preempted_by == key(high)
+
+
+def test_a_preemptor_tried_while_its_victim_stops_resumes_past_the_flavor_it_would_borrow() -> None:
+    """Kueue tries a preemptor again while its victim's job stops (PendingPreemption requeues it at once). team-a
+    reclaims its 8 a100 GPUs from team-b's older job. On that retry, the victim still holding them, team-a's
+    first pod set fits h100 only by borrowing team-b's, and with borrowWithinCohort Never a borrowing
+    preemptor has no candidates: LastAssignment remembers h100 as tried. Once the victim is gone the next try
+    starts that pod set at a100: both pod sets fit team-a's own quota (not borrowing), so team-a's job goes
+    before the victim, which would borrow at the same height with the same priority and is older. Without that
+    retry the two tie, the victim is admitted again and preempted again (what the real Kueue does instead was
+    seen at seed 221982589, scenario 221982605)."""
+    fungible = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
+    team_a = cluster_queue(
+        "team-a", gpus_only(("h100", 0), ("a100", 8)), cohort="org", reclaim="Any", fungibility=fungible
+    )
+    team_b = cluster_queue("team-b", gpus_only(("a100", 0), ("h100", 4)), cohort="org", fungibility=fungible)
+    lent = running("team-b", "lent", 8, "team-b", at="2025-06-02T08:00:00Z")
+    two = workload(
+        "team-a",
+        "two",
+        "lq",
+        podset(1, container(2), name="small"),
+        podset(1, container(6), name="big"),
+        created="2025-06-02T09:00:00Z",
+    )
+    s = _cohort_of_two(team_a, team_b, lent, two)
+    assert out(s, two).admitted and out(s, two).flavors == {"small": {GPU: "a100"}, "big": {GPU: "a100"}}
+    victim = out(s, lent)
+    assert victim.evicted and victim.preempted_by == key(two) and not victim.admitted
+    assert not s.warnings

@@ -39,7 +39,7 @@ def kueue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     work = tmp_path_factory.mktemp("kueue")
     server = start_api_server(binary("kube", "kube-apiserver").parent.parent, work)
     try:
-        rig = KueueRig(server, binary(*BINARY), work).start()
+        rig = KueueRig(server, binary(*BINARY), work, log_level=os.environ.get("KGPU_KUEUE_LOG_LEVEL", "error")).start()
         try:
             yield rig
         finally:

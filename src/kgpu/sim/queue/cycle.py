@@ -281,6 +281,7 @@ class Scheduler:
         saved = [(node, dict(node.usage)) for node in self.nodes]
         preempted: dict[Key, Info] = {}
         admitted: list[Entry] = []
+        preemptors: list[Entry] = []
         moved = False
         for e in entries:
             assert e.assignment is not None
@@ -308,6 +309,7 @@ class Scheduler:
                 if issued:
                     e.message += f". Pending the preemption of {issued} workload(s)"
                     e.requeue_reason = PENDING_PREEMPTION
+                    preemptors.append(e)
                 continue
             e.status = _ASSUMED
             admitted.append(e)
@@ -320,6 +322,8 @@ class Scheduler:
             node.usage = usage
         for e in admitted:
             self._admit(e)
+        for e in preemptors:
+            self._try_while_evicting(e)
         victims, self.victims = self.victims, []
         for victim in victims:
             self._release(victim)
@@ -331,6 +335,21 @@ class Scheduler:
             else:
                 special.discard(info.key)
         return True, moved
+
+    def _try_while_evicting(self, e: Entry) -> None:
+        """Kueue requeues a preemptor at once (PendingPreemption) and tries it again while its victims' jobs
+        stop and their quota is still held. Where that try needs the same victims ("Preemption ongoing") its
+        LastAssignment is reset again; otherwise (no candidates: the flavor it tried first borrows, and its
+        policy does not preempt while borrowing) the try is remembered, and the one after the victims are
+        gone starts each pod set after the flavors it tried: a preemptor that reclaimed its own nominal
+        quota takes it then, rather than borrowing the first flavor again and tying with its victim
+        (scheduler.go, ``e.LastAssignment``; flavorassigner.go, ``NextFlavorToTryForPodSetResource``). kgpu
+        gives its victims their quota back when the cycle ends, so it makes that one try here."""
+        nom = self.nominate(e.info, e.cq, None)
+        if nom.assignment is None:
+            return
+        ongoing = nom.assignment.mode() == PREEMPT and bool(nom.targets)
+        e.info.last = None if ongoing else nom.assignment.last
 
     def _fits(self, cq: CQState, usage: Mapping[FR, int], gone: list[Info]) -> bool:
         for info in gone:
