@@ -20,29 +20,6 @@ from volume_scenarios import add_volumes
 
 from conftest import cases, seed
 
-RWOP = "ReadWriteOncePod access mode already in-use by another pod"
-RWOP_CLASS = ("a ReadWriteOncePod conflict fails PreFilter on every node, so kube-scheduler's preemption dry run "
-              "tries every node; kgpu's tries only those its other filters pass")
-
-
-VOLUME_DRY_RUN = ("kgpu's preemption dry run does not run the volume plugins: where it finds victims for a pod "
-                  "with claims it adds no PostFilter words, while kube-scheduler's dry run fails the volume filters "
-                  "on those nodes")
-
-
-def _dry_run_volumes(detail: str) -> bool:
-    """kgpu's message has no PostFilter part (its dry run found victims), kube-scheduler's has one."""
-    lines = [ln.split(":", 1)[1].strip() for ln in detail.splitlines()[1:3]]
-    return len(lines) == 2 and " preemption: " not in lines[0] and " preemption: " in lines[1]
-
-
-def _same_filters(detail: str) -> bool:
-    """Whether the two messages of a disagreement agree up to their PostFilter part."""
-    from kgpu.sim.scheduler.plugins.defaultpreemption import filters_part
-
-    lines = [ln.split(":", 1)[1].strip() for ln in detail.splitlines()[1:3]]
-    return len(lines) == 2 and filters_part(lines[0]) == filters_part(lines[1])
-
 
 def test_volumes_agree_with_kube_scheduler(tmp_path: Path) -> None:
     n = cases(300)
@@ -71,12 +48,6 @@ def test_volumes_agree_with_kube_scheduler(tmp_path: Path) -> None:
         total["message"] += sum(1 for t in theirs.values() if not t.get("node"))
         for kind, detail in compare(s, ours, theirs):
             wrong[kind] += 1
-            if kind == "message" and RWOP in detail and _same_filters(detail):
-                known["rwop"] += 1  # docs/simulate.md, "Known differences": preemption after an RWOP conflict
-                continue
-            if kind == "message" and _same_filters(detail) and _dry_run_volumes(detail):
-                known["volume-dry-run"] += 1  # docs/simulate.md, "Known differences"
-                continue
             classes = [k for k in KNOWN if k in s.features]
             if classes:
                 known[classes[0]] += 1
@@ -88,8 +59,7 @@ def test_volumes_agree_with_kube_scheduler(tmp_path: Path) -> None:
         rate = agree / total[kind] if total[kind] else 1.0
         print(f"    {kind:12s} {agree}/{total[kind]} agree ({rate:.2%})")
     for cls, count in known.most_common():
-        text = {"rwop": RWOP_CLASS, "volume-dry-run": VOLUME_DRY_RUN}.get(cls) or KNOWN[cls]
-        print(f"  known difference: {text}: {count} pod(s)")
+        print(f"  known difference: {KNOWN[cls]}: {count} pod(s)")
     for line in unexplained[:40]:
         print("  DISAGREE", line)
     assert with_claims, "no pod with claims was drawn"

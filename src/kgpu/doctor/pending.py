@@ -433,7 +433,7 @@ class _Existing:
         """A pod with claims: the volume plugins' words too (kgpu.sim.scheduler.plugins.volumebinding), as simulate words them."""
         from kgpu.sim.scheduler.plugins import volumebinding as volumes
         from kgpu.sim.scheduler.plugins import volumeplace
-        from kgpu.sim.scheduler.plugins.defaultpreemption import NOT_HELPFUL, PREFILTER_STOPPED
+        from kgpu.sim.scheduler.plugins.defaultpreemption import PREFILTER_STOPPED
 
         if self.volumes is None:
             bound = [p.model for p in self.state.pods if p.model is not None and p.node_name and not p.terminated]
@@ -444,11 +444,8 @@ class _Existing:
         text = out.reason or self.sched.explain_pod(model)
         if out.prefilter and text.startswith("0/"):
             return f"{text} {PREFILTER_STOPPED}"  # DynamicResources' PostFilter errs (kgpu.sim.simulate)
-        n = len(self.sched.states)
         assert self.postfilter is not None
-        words = (f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}."
-                 if out.unresolvable and model.preemption_policy != "Never"
-                 else self.postfilter.message(model, out.volume_unresolvable))
+        words = volumeplace.postfilter(self.volumes, self.postfilter, model, out)
         return f"{text} {postfilter_words(words)}" if words and text.startswith("0/") else text
 
 

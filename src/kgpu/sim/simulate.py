@@ -25,6 +25,7 @@ from kgpu.model.predicates import static_reasons
 from kgpu.sim.scheduler.plugins.defaultpreemption import (
     NOT_HELPFUL,
     PREFILTER_STOPPED,
+    Outcome,
     Preemption,
     postfilter_words,
 )
@@ -333,23 +334,33 @@ def simulate(cluster: Objects, workloads: Objects | None = None, *, provisioner:
                 failed[id(pod)] = pod
             continue
         if vol is not None and pod.spec.volume_claims:
-            if _place_with_volumes(vol, sched, postfilter, pod, placements, again):
+            done = _place_with_volumes(vol, sched, postfilter, pod, placements, again)
+            if done is None:
+                continue
+            if isinstance(done, Outcome):
+                outcome = done
+            else:
+                if done:
+                    failed[id(pod)] = pod
+                continue
+        else:
+            decision: Decision = sched.place(pod)
+            if decision.node is not None:
+                placements[id(pod)] = Placement(pod, SCHEDULED, decision.node.name, recreated=again)
+                continue
+            outcome = postfilter.preempt(pod)
+            if outcome.node is None:
+                reason = f"{decision.reason} {postfilter_words(outcome.message)}" if outcome.message else decision.reason
+                placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)
                 failed[id(pod)] = pod
-            continue
-        decision: Decision = sched.place(pod)
-        if decision.node is not None:
-            placements[id(pod)] = Placement(pod, SCHEDULED, decision.node.name, recreated=again)
-            continue
-        outcome = postfilter.preempt(pod)
-        if outcome.node is None:
-            reason = f"{decision.reason} {postfilter_words(outcome.message)}" if outcome.message else decision.reason
-            placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)
-            failed[id(pod)] = pod
-            continue
+                continue
+        assert outcome.node is not None
         node = outcome.node.name
         victims = [v.key for v in outcome.victims]
         placements[id(pod)] = Placement(pod, SCHEDULED, node, victims=victims, recreated=again)
         for victim in outcome.victims:
+            if vol is not None:
+                vol.release_pod(victim)  # its claims are free for another pod (ReadWriteOncePod)
             gone = placements.get(id(victim))
             if gone is None:  # a pod of the snapshot
                 gone = placements[id(victim)] = Placement(victim, PREEMPTED)
@@ -480,22 +491,27 @@ def _volume_state(cluster: Objects, workloads: Objects, bound: Sequence[Pod]) ->
 
 
 def _place_with_volumes(vol: Any, sched: Scheduler, postfilter: Preemption, pod: Pod,
-                        placements: dict[int, Placement], again: bool) -> bool:
-    """A pod with PersistentVolumeClaims (kgpu.sim.scheduler.plugins.volumeplace); True when the provisioners may try it (it fit
-    nowhere, but its claims passed PreFilter). Preemption is not tried for it."""
+                        placements: dict[int, Placement], again: bool) -> bool | Outcome | None:
+    """A pod with PersistentVolumeClaims (kgpu.sim.scheduler.plugins.volumeplace): None when it was bound,
+    PostFilter's Outcome when it was bound by preempting (its victims are the caller's), else whether the
+    provisioners may try it (it fit nowhere, but its claims passed PreFilter)."""
     from kgpu.sim.scheduler.plugins import volumeplace
     out = volumeplace.place(vol, sched, pod)
     if out.node is not None:
         placements[id(pod)] = Placement(pod, SCHEDULED, out.node.name, recreated=again)
-        return False
+        return None
     reason = out.reason or ""
     if reason.startswith("0/") and out.prefilter:
         reason = f"{reason} {PREFILTER_STOPPED}"  # PostFilter errs: the PreFilter phase stopped early
     elif reason.startswith("0/"):
-        n = len(sched.states)
-        words = (f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}."
-                 if out.unresolvable and pod.preemption_policy != "Never"
-                 else postfilter.message(pod, out.volume_unresolvable))
+        if out.unresolvable:
+            words = volumeplace.postfilter(vol, postfilter, pod, out)
+        else:
+            outcome = postfilter.preempt(pod, out.volume_unresolvable, volumeplace.DryRun(vol, pod, out.claims))
+            if outcome.node is not None:
+                vol.commit(pod, out.claims, outcome.node.node)
+                return outcome
+            words = outcome.message
         if words:
             reason = f"{reason} {postfilter_words(words)}"
     placements[id(pod)] = Placement(pod, UNSCHEDULABLE, None, reason, recreated=again)

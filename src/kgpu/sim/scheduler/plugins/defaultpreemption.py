@@ -72,6 +72,7 @@ from kgpu.sim.scheduler.plugins.victims import (
     NO_VICTIMS,
     Lower,
     Trial,
+    Volumes,
     select_victims,
     select_victims_exact,
     start,
@@ -80,6 +81,7 @@ from kgpu.sim.scheduler.scheduler import NodeState, Scheduler, fits
 
 # InterPodAffinity and PodTopologySpread statuses that removing pods cannot resolve, as PodFilter.codes
 _UNRESOLVABLE_CODES = [REASONS.index(ERR_POD_AFFINITY), REASONS.index(ERR_SPREAD_LABEL)]
+_TOPOLOGY_REASONS = frozenset(r for r in REASONS if r)
 
 NEVER = "Never"
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
@@ -296,12 +298,12 @@ class Preemption:
         found, statuses, _ = self._dry_run(pod)
         return found, statuses
 
-    def _potential_exact(self, pod: Pod) -> tuple[set[int], PodFilter]:
+    def _potential_exact(self, pod: Pod, volumes: Volumes | None = None) -> tuple[set[int], PodFilter]:
         """The potential nodes of a pod on the scheduler's exact path: the topology filters run after
-        NodeResourcesFit, and only some of their statuses are resolvable (a node the pod fits whose topology
-        status is unresolvable is not potential). With the pod's PreFilter state. The topology statuses
-        come vectorised over every node (``PodFilter.codes``); NodeResourcesFit is asked only where they
-        are unresolvable."""
+        NodeResourcesFit (and the volume plugins), and only some of their statuses are resolvable (a node
+        the pod fits whose topology status is unresolvable is not potential, unless a volume plugin rejected
+        it first). With the pod's PreFilter state. The topology statuses come vectorised over every node
+        (``PodFilter.codes``); NodeResourcesFit is asked only where they are unresolvable."""
         import numpy as np
 
         _, res, extra = self._potential(pod.spec)
@@ -313,22 +315,24 @@ class Preemption:
         if len(nodes):
             code = topo.codes(sched.topology.domain_ids)[nodes]
             for idx in nodes[np.isin(code, _UNRESOLVABLE_CODES)].tolist():
-                if fits(spec, states[idx]):
+                if fits(spec, states[idx]) and not (volumes is not None and volumes.reasons(states[idx].node, ())):
                     out.discard(idx)
         out |= extra
         return out, topo
 
-    def _dry_run(self, pod: Pod, unresolvable: frozenset[int] = frozenset()
+    def _dry_run(self, pod: Pod, unresolvable: frozenset[int] = frozenset(), volumes: Volumes | None = None
                  ) -> tuple[list[Candidate], Counter[str], str | None]:
         """The candidates and statuses, and the message when no node had a pod of lower priority (the usual
         case, answered from the node counts alone). ``unresolvable``: nodes a plugin kgpu runs outside the
-        scheduler's filters (DynamicResources) rejected as UnschedulableAndUnresolvable; never potential."""
+        scheduler's filters (DynamicResources, the volume plugins) rejected as UnschedulableAndUnresolvable;
+        never potential. ``volumes``: the volume plugins, for a pod with claims (they run on each node
+        tried, ``select_victims``)."""
         sched = self.sched
         exact = sched.needs_exact(pod)
         potential: set[int] | None = None
         filt: PodFilter | None = None
         if exact:
-            exact_set, filt = self._potential_exact(pod)
+            exact_set, filt = self._potential_exact(pod, volumes)
             exact_set -= unresolvable
             n_potential = len(exact_set)
         else:
@@ -367,8 +371,25 @@ class Preemption:
             memo = self._victims.setdefault((pod.spec, pod.priority, pod.namespace, labels), {})
         else:
             memo = self._victims.setdefault((pod.spec, pod.priority), {})
+        # The volume plugins' node-only reasons come after NodeResourcesFit and before the topology filters:
+        # a pod with claims reads the class's answer and then them, unless a ReadWriteOncePod conflict makes
+        # the answer depend on the pods taken off (then each node is tried as it is).
+        direct = volumes is not None and volumes.held(()) > 0
         for i in hits:
             st = states[i]
+            if direct:
+                low = self._lower_pods(st, pod.priority)
+                if filt is not None:
+                    victims, why = select_victims_exact(pod, st, sched, filt, low, volumes)
+                else:
+                    victims, why = select_victims(pod, st, low, volumes)
+                if victims is None:
+                    statuses.update(why)
+                    continue
+                found.append(Candidate(st, victims))
+                if len(found) >= wanted:
+                    break
+                continue
             kept = memo.get(i)
             if kept is None or kept[0] != st.version:
                 kept = memo[i] = (st.version, {})
@@ -384,6 +405,10 @@ class Preemption:
                     victims, why = select_victims(pod, st, low)
                 candidate = None if victims is None else Candidate(st, victims)
                 kept[1][sig] = (candidate, why)
+            if volumes is not None and (candidate is not None or (why and why[0] in _TOPOLOGY_REASONS)):
+                more = volumes.reasons(st.node, ())
+                if more:
+                    candidate, why = None, list(more)
             if candidate is None:
                 statuses.update(why)
                 continue
@@ -402,18 +427,23 @@ class Preemption:
             low = kept[1][priority] = Lower(st, priority)
         return low
 
-    def preempt(self, pod: Pod) -> Outcome:
-        """Run PostFilter for a pod that fits no node: evict and bind, or say why not."""
+    def preempt(
+        self, pod: Pod, unresolvable: frozenset[int] = frozenset(), volumes: Volumes | None = None
+    ) -> Outcome:
+        """Run PostFilter for a pod that fits no node: evict and bind, or say why not. ``unresolvable`` and
+        ``volumes`` as for ``message`` (a pod with claims)."""
         sched = self.sched
         if pod.spec.scheduling_gates or not sched.states:
             return Outcome()  # gated pods never reach a scheduling cycle; no nodes is not a FitError
         if pod.preemption_policy == NEVER:
             return Outcome(message=f"preemption: {NOT_ELIGIBLE_NEVER}")
-        key = (pod.spec, pod.priority)
+        key: tuple[Any, ...] = (pod.spec, pod.priority)
+        if volumes is not None:
+            key += (unresolvable, volumes.key)
         last = self._failed.get(key)
         if last is not None and last[0] == sched.log_length and last[1] == len(sched.states):
             return Outcome(message=last[2])
-        found, statuses, message = self._dry_run(pod)
+        found, statuses, message = self._dry_run(pod, unresolvable, volumes)
         if not found:
             message = message or f"preemption: {unschedulable_message(len(sched.states), +statuses)}"
             self._failed[key] = (sched.log_length, len(sched.states), message)
@@ -425,10 +455,13 @@ class Preemption:
         sched.bind(pod, st)
         return Outcome(st, best.victims)
 
-    def message(self, pod: Pod, unresolvable: frozenset[int] = frozenset()) -> str:
+    def message(
+        self, pod: Pod, unresolvable: frozenset[int] = frozenset(), volumes: Volumes | None = None
+    ) -> str:
         """The words PostFilter would add now, without acting; empty when it would find candidates.
-        ``unresolvable``: nodes rejected as UnschedulableAndUnresolvable by DynamicResources (never
-        potential: "Preemption is not helpful for scheduling" there).
+        ``unresolvable``: nodes rejected as UnschedulableAndUnresolvable by DynamicResources or the volume
+        plugins (never potential: "Preemption is not helpful for scheduling" there); ``volumes``: the volume
+        plugins of a pod with claims, run on each node tried.
 
         Kept per class of pod until the cluster changes (a bind or an eviction, a node added), as ``preempt``
         keeps its failures: thousands of unschedulable pods of a few specs cost a few dry runs."""
@@ -438,12 +471,14 @@ class Preemption:
         if pod.preemption_policy == NEVER:
             return f"preemption: {NOT_ELIGIBLE_NEVER}"
         key: tuple[Any, ...] = (pod.spec, pod.priority, unresolvable)
+        if volumes is not None:
+            key += (volumes.key,)
         if sched.needs_exact(pod):  # the topology filters read the pod's namespace and labels too
             key += (pod.namespace, tuple(sorted(pod.labels.items())))
         last = self._said.get(key)
         if last is not None and last[0] == sched.log_length and last[1] == len(sched.states):
             return last[2]
-        found, statuses, message = self._dry_run(pod, unresolvable)
+        found, statuses, message = self._dry_run(pod, unresolvable, volumes)
         words = "" if found else (message or f"preemption: {unschedulable_message(len(sched.states), +statuses)}")
         self._said[key] = (sched.log_length, len(sched.states), words)
         return words

@@ -21,10 +21,10 @@ pods, and are kept per node version and priority for every pod that asks.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
-from kgpu.model.objects import HostPort, Pod, PodSpecInfo
+from kgpu.model.objects import HostPort, Node, Pod, PodSpecInfo
 from kgpu.model.predicates import (
     ERR_EXISTING_ANTI_AFFINITY,
     ERR_NODE_PORTS,
@@ -115,9 +115,25 @@ class Lower:
         return fit
 
 
-def select_victims(pod: Pod, st: NodeState, lower: Lower | None = None) -> tuple[list[Pod] | None, list[str]]:
+class Volumes(Protocol):
+    """The volume plugins in the dry run (kgpu.sim.scheduler.plugins.volumeplace.DryRun); ``key`` names
+    what their answers depend on."""
+
+    key: tuple[Any, ...]
+
+    def reasons(self, node: Node, off: Sequence[Pod]) -> tuple[str, ...]: ...
+
+    def held(self, off: Sequence[Pod]) -> int: ...
+
+    def uses(self, pod: Pod) -> int: ...
+
+
+def select_victims(
+    pod: Pod, st: NodeState, lower: Lower | None = None, volumes: Volumes | None = None
+) -> tuple[list[Pod] | None, list[str]]:
     """SelectVictimsOnNode: (victims, []) when evicting them lets ``pod`` fit, else (None, the node's
-    status reasons). ``st.pods`` is in bind order; ``lower``: its pods below the pod's priority, when kept."""
+    status reasons). ``st.pods`` is in bind order; ``lower``: its pods below the pod's priority, when kept;
+    ``volumes``: the volume plugins, for a pod with claims."""
     low = lower if lower is not None else Lower(st, pod.priority)
     if not low.pods:
         return None, [NO_VICTIMS]
@@ -125,21 +141,36 @@ def select_victims(pod: Pod, st: NodeState, lower: Lower | None = None) -> tuple
     why = fit.reasons(pod.spec)
     if why:
         return None, why
+    held = 0
+    if volumes is not None:
+        why = list(volumes.reasons(st.node, low.pods))
+        if why:
+            return None, why
+        held = volumes.held(low.pods)
     victims = []
     for p in low.ordered:  # no PodDisruptionBudgets: every pod is non-violating
         fit.add(p)
-        if not fit.fits(pod.spec):
+        use = volumes.uses(p) if volumes is not None else 0
+        if not fit.fits(pod.spec) or held + use > 0:
             fit.remove(p)
             victims.append(p)
+        else:
+            held += use
     return victims, []
 
 
 def select_victims_exact(
-    pod: Pod, st: NodeState, sched: Scheduler, filt: PodFilter | None = None, lower: Lower | None = None
+    pod: Pod,
+    st: NodeState,
+    sched: Scheduler,
+    filt: PodFilter | None = None,
+    lower: Lower | None = None,
+    volumes: Volumes | None = None,
 ) -> tuple[list[Pod] | None, list[str]]:
     """``select_victims`` for a pod that PodTopologySpread or InterPodAffinity filter: the pods taken off
     leave the topology counts too (the plugins' RemovePod and AddPod, ``Trial``), read from the pod's
-    PreFilter state ``filt`` (prepared now when not given) less their share, never written."""
+    PreFilter state ``filt`` (prepared now when not given) less their share, never written. The volume
+    plugins run between NodeResourcesFit and the topology filters, as in the default profile."""
     low = lower if lower is not None else Lower(st, pod.priority)
     if not low.pods:
         return None, [NO_VICTIMS]
@@ -150,6 +181,12 @@ def select_victims_exact(
     why = fit.reasons(spec)
     if why:
         return None, why
+    held = 0
+    if volumes is not None:
+        why = list(volumes.reasons(st.node, low.pods))
+        if why:
+            return None, why
+        held = volumes.held(low.pods)
     trial = Trial(filt, st)
     for p in low.pods:
         trial.remove(p)
@@ -160,10 +197,13 @@ def select_victims_exact(
     for p in low.ordered:  # no PodDisruptionBudgets: every pod is non-violating
         fit.add(p)
         trial.add(p)
-        if not fit.fits(spec) or trial.reason() is not None:
+        use = volumes.uses(p) if volumes is not None else 0
+        if not fit.fits(spec) or held + use > 0 or trial.reason() is not None:
             fit.remove(p)
             trial.remove(p)
             victims.append(p)
+        else:
+            held += use
     return victims, []
 
 

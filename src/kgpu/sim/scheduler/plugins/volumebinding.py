@@ -82,6 +82,7 @@ ERR_LOST = 'persistentvolumeclaim "{}" bound to non-existent persistentvolume "{
 ERR_DELETING = 'persistentvolumeclaim "{}" is being deleted'
 ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 ERR_PV_NOT_FOUND = 'persistentvolume "{}" not found'
+RWOP = "ReadWriteOncePod"
 ERR_RWOP = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use "
             "by another pod")
 ERR_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
@@ -145,6 +146,27 @@ class VolumeState:
         self._bind_immediate()
 
     # --- claims -----------------------------------------------------------------------------------------
+
+    def in_use(self, claim: Claim) -> bool:
+        """Whether a scheduled pod uses the claim (the scheduler's StorageInfos().IsPVCUsedByPods)."""
+        return self.users[claim.key] > 0
+
+    def signature(self, claims: list[Claim]) -> tuple[Any, ...]:
+        """What the volume plugins read of ``claims`` for a node (their state now): pods whose claims share
+        it get the same answers (``kgpu.sim.scheduler.plugins.defaultpreemption`` keeps its own by it)."""
+        out = []
+        for c in claims:
+            mine = self._prebound.get(c.key)
+            out.append((c.volume_name if self._bound(c) else None, c.storage_class, c.storage,
+                        tuple(c.access_modes), c.selected_node, mine.name if mine is not None else None,
+                        RWOP in c.access_modes and self.users[c.key] > 0))
+        return tuple(out)
+
+    def release_pod(self, pod: Pod) -> None:
+        """A pod that was bound is gone (evicted): its claims count one user less."""
+        for key in self._names(pod):
+            if self.users[key] > 0:
+                self.users[key] -= 1
 
     def _names(self, pod: Pod) -> list[tuple[str, str]]:
         out = []
@@ -228,10 +250,11 @@ class VolumeState:
 
     # --- filter -----------------------------------------------------------------------------------------
 
-    def filter(self, pod: Pod, claims: list[Claim], node: Node) -> tuple[str, ...]:
-        """The reasons the first failing volume plugin gives for ``node`` (empty: it passes)."""
+    def filter(self, pod: Pod, claims: list[Claim], node: Node, rwop: bool = True) -> tuple[str, ...]:
+        """The reasons the first failing volume plugin gives for ``node`` (empty: it passes). ``rwop``
+        False: without VolumeRestrictions' ReadWriteOncePod check (preemption's dry run counts it itself)."""
         for c in claims:
-            if "ReadWriteOncePod" in c.access_modes and self.users[c.key]:
+            if rwop and RWOP in c.access_modes and self.users[c.key]:
                 return (ERR_RWOP,)
         labels = node_labels(node)
         volumes = self.objects.volumes
@@ -306,7 +329,9 @@ class VolumeState:
                 by_name = by_name or bool(term.match_fields)
         return tuple(sorted(keys)), by_name
 
-    def filter_memo(self, pod: Pod, claims: list[Claim]) -> Callable[[Node], tuple[str, ...]]:
+    def filter_memo(
+        self, pod: Pod, claims: list[Claim], rwop: bool = True
+    ) -> Callable[[Node], tuple[str, ...]]:
         """``filter`` for ``pod`` and ``claims`` as a function of the node, memoised on what it reads of a
         node (``_reads``). For one scheduling attempt: the claims and volumes must not change meanwhile."""
         read, by_name = self._reads(claims)
@@ -319,7 +344,7 @@ class VolumeState:
                 key += (node.name,)
             hit = memo.get(key)
             if hit is None:
-                hit = memo[key] = self.filter(pod, claims, node)
+                hit = memo[key] = self.filter(pod, claims, node, rwop)
             return hit
 
         return check
@@ -408,11 +433,6 @@ class VolumeState:
         if note:
             self.warnings.setdefault(pod.key, []).extend(note)
 
-    def release(self, pod: Pod, claims: list[Claim]) -> None:
-        for c in claims:
-            if self.users[c.key] > 0:
-                self.users[c.key] -= 1
-
     def _provision(self, pod: Pod, c: Claim, node: Node) -> Volume:
         cls = self.objects.classes[c.storage_class]
         affinity = None
@@ -450,7 +470,7 @@ class VolumeState:
         claims that may bind an existing volume, claims no node can provision)."""
         extra: list[NodeSelector] = []
         for c in claims:
-            if "ReadWriteOncePod" in c.access_modes and self.users[c.key]:
+            if RWOP in c.access_modes and self.users[c.key]:
                 return False
             if self._bound(c):
                 pv = self.objects.volumes[c.volume_name]

@@ -10,18 +10,28 @@ node-only filters, NodePorts and NodeResourcesFit, and the topology filters' cod
 the volume plugins once per combination of the node labels they read (``VolumeState.grouped``), the best
 node as the scheduler ranks it (``Scheduler.best_in``); node by node for a class that cannot keep arrays
 (host ports). The message counts each node under the first filter it fails, as kube-scheduler's does.
+
+Preemption (``DryRun``, ``postfilter``): DefaultPreemption's dry run (SelectVictimsOnNode) runs every
+filter on a node with its pods of lower priority taken off, the volume plugins included. VolumeRestrictions
+counts, at PreFilter, the pod's ReadWriteOncePod claims some scheduled pod uses; its PreFilter extensions
+(RemovePod, AddPod) take off and put back each pod's volumes naming one of those claims (by claim name, as
+``conflictingPVCRefCountForPod`` does), so evicting the pod that holds the claim, when it runs on the
+node tried and has a lower priority, makes room; its status is Unschedulable. VolumeBinding's and
+VolumeZone's reasons depend on the node alone and are UnschedulableAndUnresolvable: a node they reject is
+never a candidate, and a node that another filter rejected first gets their words once its pods are off.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgpu.model.objects import Pod
+from kgpu.model.objects import Node, Pod
 from kgpu.model.predicates import unschedulable_message
 from kgpu.model.volumes import Claim
-from kgpu.sim.scheduler.plugins.volumebinding import UNRESOLVABLE, Verdict, VolumeState
+from kgpu.sim.scheduler.plugins.volumebinding import ERR_RWOP, RWOP, UNRESOLVABLE, Verdict, VolumeState
 from kgpu.sim.scheduler.scheduler import NO_NODES
 
 
@@ -197,3 +207,51 @@ def _unplaced(vol: VolumeState, sched: Any, pod: Pod, verdict: Verdict, topo: An
         unresolvable=unresolvable == len(states),
         volume_unresolvable=frozenset(hopeless_nodes),
     )
+
+
+class DryRun:
+    """The volume plugins in DefaultPreemption's dry run for one pod and its claims (module docstring):
+    ``reasons(node, off)`` on a node with the pods ``off`` taken off, ``uses(pod)`` what putting a pod back
+    adds to VolumeRestrictions' count; ``key`` names what the answers depend on (for the caches)."""
+
+    __slots__ = ("conflicts", "key", "node", "rwop")
+
+    def __init__(self, vol: VolumeState, pod: Pod, claims: list[Claim]) -> None:
+        # readWriteOncePodPVCsForPod reads the pod's persistentVolumeClaim volumes (ephemeral ones are not)
+        pvcs = {e.partition(" ")[2] for e in pod.spec.volume_claims if e.startswith("pvc ")}
+        pvcs |= {t.claim_name(pod.name) for t in pod.spec.claim_templates if t.kind == "template"}
+        mine = [c for c in claims if RWOP in c.access_modes and c.name in pvcs]
+        self.rwop = frozenset(c.name for c in mine)
+        self.conflicts = sum(1 for c in mine if vol.in_use(c))  # calPreFilterState
+        self.node = vol.filter_memo(pod, claims, rwop=False)
+        self.key = vol.signature(claims)
+
+    def uses(self, pod: Pod) -> int:
+        """conflictingPVCRefCountForPod: the pod's persistentVolumeClaim volumes naming one of the claims."""
+        if not self.rwop:
+            return 0
+        n = sum(1 for e in pod.spec.volume_claims if e.startswith("pvc ") and e[4:] in self.rwop)
+        return n + sum(
+            1 for t in pod.spec.claim_templates if t.kind == "template" and t.claim_name(pod.name) in self.rwop
+        )
+
+    def held(self, off: Sequence[Pod]) -> int:
+        """VolumeRestrictions' count with the pods ``off`` taken off (above 0: the conflict stays)."""
+        return self.conflicts - sum(self.uses(p) for p in off) if self.conflicts else 0
+
+    def reasons(self, node: Node, off: Sequence[Pod]) -> tuple[str, ...]:
+        """The volume plugins' status on ``node`` with ``off`` taken off, in the default profile's order."""
+        if self.held(off) > 0:
+            return (ERR_RWOP,)
+        return self.node(node)
+
+
+def postfilter(vol: VolumeState, preemption: Any, pod: Pod, out: Outcome) -> str:
+    """DefaultPreemption's words for a pod with claims that fits no node (``out``, from ``place`` or
+    ``explain``), without acting: every node rejected unresolvably, or the dry run with the volume plugins."""
+    from kgpu.sim.scheduler.plugins.defaultpreemption import NEVER, NOT_HELPFUL
+
+    n = len(preemption.sched.states)
+    if out.unresolvable and pod.preemption_policy != NEVER:
+        return f"preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}."
+    return str(preemption.message(pod, out.volume_unresolvable, DryRun(vol, pod, out.claims)))
