@@ -202,10 +202,10 @@ def test_prefilter_messages_replace_the_histogram() -> None:
 
 
 def test_unsupported_cel_is_a_warning_never_a_match() -> None:
-    cl = [*nodes("n1"), gpu_class(), gpu_slice("n1", 1), template(selectors=["isIP('10.0.0.1')"])]
+    cl = [*nodes("n1"), gpu_class(), gpu_slice("n1", 1), template(selectors=["isURL('https://example.com')"])]
     out = run(cl, [claim_pod("p")])
     assert out["p"].phase == UNSCHEDULABLE
-    assert [w.code for w in out["p"].warnings] == ["dra"] and "isIP" in out["p"].warnings[0].message
+    assert [w.code for w in out["p"].warnings] == ["dra"] and "isURL" in out["p"].warnings[0].message
 
 
 # --- bad input -------------------------------------------------------------------------------------------

@@ -211,6 +211,20 @@ class Draw:
             body = self.bool_(d - 1)
             del self.scope[-2:]
             return f"{src}.{self.rng.choice(['all', 'exists'])}({i}, {val}, {body})"
+        if r < 0.78:  # Kubernetes' IP and CIDR libraries, ext.Strings' quote
+            ip = f"ip({self.str_(d - 1)})"
+            net = f"cidr({self.str_(d - 1)})"
+            return self.rng.choice(
+                [
+                    f"{net}.containsIP({self.rng.choice([ip, self.str_(d - 1)])})",
+                    f"{net}.containsCIDR({self.rng.choice([net, self.str_(d - 1)])})",
+                    f"{ip}.family() == {self.int_(d - 1)}",
+                    f"{ip}.isLoopback() || {net}.prefixLength() > 8",
+                    f"isIP({self.str_(d - 1)}) && ip.isCanonical({self.str_(d - 1)})",
+                    f"isCIDR({self.str_(d - 1)}) && {net}.masked().ip() == {ip}",
+                    f"strings.quote({self.str_(d - 1)}).size() > {self.int_(d - 1)}",
+                ]
+            )
         if r < 0.90:
             v = self.var()
             if self.rng.random() < 0.6:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,10 @@ GPU_SELECTORS = [
     "device.attributes['gpu.nvidia.com'].productName.replace('NVIDIA ', '').startsWith('A')",
     "device.attributes['gpu.nvidia.com'].productName.split(' ').distinct().size() >= 2",
     "device.attributes['gpu.nvidia.com'].productName.findAll('[0-9]').size() >= 3",
+    # ext.Bindings (the DRA environment adds it to name a domain once) and ext.Strings' quote
+    "cel.bind(g, device.attributes['gpu.nvidia.com'], g.productName.startsWith('NVIDIA') && "
+    "g.architecture in ['Hopper', 'Ampere'])",
+    "strings.quote(device.attributes['gpu.nvidia.com'].productName).size() > 22",
 ]
 MIG_SELECTORS = [
     "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'",
@@ -88,10 +93,15 @@ NIC_SELECTORS = [
     "device.attributes['net.example.com'].rdma",
     "device.attributes['net.example.com'].speed >= 200",
     "device.capacity['net.example.com'].bandwidth.compareTo(quantity('100G')) > 0",
+    # Kubernetes' IP and CIDR libraries over an address attribute
+    "cidr('10.1.0.0/16').containsIP(device.attributes['net.example.com'].ipv4)",
+    "ip(device.attributes['net.example.com'].ipv4).family() == 4 && "
+    "!cidr('10.2.0.0/16').containsIP(ip(device.attributes['net.example.com'].ipv4))",
+    "cel.bind(n, device.attributes['net.example.com'], n.rdma && n.speed >= 200)",
 ]
 # the functions of Kubernetes' CEL libraries the selectors above call (kgpu.sim.scheduler.plugins.cel_library)
 CEL_LIBRARY = ("lowerAscii", "upperAscii", "split", "indexOf", "lastIndexOf", "substring", "find", "findAll", "trim",
-               "replace", "charAt", "distinct", "max", "sets.intersects")
+               "replace", "charAt", "distinct", "max", "sets.intersects", "cel.bind", "strings.quote", "cidr", "ip")
 ACCEL_SELECTORS = [
     "device.attributes['accel.example.com'].family == 'agilex'",
     "device.attributes['accel.example.com'].firmware.isLessThan(semver('2.0.0'))",
@@ -141,6 +151,7 @@ def _nic_devices(rng: random.Random, first: int, n: int) -> list[dict[str, Any]]
     for i in range(first, first + n):
         out.append({"name": f"nic-{i}", "attributes": {
             "rdma": {"bool": rng.random() < 0.7}, "speed": {"int": rng.choice([100, 200, 400])},
+            "ipv4": {"string": f"10.{i % 3}.{i}.5"},
             "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{i // 2:02x}"}},
             "capacity": {"bandwidth": {"value": rng.choice(["100G", "200G", "400G"])}}})
     return out
@@ -176,7 +187,7 @@ def _request_body(rng: random.Random, s: Scenario, cls: str, *, sub: bool = Fals
         picked = rng.sample(choices, rng.choice([1, 1, 2]))
         body["selectors"] = [{"cel": {"expression": e}} for e in picked]
         s.features.add("cel")
-        if any(f".{name}(" in e or f"{name}(" in e.split("(")[0] for e in picked for name in CEL_LIBRARY):
+        if any(re.search(rf"(?<![A-Za-z_]){re.escape(name)}\(", e) for e in picked for name in CEL_LIBRARY):
             s.features.add("cel-library")
     if cls in ("gpu.nvidia.com", "accel.example.com") and rng.random() < 0.03:
         body.setdefault("selectors", []).append({"cel": {"expression": rng.choice(RISKY_SELECTORS)}})

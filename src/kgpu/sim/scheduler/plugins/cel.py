@@ -38,10 +38,12 @@ from typing import Any
 from kgpu.errors import InputError, quote
 from kgpu.model.dra import Device
 from kgpu.model.quantity import parse_quantity
+from kgpu.sim.scheduler.plugins.cel_bind import Unshadowable, expand
 from kgpu.sim.scheduler.plugins.cel_costs import U64
 from kgpu.sim.scheduler.plugins.cel_estimate import MAX_COST, analyse
 from kgpu.sim.scheduler.plugins.cel_library import FUNCTIONS as LIBRARY
 from kgpu.sim.scheduler.plugins.cel_library import CelError
+from kgpu.sim.scheduler.plugins.cel_net import FUNCTIONS as NET
 from kgpu.sim.scheduler.plugins.cel_parse import CelParseError
 
 
@@ -241,12 +243,19 @@ def device_value(driver: str, device: Device) -> dict[str, Any]:
 class Program:
     """One compiled selector and what it can read of a device (for the memo)."""
 
-    __slots__ = ("_program", "cost", "domains", "everything", "expression", "names", "result")
+    __slots__ = ("_program", "cost", "domains", "everything", "expression", "names", "result", "unsupported")
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
+        self.unsupported = ""  # why kgpu cannot evaluate it (a name cel.bind binds declared again)
         try:
-            self._program = cel.compile(expression)
+            source = expand(expression)
+        except Unshadowable as exc:
+            source, self.unsupported = expression, str(exc)
+        except ValueError:
+            source = expression  # a malformed cel.bind: the parsers below say what the API server does
+        try:
+            self._program = cel.compile(source)
         except (ValueError, RuntimeError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise CelSyntaxError(first.removeprefix(f"Failed to parse expression '{expression}': ")) from None
@@ -277,6 +286,8 @@ class Program:
             raise CelTooComplex(self.cost)
 
     def execute(self, context: Any) -> Any:
+        if self.unsupported:
+            raise Unsupported(self.unsupported)
         return self._program.execute(context)
 
 
@@ -315,7 +326,7 @@ class Evaluator:
         self._layout_ids: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
         self._device_layout: dict[int, tuple[Device, int]] = {}
         self._context = cel.Context()
-        for name, fn in {**LIBRARY, **FUNCTIONS}.items():
+        for name, fn in {**LIBRARY, **NET, **FUNCTIONS}.items():
             self._context.add_function(name, fn)
         self.evaluations = 0  # real evaluations (memo misses), for the benchmark
 

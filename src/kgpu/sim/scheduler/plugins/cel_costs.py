@@ -114,6 +114,22 @@ class LibraryCosts:
             strc = s.add(fixed(1)).factor(STRING_FACTOR)
             rc = self.lib_size(self.node_path(args[0]), args[0]).factor(REGEX_FACTOR)
             return strc.mul(rc), Est(0, s.hi)
+        if f in ("cidr", "isIP", "isCIDR", "ip", "ip.isCanonical") and (args or f == "ip"):
+            if f == "ip" and target is not None:
+                return fixed(1), None  # a CIDR's address: a field
+            factor = 2 * STRING_FACTOR if f == "ip.isCanonical" else STRING_FACTOR
+            return self.lib_size(self.node_path(args[0]), args[0]).factor(factor), None
+        if f in ("containsIP", "containsCIDR") and target is not None and args:
+            both = Est(8, 32)  # two addresses of 4 or 16 bytes compared
+            cost = both.factor(STRING_FACTOR)
+            if f == "containsCIDR":  # the base masked and the bits compared
+                cost = cost.add(Est(4, 16).factor(STRING_FACTOR)).add(fixed(1))
+            kind = self.type_of(args[0])[0]
+            if kind in ("string", "dyn", "any"):  # the string overload parses it first
+                parsed = cost.add(self.lib_size(self.node_path(args[0]), args[0]).factor(STRING_FACTOR))
+                # a dyn argument keeps both overloads, and cel-go takes the union of their estimates
+                cost = parsed if kind == "string" else cost.union(parsed)
+            return cost, None
         if f in ("quantity", "isQuantity", "semver", "isSemver") and args:
             return self.lib_size(self.node_path(args[0]), args[0]).factor(STRING_FACTOR), None
         if f in (
@@ -129,11 +145,19 @@ class LibraryCosts:
             "major",
             "minor",
             "patch",
+            "masked",
+            "prefixLength",
+            "family",
+            "isUnspecified",
+            "isLoopback",
+            "isLinkLocalMulticast",
+            "isLinkLocalUnicast",
+            "isGlobalUnicast",
         ):
             return fixed(1), None
         if f == "_==_" and len(args) == 2:
             a, b = self.type_of(args[0]), self.type_of(args[1])
-            if a == b and a[0] in ("quantity", "semver"):
+            if a == b and a[0] in ("quantity", "semver", "ip", "cidr"):
                 return fixed(1), None
             return None
         return None

@@ -373,6 +373,9 @@ class _Coster(TypeChecker, LibraryCosts):
         if ov == "string_to_bytes":
             sz = self.size_or_unknown(args[0])
             return sz.factor(STRING_FACTOR).add(args_sum), Est(sz.lo, min(sz.hi * 4, U64))
+        if f == "strings.quote" and len(args) == 1 and target is None:  # cel-go's ExtQuoteString
+            sz = self.size_or_unknown(args[0])
+            return sz.factor(STRING_FACTOR).add(args_sum), Est(sz.lo + 2, min(sz.hi * 2 + 2, U64))
         if ov in ("startsWith", "endsWith") and len(args) == 1 and target is not None:
             return self.size_or_unknown(args[0]).factor(STRING_FACTOR).add(args_sum), None
         if ov == "in_list":

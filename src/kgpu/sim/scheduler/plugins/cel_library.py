@@ -14,10 +14,12 @@ kube-scheduler compiles device selectors in Kubernetes' CEL environment (k8s.io/
 - ``ext.Sets``: ``sets.contains``, ``sets.equivalent``, ``sets.intersects``;
 - ``ext.Lists`` version 3 (1.34): ``lists.range``, ``distinct``, ``flatten``, ``slice``, ``sort``.
 
-What is not here raises ``Unsupported`` where it is called (a warning naming it, never a silent match):
-``format`` and ``strings.quote``, the URL, IP, CIDR and named-format libraries, the ``cel.bind`` macro and
-``sortBy``, ``first``/``last`` (optional values). The differential (conformance/tests/test_dra_differential.py)
-draws selectors calling these functions and compares kgpu's verdicts with the real allocator's CEL.
+``strings.quote`` and the IP and CIDR libraries are in ``kgpu.sim.scheduler.plugins.cel_net``; ``cel.bind``
+is expanded before compiling (``kgpu.sim.scheduler.plugins.cel_bind``). What is not here raises
+``Unsupported`` where it is called (a warning naming it, never a silent match): ``format``, the URL and
+named-format libraries, ``sortBy`` and the two-variable comprehensions, ``first``/``last`` (optional
+values). The differential (conformance/tests/test_dra_differential.py) draws selectors calling these
+libraries and compares kgpu's verdicts with the real allocator's CEL.
 """
 
 from __future__ import annotations

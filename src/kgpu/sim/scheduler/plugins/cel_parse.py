@@ -295,7 +295,7 @@ class _Parser:
         raise CelParseError(f"unexpected {text!r}")
 
     def member_call(self, target: Any, name: str, args: list[Any]) -> Any:
-        if isinstance(target, Ident) and target.name in _NAMESPACES:
+        if isinstance(target, Ident) and (target.name in _NAMESPACES or (target.name, name) == ("ip", "isCanonical")):
             if target.name == "cel" and name == "bind" and len(args) == 3 and isinstance(args[0], Ident):
                 return Comp(
                     "#unused",

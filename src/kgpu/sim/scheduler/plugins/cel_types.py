@@ -21,7 +21,9 @@ ANY: tuple[Any, ...] = ("any",)  # an attribute's value: google.protobuf.Any, wh
 # an empty literal's element type: a type parameter the checker unifies later
 FREE: tuple[Any, ...] = ("free",)
 SCALARS = frozenset({"bool", "int", "uint", "double", "duration", "timestamp"})
-_T = {k: (k,) for k in ("bool", "int", "uint", "double", "string", "bytes", "null", "quantity", "semver")}
+_T = {
+    k: (k,) for k in ("bool", "int", "uint", "double", "string", "bytes", "null", "quantity", "semver", "ip", "cidr")
+}
 _DEVICE = ("device",)
 _ATTRS = ("map", _T["string"], ("map", _T["string"], ANY))
 _CAPS = ("map", _T["string"], ("map", _T["string"], _T["quantity"]))
@@ -55,6 +57,16 @@ _RESULT_TYPES: dict[str, tuple[Any, ...]] = {
             "isLessThan",
             "isInteger",
             "bool",
+            "isIP",
+            "isCIDR",
+            "ip.isCanonical",
+            "isUnspecified",
+            "isLoopback",
+            "isLinkLocalMulticast",
+            "isLinkLocalUnicast",
+            "isGlobalUnicast",
+            "containsIP",
+            "containsCIDR",
         )
     },
     **{
@@ -70,6 +82,8 @@ _RESULT_TYPES: dict[str, tuple[Any, ...]] = {
             "sign",
             "indexOf",
             "lastIndexOf",
+            "family",
+            "prefixLength",
         )
     },
     **{
@@ -97,6 +111,9 @@ _RESULT_TYPES: dict[str, tuple[Any, ...]] = {
     "lists.range": ("list", _T["int"]),
     "semver": _T["semver"],
     "quantity": _T["quantity"],
+    "ip": _T["ip"],
+    "cidr": _T["cidr"],
+    "masked": _T["cidr"],
     "add": _T["quantity"],
     "sub": _T["quantity"],
 }
@@ -194,6 +211,8 @@ class TypeChecker:
             return target if target[0] == "list" else ("list", DYN)
         if f in ("sum", "min", "max") and e.target is not None:
             target = self.type_of(e.target)
+            if target[0] == "list" and target[1][0] == "free":
+                return _T["int"]  # an empty list's element type unifies with the first overload's, list(int)
             return target[1] if target[0] == "list" else DYN
         return _RESULT_TYPES.get(f, DYN)
 
@@ -253,6 +272,8 @@ _TYPE_NAMES = {
     "null": "null_type",
     "quantity": "kubernetes.Quantity",
     "semver": "kubernetes.Semver",
+    "ip": "net.IP",
+    "cidr": "net.CIDR",
     "device": "kubernetes.DRADevice",
     "any": "google.protobuf.Any",
 }
