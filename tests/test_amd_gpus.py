@@ -1,6 +1,6 @@
 """AMD GPUs (``amd.com/gpu``, AMD's device plugin, on g4ad nodes) in the one GPU inventory: the inventory and
-``is_gpu`` count them, the cost split charges the pod that holds one, and doctor names an AMD node as such
-instead of guessing (its checks are NVIDIA's)."""
+``is_gpu`` count them, the cost split charges the pod that holds one, and doctor checks an AMD node with AMD's
+device plugin in mind (readiness, what it advertises against its instance type), never NVIDIA's."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from kgpu.model.gpus import AMD_GPU, WHOLE, is_gpu, node_gpus
 
@@ -46,14 +47,60 @@ def test_the_pod_holding_the_amd_gpu_pays_for_the_node() -> None:
     assert rows["amdgpu-device-plugin-daemonset"]["hourly"] == 0.0
 
 
-def test_doctor_names_an_amd_node_and_raises_no_nvidia_error() -> None:
+def test_doctor_on_a_healthy_amd_node_says_nothing_and_nothing_of_nvidia() -> None:
+    """The node advertises its instance type's one GPU and AMD's device plugin runs there: no finding (no
+    NVIDIA check looks at it)."""
     proc = kgpu("doctor", "--snapshot", str(FIXTURE), "-o", "json")
-    assert proc.returncode == 0, proc.stderr  # no error-level finding
-    findings = json.loads(proc.stdout)["findings"]
-    assert [f["check"] for f in findings] == ["gpu-node-unrecognised"]
-    assert findings[0]["object"] == f"Node/{NODE}"
-    assert findings[0]["message"].startswith(f"AMD GPU node ({AMD_GPU}: 1 allocatable, Radeon_Pro_V520)")
-    assert "nvidia" not in findings[0]["fix"].lower()
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["findings"] == []
+
+
+def _doctor(tmp_path: Path, change: Any) -> list[dict[str, Any]]:
+    data = json.loads(FIXTURE.read_text())
+    change(data)
+    snapshot = tmp_path / "cluster.json"
+    snapshot.write_text(json.dumps(data))
+    proc = kgpu("doctor", "--snapshot", str(snapshot), "-o", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    return [f for f in json.loads(proc.stdout)["findings"] if f["object"] == f"Node/{NODE}"]
+
+
+def _node(data: dict[str, Any]) -> dict[str, Any]:
+    return next(o for o in data["items"] if o["kind"] == "Node")
+
+
+def _without_plugin(data: dict[str, Any]) -> None:
+    data["items"] = [o for o in data["items"] if not o["metadata"]["name"].startswith("amdgpu-device-plugin")]
+    for key in ("capacity", "allocatable"):
+        del _node(data)["status"][key][AMD_GPU]
+
+
+def test_an_amd_node_without_the_device_plugin_is_told_to_install_amds(tmp_path: Path) -> None:
+    found = _doctor(tmp_path, _without_plugin)
+    assert [(f["check"], f["severity"]) for f in found] == [("gpu-node-no-gpus", "error")]
+    assert found[0]["message"].startswith(f"AMD GPU node has no {AMD_GPU} in its allocatable and no AMD device plugin pod")
+    assert "instance type g4ad.xlarge has 1 AMD GPU(s)" in found[0]["message"]
+    assert "k8s-ds-amdgpu-dp.yaml" in found[0]["fix"] and "nvidia" not in found[0]["fix"].lower()
+
+
+def test_an_amd_gpu_the_plugin_finds_unhealthy_is_said(tmp_path: Path) -> None:
+    def unhealthy(data: dict[str, Any]) -> None:
+        _node(data)["status"]["allocatable"][AMD_GPU] = "0"
+
+    found = _doctor(tmp_path, unhealthy)
+    assert [(f["check"], f["severity"]) for f in found] == [("gpu-node-no-gpus", "error")]
+    assert "1 amd.com/gpu of capacity but 0 allocatable" in found[0]["message"]
+    assert found[0]["fix"].startswith("kubectl -n kube-system logs amdgpu-device-plugin-daemonset-x7k2p")
+
+
+def test_an_amd_node_not_ready_is_a_warning(tmp_path: Path) -> None:
+    def not_ready(data: dict[str, Any]) -> None:
+        for c in _node(data)["status"]["conditions"]:
+            if c["type"] == "Ready":
+                c["status"] = "False"
+
+    found = _doctor(tmp_path, not_ready)
+    assert [(f["check"], f["severity"]) for f in found] == [("gpu-node-not-ready", "warning")]
 
 
 def test_a_pending_pod_asking_an_amd_gpu_is_explained(tmp_path: Path) -> None:

@@ -92,6 +92,12 @@ def _advertised(node: NodeInfo) -> str:
 
 
 def check_no_gpus(state: ClusterState) -> Iterator[Finding]:
+    yield from _nvidia_no_gpus(state)
+    for node in amd_nodes(state):
+        yield from _amd_findings(state, node)
+
+
+def _nvidia_no_gpus(state: ClusterState) -> Iterator[Finding]:
     dra_cluster = uses_dra_driver(state)
     for node in _nodes(state):
         inv = node.gpus
@@ -346,26 +352,10 @@ def _gpu_hint(node: NodeInfo) -> str:
 def check_unrecognised(state: ClusterState) -> Iterator[Finding]:
     """Nodes labelled for GPUs that show none of the signs doctor reads: doctor says it cannot tell rather
     than treating them as CPU nodes silently (no GPU check looks at them)."""
+    amd = {n.name for n in amd_nodes(state)}
     for node in state.nodes:
-        if node.is_gpu or node.virtual:
-            continue
-        amd = node.gpus.allocatable(AMD_GPU)
-        ctype = node.catalog_type
-        if amd or any(r.name == AMD_GPU for r in node.gpus.resources) or (ctype and ctype.gpu_manufacturer == "amd"):
-            what = f"{AMD_GPU}: {amd} allocatable" if amd else (
-                f"instance type {ctype.name}" if ctype and ctype.gpu_manufacturer == "amd" else f"{AMD_GPU}: 0 allocatable"
-            )
-            product = f", {node.gpus.product}" if node.gpus.product else ""
-            yield Finding(
-                "gpu-node-unrecognised",
-                INFO,
-                node.ref,
-                f"AMD GPU node ({what}{product}): doctor's node checks read NVIDIA's device plugin, GPU Feature "
-                f"Discovery and drivers, so they skip it; pending pods asking {AMD_GPU} are explained, and "
-                f"simulate, plan and the cost split count its GPUs",
-                f"kubectl get node {node.name} -o jsonpath='{{.status.allocatable.amd\\.com/gpu}}'",
-            )
-            continue
+        if node.is_gpu or node.virtual or node.name in amd:
+            continue  # an AMD GPU node gets AMD's checks (check_no_gpus)
         hint = _gpu_hint(node)
         if not hint:
             continue
@@ -393,3 +383,87 @@ CHECKS = {
     "gpu-node-idle": check_usage,
     "gpu-node-no-gpu-pods": check_usage,
 }
+
+
+# --- AMD GPU nodes -----------------------------------------------------------------------------------------
+
+# AMD's device plugin (github.com/ROCm/k8s-device-plugin): the DaemonSet its README deploys, and its image
+AMD_PLUGIN_MANIFEST = "https://raw.githubusercontent.com/ROCm/k8s-device-plugin/master/k8s-ds-amdgpu-dp.yaml"
+AMD_PLUGIN_IMAGE = "rocm/k8s-device-plugin"
+# AMD's node labeller (k8s-node-labeller) writes amd.com/gpu.* (and, in older releases, beta.amd.com/gpu.*)
+# labels; Node Feature Discovery a PCI label with AMD's vendor id, 1002, on display and processing classes
+_AMD_LABEL_PREFIXES = ("amd.com/gpu.", "beta.amd.com/gpu.")
+_NFD_AMD_PCI = ("feature.node.kubernetes.io/pci-0300_1002.present", "feature.node.kubernetes.io/pci-1200_1002.present",
+                "feature.node.kubernetes.io/pci-0380_1002.present", "feature.node.kubernetes.io/pci-1002.present")
+
+
+def amd_reason(node: NodeInfo) -> str:
+    """Why a node is an AMD GPU host (its instance type, what it advertises, AMD's labeller, NFD's PCI label);
+    "" when nothing says so. NVIDIA GPU nodes are doctor's other checks'."""
+    ctype = node.catalog_type
+    if ctype is not None and ctype.gpu_manufacturer == "amd" and ctype.gpu_count:
+        return f"instance type {ctype.name} has {ctype.gpu_count} AMD GPU(s)"
+    res = next((r for r in node.gpus.resources if r.name == AMD_GPU), None)
+    if res is not None:
+        return f"capacity {AMD_GPU}: {res.capacity if res.capacity is not None else res.allocatable}"
+    for key in sorted(node.labels):
+        if key.startswith(_AMD_LABEL_PREFIXES):
+            return f"label {key}={node.labels[key]} (AMD's node labeller)"
+        if key in _NFD_AMD_PCI and node.labels[key] == "true":
+            return f"label {key}=true (an AMD PCI device, per Node Feature Discovery)"
+    return ""
+
+
+def amd_nodes(state: ClusterState) -> list[NodeInfo]:
+    return [n for n in state.nodes if not n.is_gpu and not n.virtual and amd_reason(n)]
+
+
+def _amd_plugin_pod(state: ClusterState, node: NodeInfo) -> PodInfo | None:
+    for pod in state.pods_by_node.get(node.name, ()):
+        if any(AMD_PLUGIN_IMAGE in image for image in pod.images):
+            return pod
+    return None
+
+
+def _amd_findings(state: ClusterState, node: NodeInfo) -> Iterator[Finding]:
+    """AMD's device plugin registers one ``amd.com/gpu`` per GPU and drops a GPU its health check (``--pulse``)
+    finds bad: a node not Ready, advertising none, or fewer than its instance type has."""
+    reason = amd_reason(node)
+    res = next((r for r in node.gpus.resources if r.name == AMD_GPU), None)
+    allocatable = res.allocatable if res is not None else 0
+    capacity = res.capacity if res is not None else None
+    plugin = _amd_plugin_pod(state, node)
+    logs = (
+        f"kubectl -n {plugin.namespace} logs {plugin.name}"
+        if plugin is not None
+        else f"kubectl get pods -A -o wide --field-selector spec.nodeName={node.name} | grep -i amdgpu"
+    )
+    host = "# on the host: lsmod | grep amdgpu; ls /dev/kfd /dev/dri; amd-smi list (the amdgpu driver and ROCm)"
+    if not node.ready:
+        yield Finding("gpu-node-not-ready", WARNING, node.ref,
+                      f"AMD GPU node is not Ready ({reason}); pods cannot start on it",
+                      f"kubectl describe node {node.name}")
+        return
+    if not allocatable:
+        if capacity:
+            msg = (f"AMD GPU node has {capacity} {AMD_GPU} of capacity but 0 allocatable: AMD's device plugin "
+                   "reports every GPU unhealthy")
+            fix = f"{logs}\n{host}"
+        elif plugin is not None:
+            msg = (f"AMD GPU node has no {AMD_GPU} in its allocatable, though AMD's device plugin pod "
+                   f"{plugin.key} is on it ({plugin.phase}): it has not registered the GPUs")
+            fix = f"{logs}\n{host}"
+        else:
+            msg = (f"AMD GPU node has no {AMD_GPU} in its allocatable and no AMD device plugin pod: nothing "
+                   "registered the GPUs")
+            fix = (f"kubectl create -f {AMD_PLUGIN_MANIFEST}   # or the AMD GPU Operator\n"
+                   f"kubectl get ds -A | grep -i amdgpu   # one that exists but does not run on {node.name}\n{host}")
+        yield Finding("gpu-node-no-gpus", ERROR, node.ref,
+                      f"{msg} ({reason}); pods asking {AMD_GPU} see Insufficient {AMD_GPU}", fix)
+        return
+    expected = node.catalog_type.gpu_count if node.catalog_type is not None else 0
+    if expected and allocatable < expected:
+        yield Finding("gpu-node-missing-gpus", WARNING, node.ref,
+                      f"AMD GPU node advertises {allocatable} {AMD_GPU} but has {expected} ({reason}): AMD's "
+                      "device plugin left out GPUs its health check found bad",
+                      f"{logs} | grep -i -e unhealthy -e health\n{host}")
