@@ -132,26 +132,29 @@ def _v6(text: str) -> tuple[bytes, str]:
     return bytes(ip), zone
 
 
+def _go_parse_addr(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, str]:
+    """netip.ParseAddr: the address and its zone; _AddrError in its words."""
+    for c in text:
+        if c == ".":
+            return ipaddress.IPv4Address(_v4_fields(text, text)), ""
+        if c == ":":
+            raw, zone = _v6(text)
+            return ipaddress.IPv6Address(raw), zone
+        if c == "%":
+            raise _AddrError(text, "missing IPv6 address")
+    raise _AddrError(text, "unable to parse IP")
+
+
 def parse_addr(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     """netip.ParseAddr, then the library's refusals (a zone, an IPv4-mapped IPv6 address); CelError in the
     library's words."""
     try:
-        for c in text:
-            if c == ".":
-                return ipaddress.IPv4Address(_v4_fields(text, text))
-            if c == ":":
-                raw, zone = _v6(text)
-                break
-            if c == "%":
-                raise _AddrError(text, "missing IPv6 address")
-        else:
-            raise _AddrError(text, "unable to parse IP")
+        addr, zone = _go_parse_addr(text)
     except _AddrError as exc:
         raise CelError(f"IP Address {_q(text)} parse error during conversion from string: {exc}") from None
     if zone:
         raise CelError(f"IP address {_q(text)} with zone value is not allowed")
-    addr = ipaddress.IPv6Address(raw)
-    if addr.ipv4_mapped is not None:
+    if addr.version == 6 and addr.ipv4_mapped is not None:
         raise CelError(f"IPv4-mapped IPv6 address {_q(text)} is not allowed")
     return addr
 
@@ -224,22 +227,11 @@ def parse_prefix(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Addre
     if not slash:
         raise fail("no '/'")
     try:
-        for c in head:
-            if c == ".":
-                addr: Any = ipaddress.IPv4Address(_v4_fields(head, head))
-                break
-            if c == ":":
-                raw, zone = _v6(head)
-                if zone:
-                    raise fail("IPv6 zones cannot be present in a prefix")
-                addr = ipaddress.IPv6Address(raw)
-                break
-            if c == "%":
-                raise _AddrError(head, "missing IPv6 address")
-        else:
-            raise _AddrError(head, "unable to parse IP")
+        addr, zone = _go_parse_addr(head)
     except _AddrError as exc:
         raise fail(str(exc)) from None
+    if zone:
+        raise fail("IPv6 zones cannot be present in a prefix")
     # strconv.Atoi after refusing a sign or a leading zero; past int64 it fails too
     if not (bits_text.isascii() and bits_text.isdigit()) or (len(bits_text) > 1 and bits_text[0] == "0"):
         raise fail(f"bad bits after slash: {_q(bits_text)}")

@@ -128,6 +128,24 @@ class Volumes(Protocol):
     def uses(self, pod: Pod) -> int: ...
 
 
+def _all_off(
+    pod: Pod, st: NodeState, low: Lower, volumes: Volumes | None
+) -> tuple[_Fit | None, int, list[str]]:
+    """The node with every pod below the pod's priority off, through NodePorts and NodeResourcesFit, then the
+    volume plugins: (the node's requests, VolumeRestrictions' count, []) when the pod passes, else (None, 0,
+    the reasons of the first filter that fails)."""
+    fit = low.fit()
+    why = fit.reasons(pod.spec)
+    if why:
+        return None, 0, why
+    if volumes is None:
+        return fit, 0, []
+    why = list(volumes.reasons(st.node, low.pods))
+    if why:
+        return None, 0, why
+    return fit, volumes.held(low.pods), []
+
+
 def select_victims(
     pod: Pod, st: NodeState, lower: Lower | None = None, volumes: Volumes | None = None
 ) -> tuple[list[Pod] | None, list[str]]:
@@ -137,16 +155,9 @@ def select_victims(
     low = lower if lower is not None else Lower(st, pod.priority)
     if not low.pods:
         return None, [NO_VICTIMS]
-    fit = low.fit()
-    why = fit.reasons(pod.spec)
-    if why:
+    fit, held, why = _all_off(pod, st, low, volumes)
+    if fit is None:
         return None, why
-    held = 0
-    if volumes is not None:
-        why = list(volumes.reasons(st.node, low.pods))
-        if why:
-            return None, why
-        held = volumes.held(low.pods)
     victims = []
     for p in low.ordered:  # no PodDisruptionBudgets: every pod is non-violating
         fit.add(p)
@@ -177,16 +188,9 @@ def select_victims_exact(
     if filt is None:
         filt = sched.topology.prepare(pod)
     spec = pod.spec
-    fit = low.fit()
-    why = fit.reasons(spec)
-    if why:
+    fit, held, why = _all_off(pod, st, low, volumes)
+    if fit is None:
         return None, why
-    held = 0
-    if volumes is not None:
-        why = list(volumes.reasons(st.node, low.pods))
-        if why:
-            return None, why
-        held = volumes.held(low.pods)
     trial = Trial(filt, st)
     for p in low.pods:
         trial.remove(p)
