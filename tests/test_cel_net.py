@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kgpu.model.dra_types import Device
-from kgpu.sim.scheduler.plugins.cel import CelRuntimeError, Evaluator, Unsupported
+from kgpu.sim.scheduler.plugins.cel import CelRuntimeError, CelSyntaxError, Evaluator, Unsupported
 from kgpu.sim.scheduler.plugins.cel_bind import expand
 
 NIC = Device("nic-0", {"net.example.com/ipv4": "10.1.4.5", "net.example.com/rdma": True,
@@ -80,3 +80,13 @@ def test_errors_are_the_librarys_words(expression: str, error: str) -> None:
 def test_bind_expansion_keeps_fields_and_strings_of_the_name() -> None:
     assert expand("cel.bind(d, x.d, d.d == 'd')") == "((x.d).d == 'd')"
     assert expand("device.driver == 'cel.bind(a, 1, a)'") == "device.driver == 'cel.bind(a, 1, a)'"
+
+
+@pytest.mark.parametrize(("expression", "words"), [
+    ("cel.bind(1, 2, true)", "cel.bind() variable names must be simple identifiers"),
+    ("cel.bind(x)", "undeclared reference to 'cel'"),
+])
+def test_a_malformed_bind_is_refused_as_the_api_server_refuses_it(expression: str, words: str) -> None:
+    with pytest.raises(CelSyntaxError) as err:
+        Evaluator().program(expression)
+    assert words in str(err.value)

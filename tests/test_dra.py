@@ -216,6 +216,9 @@ def test_unsupported_cel_is_a_warning_never_a_match() -> None:
     [
         (lambda d: d.__setitem__("spec", {"selectors": [{"cel": {"expression": "device.driver =="}}]}),
          "DeviceClass gpu.nvidia.com: spec.selectors[0].cel.expression", "compilation failed"),
+        (lambda d: d.__setitem__("spec", {"selectors": [{"cel": {"expression": "cel.bind(1, 2, true)"}}]}),
+         "DeviceClass gpu.nvidia.com: spec.selectors[0].cel.expression",
+         "cel.bind() variable names must be simple identifiers"),
     ],
 )
 def test_malformed_cel_is_exit_2(mutate: Any, where: str, words: str) -> None:

@@ -252,8 +252,8 @@ class Program:
             source = expand(expression)
         except Unshadowable as exc:
             source, self.unsupported = expression, str(exc)
-        except ValueError:
-            source = expression  # a malformed cel.bind: the parsers below say what the API server does
+        except ValueError as exc:  # a malformed cel.bind: the API server refuses the object
+            raise CelSyntaxError(str(exc)) from None
         try:
             self._program = cel.compile(source)
         except (ValueError, RuntimeError) as exc:

@@ -122,11 +122,11 @@ def expand(expression: str) -> str:
             return "".join(toks)
         paren = _significant(toks, _significant(toks, _significant(toks, at, 1), 1), 1)
         close, spans = _closing(toks, paren)
-        if len(spans) != 3:
-            raise ValueError("cel.bind takes three arguments")
+        if len(spans) != 3:  # not the macro: a call of a function cel-go does not declare
+            raise ValueError("undeclared reference to 'cel' (in container '')")
         name = "".join(toks[spans[0][0] : spans[0][1]]).strip()
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ValueError("cel.bind: the first argument must be a simple name")
+            raise ValueError("cel.bind() variable names must be simple identifiers")
         init = "(" + "".join(toks[spans[1][0] : spans[1][1]]).strip() + ")"
         body = _substitute(toks[spans[2][0] : spans[2][1]], name, init)
         toks = _tokens("".join([*toks[:at], "(", "".join(body).strip(), ")", *toks[close + 1 :]]))
