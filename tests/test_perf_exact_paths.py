@@ -194,14 +194,15 @@ def _victims_for_real(
         st.ports[:] = saved_ports
 
 
-def _potential_node_by_node(self: Preemption, pod: Pod) -> tuple[set[int], PodFilter]:
+def _potential_node_by_node(self: Preemption, pod: Pod, volumes: Any = None) -> tuple[set[int], PodFilter]:
     _, res, extra = self._potential(pod.spec)
     states = self.sched.states
     topo = self.sched.topology.prepare(pod)
     out = set(extra)
     for idx in res.nodes.tolist():
         st = states[idx]
-        if fits(pod.spec, st) and topo.reason(st.node) in (ERR_POD_AFFINITY, ERR_SPREAD_LABEL):
+        first_volumes = volumes is not None and volumes.reasons(st.node, ())  # a volume plugin rejects first
+        if fits(pod.spec, st) and topo.reason(st.node) in (ERR_POD_AFFINITY, ERR_SPREAD_LABEL) and not first_volumes:
             continue
         out.add(idx)
     return out, topo

@@ -95,7 +95,7 @@ def test_resource_claims_are_modelled_but_unsupported_cel_is_dra() -> None:
     tpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
            "metadata": {"name": "one-gpu", "namespace": "default"},
            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-               "deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": "isIP('10.0.0.1')"}}]}}]}}}}
+               "deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": "isURL('https://example.com')"}}]}}]}}}}
     cls = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"}, "spec": {}}
     sl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-gpu"},
           "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1,
