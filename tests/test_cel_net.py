@@ -90,3 +90,13 @@ def test_a_malformed_bind_is_refused_as_the_api_server_refuses_it(expression: st
     with pytest.raises(CelSyntaxError) as err:
         Evaluator().program(expression)
     assert words in str(err.value)
+
+
+def test_bindings_that_double_the_text_at_every_level_are_not_written_out() -> None:
+    """Each of 29 nested bindings uses the one before twice: written out the text would be 2^29 copies.
+    kgpu stops at its limit, says so (the dra warning), and does not hang."""
+    inner = "x29 > 0"
+    for i in range(29, 0, -1):
+        inner = f"cel.bind(x{i}, {'1' if i == 1 else f'x{i - 1} + x{i - 1}'}, {inner})"
+    out = run(inner)
+    assert isinstance(out, Unsupported) and "passes 65,536 characters" in str(out)

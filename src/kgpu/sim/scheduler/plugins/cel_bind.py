@@ -38,11 +38,15 @@ _MACROS = frozenset(
         "transformMapEntry",
     }
 )
-MAX_BINDINGS = 64  # each expansion copies ``init``: a bound on the text the rewrite can produce
+MAX_BINDINGS = 64
+# Each use of a name gets a copy of its ``init``, so nested bindings that use the name before twice double the
+# text at every level: the rewrite stops at this size (the API server's own limit on a selector is 10 KiB).
+MAX_TEXT = 64 * 1024
 
 
 class Unshadowable(ValueError):
-    """The body declares the bound name again: the textual rewrite cannot express it."""
+    """The rewrite cannot express the bindings (the body declares the bound name again, or the rewritten
+    text would pass MAX_TEXT): kgpu does not evaluate the selector; the API server takes it."""
 
 
 def _tokens(text: str) -> list[str]:
@@ -93,6 +97,9 @@ def _find_bind(toks: list[str]) -> int:
 
 def _substitute(body: list[str], name: str, value: str) -> list[str]:
     out = []
+    uses = sum(1 for t in body if t == name)
+    if uses * len(value) > MAX_TEXT:
+        raise Unshadowable(f"cel.bind: written out, the expression passes {MAX_TEXT:,} characters")
     for j, t in enumerate(body):
         if t == name:
             prev = _significant(body, j, -1)
@@ -129,5 +136,8 @@ def expand(expression: str) -> str:
             raise ValueError("cel.bind() variable names must be simple identifiers")
         init = "(" + "".join(toks[spans[1][0] : spans[1][1]]).strip() + ")"
         body = _substitute(toks[spans[2][0] : spans[2][1]], name, init)
-        toks = _tokens("".join([*toks[:at], "(", "".join(body).strip(), ")", *toks[close + 1 :]]))
+        text = "".join([*toks[:at], "(", "".join(body).strip(), ")", *toks[close + 1 :]])
+        if len(text) > MAX_TEXT:
+            raise Unshadowable(f"cel.bind: written out, the expression passes {MAX_TEXT:,} characters")
+        toks = _tokens(text)
     raise ValueError(f"more than {MAX_BINDINGS} cel.bind calls")
